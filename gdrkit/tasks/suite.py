@@ -1,0 +1,33 @@
+"""`invoke test`: the whole test suite, as the README and .ci/run run it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from invoke import Context, task
+from invoke.exceptions import Exit
+
+from gdrkit.version import REPO_ROOT
+
+
+@task(
+    help={
+        "quick": "only the tests that need no VM, container or package build (seconds)",
+        "keyword": "only tests whose name matches this pytest -k expression",
+    }
+)
+def test(c: Context, quick: bool = False, keyword: str = "") -> None:
+    """Run the whole test suite (pytest over tests/python); fails on any failing test."""
+    argv = [sys.executable, "-m", "pytest", "tests/python", "-ra", "-v"]
+    if quick:
+        argv += ["-m", "not slow"]
+    if keyword:
+        argv += ["-k", keyword]
+    status = subprocess.call(argv, cwd=REPO_ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    if status != 0:
+        raise Exit(f"test suite failed (pytest exit {status})", code=status)
+
+
+TASKS = [test]

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gdrapi.h - low-latency CPU access to GPU memory.
+ *
+ * Source and binary compatible with GDRCopy 2.6's gdrapi.h / libgdrapi.so.2:
+ * programs and libraries built against either run against either.
+ *
+ * Functions return 0 on success or a positive errno value, except where
+ * noted.  Set GDRCOPY_ENABLE_LOGGING=1 (and GDRCOPY_LOG_LEVEL=1..4) to have
+ * the library explain failures on stderr.
+ *
+ * Unlike GDRCopy 2.6, every call is thread-safe: one gdr_t may be used from
+ * many threads at once.
+ */
+#ifndef GDRAPI_H
+#define GDRAPI_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "gdrcopy_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAJOR_VERSION_SHIFT 16
+#define MINOR_VERSION_MASK (((uint32_t)1 << MAJOR_VERSION_SHIFT) - 1)
+
+#define GDR_API_MAJOR_VERSION GDRCOPY_VERSION_MAJOR
+#define GDR_API_MINOR_VERSION GDRCOPY_VERSION_MINOR
+#define GDR_API_VERSION \
+	((GDR_API_MAJOR_VERSION << MAJOR_VERSION_SHIFT) | GDR_API_MINOR_VERSION)
+
+#define MINIMUM_GDRDRV_MAJOR_VERSION 2
+#define MINIMUM_GDRDRV_MINOR_VERSION 0
+#define MINIMUM_GDRDRV_VERSION \
+	((MINIMUM_GDRDRV_MAJOR_VERSION << MAJOR_VERSION_SHIFT) | MINIMUM_GDRDRV_MINOR_VERSION)
+
+#define GPU_PAGE_SHIFT 16
+#define GPU_PAGE_SIZE (1UL << GPU_PAGE_SHIFT)
+#define GPU_PAGE_OFFSET (GPU_PAGE_SIZE - 1)
+#define GPU_PAGE_MASK (~GPU_PAGE_OFFSET)
+
+/* An open library instance (one per process is typical). */
+struct gdr;
+typedef struct gdr *gdr_t;
+
+/* A pinned GPU buffer. */
+typedef struct gdr_mh_s {
+	unsigned long h;
+} gdr_mh_t;
+
+typedef enum gdr_pin_flags {
+	GDR_PIN_FLAG_DEFAULT = 0,
+	/* Map through PCIe BAR1 even on coherent platforms. */
+	GDR_PIN_FLAG_FORCE_PCIE = 1
+} gdr_pin_flags_t;
+
+typedef enum gdr_mapping_type {
+	GDR_MAPPING_TYPE_NONE = 0,
+	GDR_MAPPING_TYPE_WC = 1,
+	GDR_MAPPING_TYPE_CACHING = 2,
+	GDR_MAPPING_TYPE_DEVICE = 3,
+	GDR_MAPPING_TYPE_MAX
+} gdr_mapping_type_t;
+
+typedef enum gdr_map_flags {
+	GDR_MAP_FLAG_DEFAULT = 0,
+	GDR_MAP_FLAG_REQ_WC_MAPPING = 1,
+	GDR_MAP_FLAG_REQ_CACHE_MAPPING = 2,
+	GDR_MAP_FLAG_REQ_DEVICE_MAPPING = 3
+} gdr_map_flags_t;
+
+typedef enum gdr_attr {
+	GDR_ATTR_USE_PERSISTENT_MAPPING = 1,
+	GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE = 2,
+	GDR_ATTR_USING_DMA_BUF_MMAP = 3,
+	GDR_ATTR_MAX
+} gdr_attr_t;
+
+typedef struct gdr_info_v2 {
+	uint64_t va;
+	uint64_t mapped_size;
+	uint32_t page_size;
+	uint64_t tm_cycles;	/* deprecated */
+	uint32_t cycles_per_ms;	/* deprecated */
+	unsigned mapped:1;
+	unsigned wc_mapping:1;
+	gdr_mapping_type_t mapping_type;
+} gdr_info_v2_t;
+typedef gdr_info_v2_t gdr_info_t;
+
+/* Open the library: picks the gdrdrv backend, else dma-buf mmap.  NULL on failure, errno says why. */
+gdr_t gdr_open(void);
+/* Unpin every buffer still pinned through g, then release g. */
+int gdr_close(gdr_t g);
+
+/* Pin [addr, addr + size) of GPU memory.  Tokens are ignored by drivers using persistent mapping. */
+int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t p2p_token, uint32_t va_space,
+		   gdr_mh_t *handle);
+int gdr_pin_buffer_v2(gdr_t g, unsigned long addr, size_t size, uint32_t flags, gdr_mh_t *handle);
+int gdr_unpin_buffer(gdr_t g, gdr_mh_t handle);
+
+/* *flag becomes 1 once the GPU memory behind a (legacy-mode) pin was freed. */
+int gdr_get_callback_flag(gdr_t g, gdr_mh_t handle, int *flag);
+
+int gdr_get_info_v2(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info);
+#define gdr_get_info gdr_get_info_v2
+
+/* Map a pinned buffer into the process.  The buffer must start on a GPU page. */
+int gdr_map(gdr_t g, gdr_mh_t handle, void **va, size_t size);
+int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **va, size_t size, int flags);
+int gdr_unmap(gdr_t g, gdr_mh_t handle, void *va, size_t size);
+
+/* Copy between host memory and a mapping, with the copy routine and fences its mapping type needs. */
+int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size);
+int gdr_copy_from_mapping(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size);
+
+void gdr_runtime_get_version(int *major, int *minor);
+int gdr_driver_get_version(gdr_t g, int *major, int *minor);
+
+int gdr_get_attribute(gdr_t g, gdr_attr_t attr, int *value);
+int gdr_get_mapping_type_string(gdr_mapping_type_t type, const char **type_str);
+
+/*
+ * Extensions (not in GDRCopy 2.6; test for them with GDRAPI_HAVE_COPY_ENGINE).
+ *
+ * The copy engine on its own: copy to or from any memory mapped with the
+ * given type (for example other write-combined BAR memory), exactly as
+ * gdr_copy_to_mapping()/gdr_copy_from_mapping() do for a gdrcopy mapping.
+ * Returns 0, or EINVAL for an unknown type.
+ */
+#define GDRAPI_HAVE_COPY_ENGINE 1
+int gdr_copy_to_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size);
+int gdr_copy_from_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GDRAPI_H */
