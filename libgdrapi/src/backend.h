@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The interface between the public API (gdrapi.c) and the ways of getting a
+ * CPU mapping of GPU memory ("backends"): the gdrdrv kernel module, a CUDA
+ * dma-buf fd, and whatever comes next.  A backend is one file that defines a
+ * const struct gdr_backend_ops and is listed in gdr_backends[] (gdrapi.c).
+ *
+ * Locking contract: the core serialises calls per buffer (gdr_memh.lock is
+ * held around pin/map/unmap/unpin/get_info/get_cb_flag of that buffer) but
+ * calls for different buffers of one gdr_t run concurrently, so a backend
+ * keeps per-instance state either immutable after open() or under its own
+ * lock.  open() and close() are never concurrent with anything else on the
+ * same instance.
+ *
+ * Return values: 0 or a positive errno, as the public API.  Backends log the
+ * reason for a failure themselves (gdr_log), with what to do about it.
+ */
+#ifndef GDRAPI_BACKEND_H
+#define GDRAPI_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gdrapi.h"
+
+struct gdr;
+struct gdr_memh;
+
+/* Why a backend declined to open, for the message gdr_open() prints when none opens. */
+#define GDR_BACKEND_WHY_LEN 512
+
+/* Everything a pin request carries; which fields matter depends on the call. */
+struct gdr_pin_request {
+	unsigned long addr;
+	size_t size;
+	uint64_t p2p_token;	/* legacy gdr_pin_buffer() only */
+	uint32_t va_space;	/* legacy gdr_pin_buffer() only */
+	uint32_t flags;		/* GDR_PIN_FLAG_*, already validated */
+	bool legacy;		/* came through gdr_pin_buffer() */
+};
+
+struct gdr_backend_ops {
+	/* Short name used in logs and in GDRCOPY_BACKEND, e.g. "gdrdrv". */
+	const char *name;
+
+	/*
+	 * Try to set up this backend for g; on success store state in
+	 * g->backend_priv.  On failure return an errno and write one
+	 * sentence into why[GDR_BACKEND_WHY_LEN] saying what was found
+	 * and what to do.
+	 */
+	int (*open)(struct gdr *g, char *why);
+	/* Release what open() set up.  Every buffer is already unpinned. */
+	void (*close)(struct gdr *g);
+
+	/* Pin req; on success fill mh->backend_priv and mh->pinned_*. */
+	int (*pin)(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_request *req);
+	/* Undo pin().  The buffer is no longer mapped. */
+	int (*unpin)(struct gdr *g, struct gdr_memh *mh);
+
+	/*
+	 * Map size bytes of the pinned buffer; requested is GDR_MAPPING_TYPE_NONE
+	 * for "driver's choice" or the type the caller insists on.  On success
+	 * set *va and *type (never NONE).  A type the backend cannot honour is
+	 * EINVAL (or EOPNOTSUPP when the driver said so), with nothing left mapped.
+	 */
+	int (*map)(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mapping_type_t requested,
+		   void **va, gdr_mapping_type_t *type);
+	int (*unmap)(struct gdr *g, struct gdr_memh *mh, void *va, size_t size);
+
+	int (*get_info)(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info);
+	/*
+	 * Optional: the GDRCopy <= 2.3 view (GET_INFO ioctl), used by the old
+	 * gdr_get_info symbol.  NULL means "derive it from get_info".
+	 */
+	int (*get_info_v1)(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info);
+	/* attr is already known to be valid (1 .. GDR_ATTR_MAX - 1). */
+	int (*get_attr)(struct gdr *g, gdr_attr_t attr, int *value);
+	int (*get_cb_flag)(struct gdr *g, struct gdr_memh *mh, int *flag);
+	int (*driver_version)(struct gdr *g, int *major, int *minor);
+};
+
+extern const struct gdr_backend_ops gdr_backend_gdrdrv;
+extern const struct gdr_backend_ops gdr_backend_dmabuf;
+
+#endif /* GDRAPI_BACKEND_H */

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* Private declarations shared by the files of libgdrapi.  Nothing here is ABI. */
+#ifndef GDRAPI_INTERNAL_H
+#define GDRAPI_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gdrapi.h"
+#include "backend.h"
+
+/* Marks the functions that form the ABI; everything else is hidden (-fvisibility=hidden). */
+#define GDR_EXPORT __attribute__((visibility("default")))
+
+#define GDR_LOG_DEBUG 1
+#define GDR_LOG_INFO 2
+#define GDR_LOG_WARN 3
+#define GDR_LOG_ERROR 4
+
+/*
+ * Print to stderr when GDRCOPY_ENABLE_LOGGING is set and level is at least
+ * GDRCOPY_LOG_LEVEL (default GDR_LOG_ERROR).  Silent otherwise.
+ */
+void gdr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool gdr_log_enabled(int level);
+
+#define gdr_dbg(...) gdr_log(GDR_LOG_DEBUG, __VA_ARGS__)
+#define gdr_info(...) gdr_log(GDR_LOG_INFO, __VA_ARGS__)
+#define gdr_warn(...) gdr_log(GDR_LOG_WARN, __VA_ARGS__)
+#define gdr_err(...) gdr_log(GDR_LOG_ERROR, __VA_ARGS__)
+
+/* The host page, read once with sysconf(): never a compile-time PAGE_SIZE. */
+struct gdr_host_page {
+	size_t size;
+	size_t mask;	/* size - 1 */
+	unsigned int shift;
+};
+const struct gdr_host_page *gdr_host_page(void);
+
+static inline size_t gdr_round_up_to_page(size_t len)
+{
+	const struct gdr_host_page *page = gdr_host_page();
+
+	return (len + page->mask) & ~page->mask;
+}
+
+#define GDR_MEMH_MAGIC 0x6764726d656d6831ULL	/* "gdrmemh1" */
+
+/*
+ * One pinned buffer.  gdr_mh_t.h is a pointer to it.  The copy functions get
+ * only the gdr_mh_t, so mapping_type/map_va are atomics they read lock-free.
+ */
+struct gdr_memh {
+	uint64_t magic;
+	struct gdr *owner;
+	struct gdr_memh *prev, *next;	/* owner's list, under owner->lock */
+	unsigned int refs;		/* under owner->lock; see gdr_memh_get() */
+	bool unpinned;			/* under owner->lock */
+
+	pthread_mutex_t lock;		/* serialises state changes of this buffer */
+
+	/* Filled by the backend's pin(). */
+	unsigned long pinned_addr;	/* as the caller passed it */
+	size_t pinned_size;
+	uint32_t pin_flags;
+	void *backend_priv;
+
+	/* Mapping state, under lock; also read lock-free by the copy path. */
+	_Atomic(void *) map_va;
+	size_t map_size;
+	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
+};
+
+struct gdr {
+	const struct gdr_backend_ops *ops;
+	void *backend_priv;
+
+	pthread_mutex_t lock;		/* protects the buffer list */
+	struct gdr_memh *memh_list;
+};
+
+/* Copy engine (copy.c). */
+int gdr_copy_to_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size);
+int gdr_copy_from_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size);
+/* Bookkeeping of live mappings per type, for the "mixed mappings" fence. */
+void gdr_mapping_count_add(gdr_mapping_type_t type, int delta);
+/* Detect CPU features and choose routines now (gdr_open calls it; otherwise first copy does). */
+void gdr_copy_engine_init(void);
+
+/* Shared by the v1 gdr_get_info symbol (gdrapi_v1.c) and gdrapi.c. */
+int gdr_get_info_common(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info, bool v1);
+
+#endif /* GDRAPI_INTERNAL_H */
