@@ -135,6 +135,52 @@ int gdr_get_mapping_type_string(gdr_mapping_type_t type, const char **type_str);
 int gdr_copy_to_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size);
 int gdr_copy_from_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size);
 
+/*
+ * Extension: the name of the backend g uses: "gdrdrv", "dmabuf" or "vulkan"
+ * (never NULL for an open g).
+ */
+#define GDRAPI_HAVE_BACKEND_NAME 1
+const char *gdr_get_backend_name(gdr_t g);
+
+/*
+ * Extension: parallel copies for large transfers (off unless asked for).
+ *
+ * One core drives roughly 15 GB/s into GPU memory and well under 1 GB/s out
+ * of it; several cores together move more.  These copy like
+ * gdr_copy_to_mapping()/gdr_copy_from_mapping(), split into at most
+ * `threads` contiguous pieces that worker threads copy at once (pieces are
+ * never smaller than 256 KiB).  threads <= 1 copies on the calling thread.
+ * The workers are created on the first call that needs them and live until
+ * the process exits.  The environment variable GDRCOPY_COPY_THREADS=N makes
+ * the ordinary gdr_copy_to_mapping()/gdr_copy_from_mapping() do the same for
+ * copies of at least GDRCOPY_PARALLEL_MIN_SIZE bytes (default 1 MiB).
+ */
+#define GDRAPI_HAVE_PARALLEL_COPY 1
+int gdr_copy_to_mapping_parallel(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size,
+				 unsigned int threads);
+int gdr_copy_from_mapping_parallel(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size,
+				   unsigned int threads);
+
+/*
+ * Extension: GPU memory that needs no kernel module (the "vulkan" backend).
+ *
+ * Where neither gdrdrv nor dma-buf mmap is usable but the GPU exposes
+ * device-local, host-visible memory through Vulkan (its BAR1), gdr_open()
+ * falls back to the "vulkan" backend (GDRCOPY_BACKEND=vulkan forces it).
+ * That backend cannot pin arbitrary cudaMalloc memory: allocate the GPU
+ * memory with gdr_alloc_mapped() instead.  It returns a CUDA device pointer
+ * (*gpu_ptr, a CUdeviceptr usable with any CUDA call in the current context's
+ * device) and a CPU pointer (*cpu_ptr, a write-combined mapping of the same
+ * bytes through BAR1).  gdr_pin_buffer(), gdr_map(), gdr_get_info() and the
+ * copy calls then work on addresses inside such allocations; any other
+ * address fails with EINVAL (logged).  Sizes are rounded up to 64 KiB and
+ * *gpu_ptr is 64 KiB aligned.  Free with gdr_free_mapped() after unpinning.
+ * Both return ENOTSUP on the other backends.
+ */
+#define GDRAPI_HAVE_ALLOC_MAPPED 1
+int gdr_alloc_mapped(gdr_t g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr);
+int gdr_free_mapped(gdr_t g, uint64_t gpu_ptr);
+
 #ifdef __cplusplus
 }
 #endif
