@@ -1,0 +1,95 @@
+"""The kernel log as a test oracle: which lines fail a run.
+
+Pure functions only, so the rules are unit-tested without a VM.  The kernel
+log reaches us twice: as the serial console (only lines up to the console
+log level, but it survives a panic) and as a `dmesg` dump taken after the
+command (every level, but missing when the guest died).  Both are scanned
+and the findings merged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A console line printed by the kernel starts with its printk timestamp;
+# lines without one are program output and are never judged.
+_TIMESTAMP = re.compile(r"^\s*(?:<\d+>)?\[\s*\d+\.\d+\]\s?")
+
+# (rule name, pattern).  Each names a class of kernel-side failure.
+RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("oops", re.compile(r"\bOops\b")),
+    ("bug", re.compile(r"\bBUG:|kernel BUG at")),
+    ("warning", re.compile(r"\bWARNING:")),
+    ("kasan", re.compile(r"\bKASAN\b")),
+    ("ubsan", re.compile(r"\bUBSAN\b")),
+    ("lockdep", re.compile(r"possible circular locking|inconsistent lock state|possible recursive locking")),
+    ("bad-page", re.compile(r"\b[Bb]ad page\b")),
+    ("gpf", re.compile(r"general protection fault")),
+    ("call-trace", re.compile(r"Call Trace")),
+    ("panic", re.compile(r"Kernel panic")),
+    ("page-fault", re.compile(r"[Uu]nable to handle (?:kernel|page fault)")),
+    ("pat", re.compile(r"conflicting memory types|x86/PAT:.*freeing invalid memtype|map pfn expected mapping type")),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One kernel log line that fails the run."""
+
+    rule: str
+    line: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.line}"
+
+
+def strip_timestamp(line: str) -> str:
+    return _TIMESTAMP.sub("", line, count=1).strip()
+
+
+def is_kernel_line(line: str) -> bool:
+    return _TIMESTAMP.match(line) is not None
+
+
+def scan_line(line: str) -> Finding | None:
+    """The first rule `line` breaks, if any (the line without its timestamp)."""
+    text = strip_timestamp(line)
+    for rule, pattern in RULES:
+        if pattern.search(text):
+            return Finding(rule, text)
+    return None
+
+
+def scan_kernel_log(text: str, *, kernel_lines_only: bool = False) -> list[Finding]:
+    """Every failing line of `text`, in order.
+
+    With `kernel_lines_only`, lines without a printk timestamp are skipped:
+    that is how the serial console, where program output and kernel messages
+    interleave, is read.
+    """
+    findings = []
+    for raw in text.replace("\r", "").splitlines():
+        if kernel_lines_only and not is_kernel_line(raw):
+            continue
+        finding = scan_line(raw)
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def merge_findings(*groups: list[Finding]) -> list[Finding]:
+    """The findings of every group, each distinct line once, first seen first."""
+    seen: set[Finding] = set()
+    merged = []
+    for group in groups:
+        for finding in group:
+            if finding not in seen:
+                seen.add(finding)
+                merged.append(finding)
+    return merged
+
+
+def log_tail(text: str, lines: int = 60) -> str:
+    """The last `lines` lines of a log, for printing after a failure."""
+    return "\n".join(text.replace("\r", "").splitlines()[-lines:])

@@ -1,0 +1,251 @@
+"""Booting a kernel under qemu (TCG) with a host directory as its root.
+
+The console (ttyS0) is streamed to the terminal and copied to a log file;
+/init reports results on ttyS1 and dumps the kernel log on ttyS2, each into a
+file of its own.  A PCI ivshmem device backed by a file in /dev/shm gives the
+guest a real PCI BAR for softgpu.  Whatever happens (success, timeout,
+Ctrl-C), qemu is gone and the /dev/shm file removed when `boot` returns.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gdrkit.system import UserError, die, log, run
+from gdrkit.vm import initramfs, klog
+from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
+
+QEMU = "qemu-system-x86_64"
+DEFAULT_TIMEOUT_S = 15 * 60
+DEFAULT_MEMORY_MB = 2048
+DEFAULT_IVSHMEM_MB = 256
+KERNEL_ARGS = (
+    "console=ttyS0",
+    "rdinit=/init",
+    "panic=-1",
+    "printk.time=1",
+    # TCG on a shared host is slow; a stall report there is not the driver's fault.
+    "rcupdate.rcu_cpu_stall_suppress=1",
+    "nokaslr",
+)
+
+
+@dataclass(frozen=True)
+class VmPaths:
+    """Where one boot keeps its files."""
+
+    work: Path
+    initrd: Path
+    console_log: Path
+    results: Path
+    kernel_log: Path
+    vram: Path
+
+    @classmethod
+    def create(cls, log_dir: Path | None) -> VmPaths:
+        work = Path(tempfile.mkdtemp(prefix="gdrkit-vm-"))
+        logs = log_dir or work
+        logs.mkdir(parents=True, exist_ok=True)
+        tag = secrets.token_hex(4)
+        return cls(
+            work=work,
+            initrd=work / "initrd.cpio.gz",
+            console_log=logs / "console.log",
+            results=logs / "results.txt",
+            kernel_log=logs / "kernel.log",
+            vram=Path("/dev/shm") / f"gdrkit-vram-{os.getpid()}-{tag}",
+        )
+
+
+def qemu_command(
+    kernel_image: Path,
+    paths: VmPaths,
+    root_dir: Path,
+    *,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    cpus: int = 2,
+    ivshmem_mb: int = DEFAULT_IVSHMEM_MB,
+    extra_kernel_args: Sequence[str] = (),
+) -> list[str]:
+    """The qemu command line for one boot (pure)."""
+    argv = [
+        QEMU,
+        "-machine", "q35,accel=tcg",
+        "-smp", str(cpus),
+        "-m", str(memory_mb),
+        "-nodefaults",
+        "-no-reboot",
+        "-display", "none",
+        "-kernel", str(kernel_image),
+        "-initrd", str(paths.initrd),
+        "-append", " ".join((*KERNEL_ARGS, *extra_kernel_args)),
+        "-chardev", f"stdio,id=console,logfile={paths.console_log}",
+        "-serial", "chardev:console",
+        "-chardev", f"file,id=results,path={paths.results}",
+        "-serial", "chardev:results",
+        "-chardev", f"file,id=kernellog,path={paths.kernel_log}",
+        "-serial", "chardev:kernellog",
+        "-virtfs",
+        f"local,path={root_dir},mount_tag={initramfs.ROOT_MOUNT_TAG},security_model=none,multidevs=remap",
+    ]  # fmt: skip
+    if ivshmem_mb > 0:
+        argv += [
+            "-object", f"memory-backend-file,id=vram,size={ivshmem_mb}M,mem-path={paths.vram},share=on",
+            "-device", "ivshmem-plain,memdev=vram",
+        ]  # fmt: skip
+    return argv
+
+
+def parse_results(text: str) -> dict[str, str]:
+    """The `key=value` lines /init wrote to the results port (last value wins)."""
+    results: dict[str, str] = {}
+    for line in text.replace("\r", "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            results[key.strip()] = value.strip()
+    return results
+
+
+@dataclass
+class VmResult:
+    """What one boot produced."""
+
+    status: int | None  # the command's exit status; None if it did not run or finish
+    console_log: Path
+    kernel_log_findings: list[klog.Finding]
+    seconds: float
+    timed_out: bool = False
+    results: dict[str, str] = field(default_factory=dict)
+    kernel_log: Path | None = None
+
+    @property
+    def refcount(self) -> str | None:
+        return self.results.get("refcount")
+
+    def unload_failures(self) -> dict[str, str]:
+        """Modules whose rmmod failed, with rmmod's status."""
+        return {
+            key.removeprefix("unload_"): value
+            for key, value in self.results.items()
+            if key.startswith("unload_") and value != "0"
+        }
+
+    def load_failures(self) -> dict[str, str]:
+        return {
+            key.removeprefix("load_"): value
+            for key, value in self.results.items()
+            if key.startswith("load_") and value != "0"
+        }
+
+    def problems(self, loads: Sequence[ModuleLoad] = ()) -> list[str]:
+        """Why this run fails, besides the command's own status (empty: it passed)."""
+        found = []
+        if self.timed_out:
+            found.append("timed out")
+        elif self.results.get("done") != "1":
+            found.append("the guest did not finish (crash or panic?)")
+        if "error" in self.results:
+            found.append(f"guest setup failed: {self.results['error']}")
+        found += [f"modprobe {name} failed (status {rc})" for name, rc in self.load_failures().items()]
+        found += [f"rmmod {name} failed (status {rc})" for name, rc in self.unload_failures().items()]
+        for load in loads:
+            key = load.name.replace("-", "_")
+            if self.results.get(f"load_{key}") == "0" and f"unload_{key}" not in self.results:
+                found.append(f"{load.name} was gone before rmmod")
+        if self.refcount is not None and self.refcount != "0":
+            found.append(f"nv_get_pages_refcount is {self.refcount}, not 0")
+        if self.kernel_log_findings:
+            found.append(f"{len(self.kernel_log_findings)} kernel log finding(s)")
+        return found
+
+
+def boot(
+    kernel_image: Path,
+    modules_dir: Path,
+    root_dir: Path,
+    command: str,
+    *,
+    loads: Sequence[ModuleLoad] = (),
+    check_refcount: bool = False,
+    ivshmem_mb: int = DEFAULT_IVSHMEM_MB,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    log_dir: Path | None = None,
+    extra_kernel_args: Sequence[str] = (),
+) -> VmResult:
+    """Boot `kernel_image` with `root_dir` as root, run `command` there, power off."""
+    for path, what in ((kernel_image, "kernel image"), (root_dir, "root directory"), (modules_dir, "modules directory")):
+        if not path.exists():
+            raise die(f"{what} {path} does not exist")
+    if not shutil.which(QEMU):
+        raise die(f"{QEMU} not found", "apt-get install qemu-system-x86")
+    paths = VmPaths.create(log_dir)
+    plan = GuestPlan(command, tuple(loads), check_refcount)
+    try:
+        initramfs.build_initramfs(paths.initrd, modules_dir, plan)
+        argv = qemu_command(
+            kernel_image, paths, root_dir, memory_mb=memory_mb, ivshmem_mb=ivshmem_mb,
+            extra_kernel_args=extra_kernel_args,
+        )  # fmt: skip
+        start = time.monotonic()
+        timed_out = _run_qemu(argv, timeout)
+        seconds = time.monotonic() - start
+    finally:
+        paths.vram.unlink(missing_ok=True)
+        paths.initrd.unlink(missing_ok=True)
+        if log_dir is not None:
+            shutil.rmtree(paths.work, ignore_errors=True)
+    return _collect(paths, seconds, timed_out)
+
+
+def _run_qemu(argv: Sequence[str], timeout: float) -> bool:
+    """Run qemu to the end; True if it ran past `timeout` and was killed."""
+    start = time.monotonic()
+    try:
+        # stdin is an empty pipe: qemu then leaves the terminal's modes alone.
+        run(argv, input_text="", timeout=timeout)
+    except UserError:
+        if time.monotonic() - start >= timeout:
+            log(f"qemu ran past {timeout:.0f}s and was killed")
+            return True
+        raise
+    return False
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _collect(paths: VmPaths, seconds: float, timed_out: bool) -> VmResult:
+    results = parse_results(_read(paths.results))
+    findings = klog.merge_findings(
+        klog.scan_kernel_log(_read(paths.kernel_log)),
+        klog.scan_kernel_log(_read(paths.console_log), kernel_lines_only=True),
+    )
+    status_text = results.get("command_status", "")
+    status = int(status_text) if status_text.isdigit() else None
+    return VmResult(
+        status=status,
+        console_log=paths.console_log,
+        kernel_log_findings=findings,
+        seconds=seconds,
+        timed_out=timed_out,
+        results=results,
+        kernel_log=paths.kernel_log if paths.kernel_log.exists() else None,
+    )
+
+
+def describe(result: VmResult) -> Mapping[str, str]:
+    """Summary fields for printing."""
+    return {
+        "command status": "timeout" if result.timed_out else str(result.status),
+        "refcount": result.refcount or "n/a",
+        "seconds": f"{result.seconds:.1f}",
+    }

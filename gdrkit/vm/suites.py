@@ -1,0 +1,214 @@
+"""Debian suites and their kernels: which suite, which kernel ABI, which packages.
+
+A kernel is asked for by suite (`trixie`: that suite's current
+linux-image-amd64) or by ABI string (`6.12.57+deb13-amd64`: those exact
+packages, in whichever suite has them).  The host's apt sources are never
+touched: each suite gets a private sources list and package lists under the
+cache, refreshed at most once a day.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdrkit.system import die, log, run
+
+MIRROR = "http://deb.debian.org/debian"
+SECURITY_MIRROR = "http://security.debian.org/debian-security"
+LISTS_MAX_AGE_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One Debian suite: its name, archive sections and default ABI hint."""
+
+    name: str
+    release: int | None  # Debian major release; None for sid
+    security: bool = True
+    updates: bool = True
+    backports: bool = True
+
+    def sources_lines(self) -> list[str]:
+        """The one-line apt sources that reach this suite's packages."""
+        lines = [f"deb {MIRROR} {self.name} main"]
+        if self.updates:
+            lines.append(f"deb {MIRROR} {self.name}-updates main")
+        if self.security:
+            lines.append(f"deb {SECURITY_MIRROR} {self.name}-security main")
+        if self.backports:
+            lines.append(f"deb {MIRROR} {self.name}-backports main")
+        return lines
+
+
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for suite in (
+        Suite("bullseye", 11),
+        Suite("bookworm", 12),
+        Suite("trixie", 13),
+        Suite("sid", None, security=False, updates=False, backports=False),
+    )
+}
+
+# ABI strings of Debian's own kernels: 5.10.0-35-amd64 (bullseye),
+# 6.1.0-41-amd64 (bookworm), 6.12.57+deb13-amd64 (trixie and later).
+_ABI_SERIES = {"5.10.0-": "bullseye", "6.1.0-": "bookworm"}
+_ABI_DEB_TAG = re.compile(r"\+deb(\d+)")
+_DEPENDS_IMAGE = re.compile(r"Depends:\s*linux-image-(\S+)")
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """A kernel to boot: its suite, ABI and the packages that hold it."""
+
+    suite: Suite
+    abi: str
+
+    @property
+    def image_package(self) -> str:
+        return f"linux-image-{self.abi}"
+
+    @property
+    def headers_package(self) -> str:
+        return f"linux-headers-{self.abi}"
+
+
+# The subprocess edge, replaceable in tests: (argv) -> (status, stdout).
+AptQuery = Callable[[Sequence[str]], tuple[int, str]]
+
+
+def normalize_abi(spec: str) -> str:
+    """`linux-image-6.1.0-41-amd64`, `6.1.0-41` -> `6.1.0-41-amd64`."""
+    abi = spec.strip()
+    for prefix in ("linux-image-", "linux-headers-"):
+        if abi.startswith(prefix):
+            abi = abi[len(prefix):]
+    if not abi.endswith("-amd64"):
+        abi += "-amd64"
+    return abi
+
+
+def candidate_suites(abi: str) -> list[Suite]:
+    """Suites to look for `abi` in, most likely first."""
+    first: str | None = None
+    for prefix, name in _ABI_SERIES.items():
+        if abi.startswith(prefix):
+            first = name
+    tag = _ABI_DEB_TAG.search(abi)
+    if tag:
+        first = next((s.name for s in SUITES.values() if s.release == int(tag.group(1))), "sid")
+    ordered = [SUITES[first]] if first else []
+    return ordered + [suite for suite in SUITES.values() if suite.name != first]
+
+
+class AptLists:
+    """A suite's private apt configuration and package lists under `base`."""
+
+    def __init__(self, suite: Suite, base: Path) -> None:
+        self.suite = suite
+        self.base = base / suite.name
+        self.sources = self.base / "sources.list"
+        self.lists = self.base / "lists"
+        self.cache = self.base / "cache"
+
+    def options(self) -> list[str]:
+        return [
+            f"-oDir::Etc::SourceList={self.sources}",
+            "-oDir::Etc::SourceParts=/dev/null",
+            f"-oDir::State::Lists={self.lists}",
+            f"-oDir::Cache={self.cache}",
+            "-oAPT::Architecture=amd64",
+            "-oAPT::Architectures=amd64",
+        ]
+
+    def is_fresh(self, now: float | None = None) -> bool:
+        stamp = self.base / "updated"
+        if not stamp.exists():
+            return False
+        return (now or time.time()) - stamp.stat().st_mtime < LISTS_MAX_AGE_S
+
+    def update(self, *, force: bool = False) -> None:
+        """`apt-get update` into the private lists, unless done within a day."""
+        if self.is_fresh() and not force:
+            return
+        log(f"refreshing package lists of {self.suite.name}")
+        (self.lists / "partial").mkdir(parents=True, exist_ok=True)
+        (self.cache / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+        self.sources.write_text("\n".join(self.suite.sources_lines()) + "\n")
+        result = run(["apt-get", "-q", "update", *self.options()], capture=True, check=False)
+        if result.returncode != 0:
+            raise die(
+                f"apt-get update for {self.suite.name} failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}",
+                "check network access to deb.debian.org and that the host's debian-archive-keyring knows this suite",
+            )
+        (self.base / "updated").touch()
+
+    def query(self, args: Sequence[str]) -> tuple[int, str]:
+        result = run(["apt-cache", *self.options(), *args], capture=True, check=False)
+        return result.returncode, result.stdout
+
+
+def current_abi(query: AptQuery) -> str | None:
+    """The ABI that a suite's linux-image-amd64 depends on, from `apt-cache depends`."""
+    status, out = query(["depends", "--no-recommends", "--no-suggests", "linux-image-amd64"])
+    if status != 0:
+        return None
+    match = _DEPENDS_IMAGE.search(out)
+    return match.group(1) if match else None
+
+
+def has_package(query: AptQuery, package: str) -> bool:
+    status, out = query(["show", "--no-all-versions", package])
+    return status == 0 and f"Package: {package}" in out
+
+
+def resolve_kernel(
+    spec: str, *, lists_for: Callable[[Suite], AptQuery] | None = None, base: Path | None = None, refresh: bool = False
+) -> KernelChoice:
+    """Which suite and ABI `spec` (a suite name or a kernel ABI string) means."""
+    if lists_for is None:
+        lists_for = _real_lists(base, refresh)
+    name = spec.strip().lower()
+    if name in SUITES:
+        suite = SUITES[name]
+        abi = current_abi(lists_for(suite))
+        if abi is None:
+            raise die(f"{suite.name} has no linux-image-amd64 in its package lists", "try again with --refresh")
+        return KernelChoice(suite, abi)
+    if not re.match(r"^(linux-(image|headers)-)?\d+\.\d+", spec.strip()):
+        raise die(
+            f"{spec!r} is neither a Debian suite nor a kernel version",
+            f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
+        )
+    abi = normalize_abi(spec)
+    for suite in candidate_suites(abi):
+        query = lists_for(suite)
+        if has_package(query, f"linux-image-{abi}") and has_package(query, f"linux-headers-{abi}"):
+            return KernelChoice(suite, abi)
+    raise die(
+        f"no Debian suite ({', '.join(SUITES)}) has both linux-image-{abi} and linux-headers-{abi}",
+        "older kernel ABIs leave the archive; pick a current one (e.g. --kernel trixie) or check the spelling",
+    )
+
+
+def _real_lists(base: Path | None, refresh: bool) -> Callable[[Suite], AptQuery]:
+    from gdrkit.system import cache_dir
+
+    root = base or cache_dir() / "vm" / "apt"
+
+    def lists_for(suite: Suite) -> AptQuery:
+        lists = AptLists(suite, root)
+        lists.update(force=refresh)
+        return lists.query
+
+    return lists_for
+
+
+def host_keyring_note() -> str:
+    """Where apt finds the archive keys (for error hints)."""
+    return os.pathsep.join(["/etc/apt/trusted.gpg.d", "/usr/share/keyrings/debian-archive-keyring.gpg"])
