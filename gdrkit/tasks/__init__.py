@@ -6,9 +6,9 @@ gathers them.
 
 from invoke import Collection
 
-from gdrkit.tasks import suite
+from gdrkit.tasks import suite, vm
 
 ns = Collection()
-for module in (suite,):
+for module in (suite, vm):
     for task in module.TASKS:
         ns.add_task(task)

@@ -14,7 +14,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,14 +238,5 @@ def _collect(paths: VmPaths, seconds: float, timed_out: bool) -> VmResult:
         seconds=seconds,
         timed_out=timed_out,
         results=results,
-        kernel_log=paths.kernel_log if paths.kernel_log.exists() else None,
+        kernel_log=paths.kernel_log if _read(paths.kernel_log).strip() else None,
     )
-
-
-def describe(result: VmResult) -> Mapping[str, str]:
-    """Summary fields for printing."""
-    return {
-        "command status": "timeout" if result.timed_out else str(result.status),
-        "refcount": result.refcount or "n/a",
-        "seconds": f"{result.seconds:.1f}",
-    }

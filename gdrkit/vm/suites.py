@@ -9,7 +9,6 @@ cache, refreshed at most once a day.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +47,7 @@ class Suite:
 SUITES: dict[str, Suite] = {
     suite.name: suite
     for suite in (
-        Suite("bullseye", 11),
+        Suite("bullseye", 11, backports=False),  # bullseye-backports left the main archive
         Suite("bookworm", 12),
         Suite("trixie", 13),
         Suite("sid", None, security=False, updates=False, backports=False),
@@ -124,6 +123,9 @@ class AptLists:
             f"-oDir::Cache={self.cache}",
             "-oAPT::Architecture=amd64",
             "-oAPT::Architectures=amd64",
+            # A lagging mirror can serve a Release file past its Valid-Until
+            # (seen with sid); signatures are still checked.
+            "-oAcquire::Check-Valid-Until=false",
         ]
 
     def is_fresh(self, now: float | None = None) -> bool:
@@ -207,8 +209,3 @@ def _real_lists(base: Path | None, refresh: bool) -> Callable[[Suite], AptQuery]
         return lists.query
 
     return lists_for
-
-
-def host_keyring_note() -> str:
-    """Where apt finds the archive keys (for error hints)."""
-    return os.pathsep.join(["/etc/apt/trusted.gpg.d", "/usr/share/keyrings/debian-archive-keyring.gpg"])

@@ -1,0 +1,79 @@
+"""`invoke vm-test`: boot a Debian kernel under qemu and run the kernel-level tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke.context import Context
+from invoke.tasks import task
+from invoke.exceptions import Exit
+
+from gdrkit.system import ensure_debian_packages
+from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_test
+
+HOST_PACKAGES = ("qemu-system-x86", "mmdebstrap", "busybox-static", "zstd")
+
+
+@task(
+    name="vm-test",
+    help={
+        "kernel": "a Debian suite (bullseye, bookworm, trixie, sid) or a kernel ABI such as 6.12.57+deb13-amd64",
+        "cmd": f"command to run in the VM as root (default: {DEFAULT_COMMAND})",
+        "softgpu_args": "module parameters for softgpu, e.g. 'mode=ram'",
+        "gdrdrv_args": "module parameters for gdrdrv besides dbg_enabled=1",
+        "modules": "load softgpu and gdrdrv around the command (--no-modules: plain boot)",
+        "build": "build and install the project in the suite's root first (--no-build: use what is there)",
+        "keep_going": "boot even when some build steps failed",
+        "refresh": "refresh the suite's package lists now instead of once a day",
+        "rebuild": "throw the cached root away and build it again",
+        "timeout": f"seconds before the VM is killed (default {DEFAULT_TIMEOUT_S})",
+        "memory": f"guest memory in MiB (default {DEFAULT_MEMORY_MB})",
+        "ivshmem": f"size of the ivshmem PCI BAR in MiB, 0 for none (default {DEFAULT_IVSHMEM_MB})",
+        "log_dir": "where to keep console.log, kernel.log and results.txt (default: under the cache)",
+    },
+)
+def vm_test(
+    c: Context,
+    kernel: str = "bookworm",
+    cmd: str = DEFAULT_COMMAND,
+    softgpu_args: str = "",
+    gdrdrv_args: str = "",
+    modules: bool = True,
+    build: bool = True,
+    keep_going: bool = False,
+    refresh: bool = False,
+    rebuild: bool = False,
+    timeout: int = DEFAULT_TIMEOUT_S,
+    memory: int = DEFAULT_MEMORY_MB,
+    ivshmem: int = DEFAULT_IVSHMEM_MB,
+    log_dir: str = "",
+) -> None:
+    """Boot a Debian kernel (TCG) with the project built for it; run a command with gdrdrv loaded.
+
+    Exit status: the command's, 124 on timeout, 1 if the command passed but
+    a module failed to load/unload, the pin refcount was not 0, or the
+    kernel log shows a WARNING, BUG, oops, lockdep or PAT report.
+    """
+    ensure_debian_packages(HOST_PACKAGES)
+    options = VmTestOptions(
+        kernel=kernel,
+        command=cmd,
+        softgpu_args=softgpu_args,
+        gdrdrv_args=gdrdrv_args,
+        load_modules=modules,
+        build=build,
+        keep_going=keep_going,
+        refresh=refresh,
+        rebuild=rebuild,
+        timeout=timeout,
+        memory_mb=memory,
+        ivshmem_mb=ivshmem,
+        log_dir=Path(log_dir) if log_dir else None,
+    )
+    status = run_vm_test(options)
+    if status != 0:
+        raise Exit(code=status)
+
+
+TASKS = [vm_test]

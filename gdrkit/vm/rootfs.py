@@ -1,0 +1,299 @@
+"""Root filesystems of Debian suites, built once with mmdebstrap and cached.
+
+A root holds that suite's userland (minbase + build-essential + kmod), its
+kernel image and the exact matching headers.  Modules for that kernel are
+built inside it (chroot in a private mount and pid namespace, so nothing is
+left mounted even if we are killed), with that suite's compiler, and
+installed there; the VM then boots the same directory as its root.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gdrkit.system import cache_dir, die, log, run
+from gdrkit.version import REPO_ROOT
+from gdrkit.vm.suites import KernelChoice, resolve_kernel
+
+BASE_PACKAGES = ("build-essential", "kmod", "procps")
+# Left out of every root: documentation, and the hook that would build an
+# initramfs for the kernel (the VM boots with gdrkit's own).
+DPKG_EXCLUDES = (
+    "/usr/share/doc/*",
+    "/usr/share/man/*",
+    "/usr/share/info/*",
+    "/usr/share/locale/*",
+    "/etc/kernel/postinst.d/initramfs-tools",
+)
+# A lagging mirror can serve a Release file past its Valid-Until (seen with
+# sid); signatures are still checked.
+APT_OPTIONS = ('Acquire::Check-Valid-Until "false"', 'APT::Install-Recommends "false"')
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SOURCE_DIR = "src"
+
+
+@dataclass(frozen=True)
+class SuiteRoot:
+    """A prepared root: where it is, which kernel it boots."""
+
+    suite: str
+    abi: str
+    root_dir: Path
+
+    @property
+    def kernel_image(self) -> Path:
+        return self.root_dir / "boot" / f"vmlinuz-{self.abi}"
+
+    @property
+    def modules_dir(self) -> Path:
+        return self.root_dir / "lib" / "modules" / self.abi
+
+    @property
+    def source_dir(self) -> Path:
+        return self.root_dir / SOURCE_DIR
+
+
+def roots_dir() -> Path:
+    path = cache_dir() / "vm" / "roots"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def root_name(choice: KernelChoice) -> str:
+    return f"{choice.suite.name}-{choice.abi}"
+
+
+def mmdebstrap_command(choice: KernelChoice, target: Path, extra_packages: Sequence[str] = ()) -> list[str]:
+    """The mmdebstrap command line that builds the root for `choice` (pure)."""
+    packages = [*BASE_PACKAGES, choice.image_package, choice.headers_package, *extra_packages]
+    argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
+    argv += [f"--aptopt={option}" for option in APT_OPTIONS]
+    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
+    argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
+    return argv
+
+
+def lock_file(root_dir: Path) -> Path:
+    """The lock that serializes building in and (re)creating `root_dir`."""
+    return root_dir.with_name(f"{root_dir.name}.lock")
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (other gdrkit runs wait for it)."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare_suite_root(
+    kernel: str, *, refresh: bool = False, extra_packages: Sequence[str] = (), rebuild: bool = False
+) -> SuiteRoot:
+    """The cached root for `kernel` (suite name or ABI string), built if missing."""
+    choice = resolve_kernel(kernel, refresh=refresh)
+    name = root_name(choice)
+    root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name)
+    stamp = roots_dir() / f"{name}.json"
+    with locked(lock_file(root.root_dir)):
+        if rebuild and root.root_dir.exists():
+            log(f"removing {root.root_dir} to rebuild it")
+            shutil.rmtree(root.root_dir)
+            stamp.unlink(missing_ok=True)
+        if stamp.exists() and root.kernel_image.exists():
+            return root
+        seconds = _build_root(choice, root.root_dir, extra_packages)
+        stamp.write_text(json.dumps({"suite": root.suite, "abi": root.abi, "build_seconds": round(seconds, 1)}))
+    if not root.kernel_image.exists():
+        raise die(f"the root {root.root_dir} has no {root.kernel_image.name}", "rebuild it with --rebuild")
+    return root
+
+
+def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str]) -> float:
+    if not shutil.which("mmdebstrap"):
+        raise die("mmdebstrap not found", "apt-get install mmdebstrap")
+    if os.geteuid() != 0:
+        raise die("building a VM root needs root (mmdebstrap, chroot)", "run the task as root")
+    partial = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    if target.exists():
+        shutil.rmtree(target)
+    log(f"building the {choice.suite.name} root with kernel {choice.abi} (once; cached in {target})")
+    start = time.monotonic()
+    try:
+        run(mmdebstrap_command(choice, partial, extra_packages))
+        partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    seconds = time.monotonic() - start
+    log(f"root {target.name} built in {seconds:.0f}s")
+    return seconds
+
+
+# --- running things inside a root ---------------------------------------------
+
+
+def chroot_command(root_dir: Path, script: str) -> list[str]:
+    """argv that runs `script` with sh inside `root_dir` (pure).
+
+    The chroot lives in its own mount and pid namespace: /proc is mounted
+    there only, and when the namespace ends (normally, on error or if we
+    are killed) the mount and every process in it go with it.
+    """
+    return [
+        "unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child",
+        f"--mount-proc={root_dir / 'proc'}",
+        "chroot", str(root_dir),
+        "/usr/bin/env", "-i", f"PATH={GUEST_PATH}", "HOME=/root", "LANG=C.UTF-8",
+        "/bin/sh", "-c", script,
+    ]  # fmt: skip
+
+
+def in_root(root_dir: Path, script: str) -> tuple[int, str]:
+    """Run `script` in the root; (exit status, its output with stderr merged)."""
+    result = run(chroot_command(root_dir, f"exec 2>&1\n{script}"), capture=True, check=False)
+    return result.returncode, result.stdout
+
+
+# --- the repository's source in the root ---------------------------------------
+
+
+def source_files(repo: Path = REPO_ROOT) -> list[str]:
+    """The repository's files: tracked, plus untracked ones git does not ignore."""
+    out = run(["git", "-C", str(repo), "ls-files", "-co", "--exclude-standard", "-z"], capture=True).stdout
+    return sorted({name for name in out.split("\0") if name})
+
+
+def sync_source(root: SuiteRoot, repo: Path = REPO_ROOT) -> int:
+    """Copy the source into the root's /src; returns how many files changed.
+
+    Unchanged files (same size and mtime) are left alone so builds stay
+    incremental; files gone from the repository since the last sync are
+    removed, build products are kept.
+    """
+    manifest = root.root_dir / SOURCE_DIR / ".gdrkit-source-files"
+    previous = set(manifest.read_text().splitlines()) if manifest.exists() else set()
+    files = [name for name in source_files(repo) if (repo / name).is_file()]
+    changed = 0
+    for name in files:
+        src, dst = repo / name, root.source_dir / name
+        stat = src.stat()
+        if dst.exists() and not dst.is_symlink():
+            current = dst.stat()
+            if current.st_size == stat.st_size and current.st_mtime_ns == stat.st_mtime_ns:
+                continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        changed += 1
+    for gone in previous - set(files):
+        (root.source_dir / gone).unlink(missing_ok=True)
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text("\n".join(files) + "\n")
+    return changed
+
+
+# --- building and installing in the root -----------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One make (or shell) step of the in-root build, and the steps it needs."""
+
+    name: str
+    script: str
+    needs: tuple[str, ...] = ()
+
+
+@dataclass
+class StepResult:
+    name: str
+    status: str  # "ok", "failed" or "skipped"
+    seconds: float = 0.0
+    output: str = ""
+    reason: str = ""
+
+
+@dataclass
+class BuildReport:
+    steps: list[StepResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[StepResult]:
+        return [step for step in self.steps if step.status != "ok"]
+
+    def summary(self) -> str:
+        lines = []
+        for step in self.steps:
+            note = f" ({step.reason})" if step.reason else ""
+            lines.append(f"  {step.name:<18} {step.status:<8} {step.seconds:6.1f}s{note}")
+        return "\n".join(lines)
+
+
+def default_steps(abi: str, prefix: str = "/usr/local", jobs: int = 2) -> list[BuildStep]:
+    """What vm-test builds and installs in the root, in order (pure).
+
+    One make per target so that one part that does not build yet does not
+    hide the others; softgpu first because gdrdrv links against its
+    Module.symvers.
+    """
+    src = f"/{SOURCE_DIR}"
+    common = f"KVER={abi} P2P_SYMVERS={src}/tests/softgpu/kmod/Module.symvers prefix={prefix}"
+
+    def make(target: str) -> str:
+        return f"make -j{jobs} -C {src} {target} {common}"
+
+    return [
+        BuildStep("softgpu", make("softgpu")),
+        BuildStep("driver", make("driver"), ("softgpu",)),
+        BuildStep("lib", make("lib")),
+        BuildStep("exes", make("exes"), ("lib", "softgpu")),
+        BuildStep("ktests", make("ktests"), ("softgpu",)),
+        BuildStep("softgpu_install", make("softgpu_install"), ("softgpu",)),
+        BuildStep("driver_install", make("driver_install"), ("driver",)),
+        BuildStep("lib_install", make("lib_install"), ("lib",)),
+        BuildStep("exes_install", make("exes_install"), ("exes",)),
+        BuildStep("ktests_install", make("ktests_install"), ("ktests",)),
+        BuildStep("ldconfig", "ldconfig"),
+        BuildStep("depmod", f"depmod -a {abi}"),
+    ]
+
+
+StepRunner = Callable[[str], tuple[int, str]]
+
+
+def run_steps(steps: Sequence[BuildStep], execute: StepRunner) -> BuildReport:
+    """Run `steps` in order; a step whose needs failed is skipped, not run."""
+    report = BuildReport()
+    state: dict[str, str] = {}
+    for step in steps:
+        missing = [need for need in step.needs if state.get(need) != "ok"]
+        if missing:
+            result = StepResult(step.name, "skipped", reason=f"needs {', '.join(missing)}")
+        else:
+            log(f"build step {step.name}: {step.script}")
+            start = time.monotonic()
+            status, output = execute(step.script)
+            result = StepResult(step.name, "ok" if status == 0 else "failed", time.monotonic() - start, output)
+            if status != 0:
+                result.reason = f"exit {status}"
+        state[step.name] = result.status
+        report.steps.append(result)
+    return report
+
+
+def build_in_root(root: SuiteRoot, steps: Sequence[BuildStep] | None = None) -> BuildReport:
+    """Copy the source into the root, then build and install it there (see default_steps)."""
+    with locked(lock_file(root.root_dir)):
+        changed = sync_source(root)
+        log(f"source synced into {root.source_dir} ({changed} file(s) changed)")
+        return run_steps(steps or default_steps(root.abi), lambda script: in_root(root.root_dir, script))

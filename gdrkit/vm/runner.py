@@ -1,0 +1,140 @@
+"""`vm-test`: prepare a suite's root, build the project in it, boot, judge.
+
+The verdict of a run: the command's exit status, then every module must
+have loaded and unloaded, the driver's pin refcount must be back to 0, and
+the kernel log must be clean.  The task's exit status is the command's own
+when it failed, 124 on a timeout, 1 when only the other checks failed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdrkit.system import cache_dir, die, log
+from gdrkit.vm import klog
+from gdrkit.vm.initramfs import ModuleLoad
+from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, VmResult, boot
+from gdrkit.vm.rootfs import BuildReport, SuiteRoot, build_in_root, prepare_suite_root
+
+DEFAULT_COMMAND = "gdrdrv_ktest"
+TIMEOUT_STATUS = 124
+OUTPUT_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class VmTestOptions:
+    kernel: str = "bookworm"
+    command: str = DEFAULT_COMMAND
+    softgpu_args: str = ""
+    gdrdrv_args: str = ""
+    load_modules: bool = True
+    build: bool = True
+    keep_going: bool = False
+    refresh: bool = False
+    rebuild: bool = False
+    timeout: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+    ivshmem_mb: int = DEFAULT_IVSHMEM_MB
+    log_dir: Path | None = None
+
+
+def default_loads(softgpu_args: str = "", gdrdrv_args: str = "") -> tuple[ModuleLoad, ...]:
+    """softgpu, then gdrdrv with its debug switch (which also creates the refcount file)."""
+    return (
+        ModuleLoad("softgpu", tuple(shlex.split(softgpu_args))),
+        ModuleLoad("gdrdrv", ("dbg_enabled=1", *shlex.split(gdrdrv_args))),
+    )
+
+
+def exit_status(result: VmResult, loads: tuple[ModuleLoad, ...]) -> int:
+    """The task's exit status for `result` (see the module docstring)."""
+    if result.timed_out:
+        return TIMEOUT_STATUS
+    if result.status is not None and result.status != 0:
+        return result.status
+    if result.status is None or result.problems(loads):
+        return 1
+    return 0
+
+
+def summary_lines(root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ...], total_s: float) -> list[str]:
+    unloads = ", ".join(
+        f"{load.name}={result.results.get('unload_' + load.name.replace('-', '_'), 'not run')}" for load in loads
+    )
+    command = "timed out" if result.timed_out else str(result.results.get("command_status", "did not run"))
+    findings = result.kernel_log_findings
+    lines = [
+        "---- vm-test summary ----",
+        f"kernel:          {root.abi} ({root.suite})",
+        f"time:            {total_s:.1f}s total, {result.seconds:.1f}s in the VM",
+        f"command status:  {command}",
+        f"module unload:   {unloads or 'no modules loaded'}",
+        f"refcount:        {result.refcount if result.refcount is not None else 'not checked'}",
+        f"kernel log:      {'clean' if not findings else f'{len(findings)} finding(s)'}",
+        f"logs:            {result.console_log.parent}",
+    ]
+    problems = result.problems(loads)
+    lines.append(f"verdict:         {'PASS' if exit_status(result, loads) == 0 else 'FAIL'}")
+    lines += [f"  - {problem}" for problem in problems]
+    return lines
+
+
+def print_build_report(report: BuildReport) -> None:
+    print("---- in-root build ----", flush=True)
+    print(report.summary(), flush=True)
+    for step in report.failed:
+        if step.status == "failed":
+            tail = "\n".join(step.output.splitlines()[-OUTPUT_TAIL_LINES:])
+            print(f"---- {step.name} failed; last lines of its output ----\n{tail}", flush=True)
+
+
+def default_log_dir(root: SuiteRoot) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return cache_dir() / "vm" / "logs" / f"{root.suite}-{root.abi}-{stamp}"
+
+
+def vm_test(options: VmTestOptions) -> int:
+    """Run the whole vm-test flow; returns the exit status for the task."""
+    start = time.monotonic()
+    root = prepare_suite_root(options.kernel, refresh=options.refresh, rebuild=options.rebuild)
+    if options.build:
+        report = build_in_root(root)
+        print_build_report(report)
+        failed = [step.name for step in report.failed]
+        if failed and not options.keep_going:
+            raise die(
+                f"the in-root build did not complete: {', '.join(failed)}",
+                "fix the errors above, or boot anyway with --keep-going (or --no-build)",
+            )
+    loads = default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else ()
+    log(f"booting {root.abi} ({root.suite}) under qemu/TCG: {options.command}")
+    result = boot(
+        root.kernel_image,
+        root.modules_dir,
+        root.root_dir,
+        options.command,
+        loads=loads,
+        check_refcount=any(load.name == "gdrdrv" for load in loads),
+        ivshmem_mb=options.ivshmem_mb,
+        memory_mb=options.memory_mb,
+        timeout=options.timeout,
+        log_dir=options.log_dir or default_log_dir(root),
+    )
+    status = exit_status(result, loads)
+    if result.kernel_log_findings or status != 0:
+        _print_kernel_log(result)
+    print("\n".join(summary_lines(root, result, loads, time.monotonic() - start)), flush=True)
+    return status
+
+
+def _print_kernel_log(result: VmResult) -> None:
+    for finding in result.kernel_log_findings:
+        print(f"kernel log: {finding}", file=sys.stderr, flush=True)
+    source = result.kernel_log or result.console_log
+    if source.exists():
+        print(f"---- kernel log tail ({source}) ----", flush=True)
+        print(klog.log_tail(source.read_text(errors="replace")), flush=True)
