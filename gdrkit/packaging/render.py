@@ -1,0 +1,137 @@
+"""Render every packaging file of a Plan from templates/ (Jinja2).
+
+`render(plan)` returns the files as data (path -> text and mode); writing
+them is `write()`.  Undefined template variables are errors (StrictUndefined),
+and nothing is post-processed after rendering.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from gdrkit.packaging.model import Package, Plan
+from gdrkit.version import REPO_ROOT
+
+TEMPLATE_DIR = REPO_ROOT / "templates"
+PACKAGING_README = REPO_ROOT / "packages" / "README.md"
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    text: str
+    mode: int = 0o644
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _context(plan: Plan) -> dict[str, Any]:
+    epoch = plan.source_date_epoch
+    main = [p for p in plan.packages if p.name == plan.project.source]
+    return {
+        "project": plan.project,
+        "module": plan.kernel_module,
+        "node": plan.description.device_node,
+        "library": plan.description.library,
+        "family": plan.family,
+        "version": plan.version,
+        "full_version": plan.full_version,
+        "release": plan.release,
+        "packages": plan.packages,
+        "main": main[0] if main else None,
+        "subpackages": [p for p in plan.packages if p.name != plan.project.source],
+        "kernels": plan.kernels,
+        "device_mode": plan.device_mode,
+        "device_group": plan.device_group,
+        "lib_major": plan.lib_major,
+        "changelog_entry": plan.project.changelog.format(version=plan.version),
+        "changelog_date": (
+            email.utils.formatdate(epoch, usegmt=False).replace("-0000", "+0000")
+            if plan.package_type == "deb"
+            else time.strftime("%a %b %d %Y", time.gmtime(epoch))
+        ),
+        "copyright_year": time.strftime("%Y", time.gmtime(epoch)),
+        "mit_text": (TEMPLATE_DIR / "licenses" / "MIT.txt").read_text(),
+    }
+
+
+def _deb_install_lines(plan: Plan, package: Package) -> list[str]:
+    """debian/<pkg>.install: the package's contents, relative to debian/tmp."""
+    lines = []
+    for path in package.contents:
+        if path.startswith(plan.family.docdir + "/"):
+            continue  # dh_installdocs writes copyright and changelog there
+        lines.append(path.lstrip("/").rstrip("/"))
+    return lines
+
+
+def system_files(plan: Plan) -> dict[str, RenderedFile]:
+    """The files installed on the target host, under pkgroot/ of the build tree."""
+    env = environment()
+    ctx = _context(plan)
+    fam = plan.family
+    files = {
+        f"pkgroot{fam.unitdir}/gdrdrv.service": "system/gdrdrv.service.j2",
+        f"pkgroot{fam.udevrulesdir}/60-gdrdrv.rules": "system/udev.rules.j2",
+        f"pkgroot{fam.modprobedir}/gdrdrv.conf": "system/modprobe.conf.j2",
+    }
+    if plan.with_dkms:
+        files[f"pkgroot{plan.dkms_src}/dkms.conf"] = "dkms.conf.j2"
+    return {path: RenderedFile(env.get_template(name).render(ctx)) for path, name in files.items()}
+
+
+def render(plan: Plan) -> dict[str, RenderedFile]:
+    """Every rendered file of a build tree for `plan`, by relative path."""
+    env = environment()
+    ctx = _context(plan)
+    out = system_files(plan)
+    for name, path in plan.family.templates.items():
+        mode = 0o755 if path == "debian/rules" else 0o644
+        out[path] = RenderedFile(env.get_template(name).render(ctx), mode)
+    if plan.package_type == "deb":
+        for package in plan.packages:
+            pctx = dict(ctx, package=package, kver=package.kver)
+            lines = _deb_install_lines(plan, package)
+            if lines:
+                install = env.get_template("debian/install.j2").render(pctx, paths=lines)
+                out[f"debian/{package.name}.install"] = RenderedFile(install)
+            scripts: dict[str, str] = {}
+            if package.kind == "dkms":
+                scripts = {"postinst": "debian/dkms.postinst.j2", "prerm": "debian/dkms.prerm.j2"}
+            elif package.kind == "kmod":
+                scripts = {"postinst": "debian/kmod.postinst.j2", "postrm": "debian/kmod.postrm.j2"}
+            for script, name in scripts.items():
+                out[f"debian/{package.name}.{script}"] = RenderedFile(
+                    env.get_template(name).render(pctx), 0o755
+                )
+            if package.symbols_file:
+                symbols = env.get_template("debian/symbols.j2").render(
+                    pctx, symbols=plan.description.library.symbols
+                )
+                out[f"debian/{package.name}.symbols"] = RenderedFile(symbols)
+    else:
+        out["pkgdoc/LICENSE"] = RenderedFile(ctx["mit_text"])
+        out["pkgdoc/README.md"] = RenderedFile(PACKAGING_README.read_text())
+    return out
+
+
+def write(files: dict[str, RenderedFile], root: Path) -> None:
+    for rel, rendered in sorted(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(rendered.text)
+        path.chmod(rendered.mode)
