@@ -90,6 +90,14 @@ void gdr_mapping_count_add(gdr_mapping_type_t type, int delta);
 /* Detect CPU features and choose routines now (gdr_open calls it; otherwise first copy does). */
 void gdr_copy_engine_init(void);
 
+/* Where the gdrdrv backend looks for its device; the unit tests point this at fixtures. */
+struct gdrdrv_sys_paths {
+	const char *device;		/* /dev/gdrdrv */
+	const char *proc_devices;	/* /proc/devices: the major gdrdrv registered */
+	const char *sys_module;		/* /sys/module/gdrdrv: exists while loaded */
+};
+extern const struct gdrdrv_sys_paths *gdrdrv_sys_paths;
+
 /* Shared by the v1 gdr_get_info symbol (gdrapi_v1.c) and gdrapi.c. */
 int gdr_get_info_common(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info, bool v1);
 

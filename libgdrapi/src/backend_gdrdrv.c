@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The gdrdrv backend: pins and maps through /dev/gdrdrv (include/uapi/gdrdrv.h).
+ * Works with any gdrdrv from 2.0 on, ours or GDRCopy's, using each ioctl
+ * only from the driver version that has it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "uapi/gdrdrv.h"
+#include "internal.h"
+
+static const struct gdrdrv_sys_paths default_paths = {
+	.device = "/dev/" GDRDRV_DEVICE_NAME,
+	.proc_devices = "/proc/devices",
+	.sys_module = "/sys/module/" GDRDRV_DEVICE_NAME,
+};
+
+const struct gdrdrv_sys_paths *gdrdrv_sys_paths = &default_paths;
+
+struct gdrdrv_instance {
+	int fd;
+	uint32_t version;	/* (major << 16) | minor, from GET_VERSION */
+};
+
+struct gdrdrv_buffer {
+	uint64_t handle;
+};
+
+static struct gdrdrv_instance *instance_of(struct gdr *g)
+{
+	return g->backend_priv;
+}
+
+static uint64_t handle_of(struct gdr_memh *mh)
+{
+	return ((struct gdrdrv_buffer *)mh->backend_priv)->handle;
+}
+
+#define VERSION_MAJOR(v) ((unsigned int)((v) >> GDRDRV_MAJOR_VERSION_SHIFT))
+#define VERSION_MINOR(v) ((unsigned int)((v) & GDRDRV_MINOR_VERSION_MASK))
+
+/* The character major gdrdrv registered, from /proc/devices; -1 when it has none. */
+static int registered_major(void)
+{
+	FILE *f = fopen(gdrdrv_sys_paths->proc_devices, "re");
+	bool in_char_section = false;
+	char line[256];
+	int major = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char name[128];
+		int number;
+
+		if (strncmp(line, "Character devices:", 18) == 0) {
+			in_char_section = true;
+			continue;
+		}
+		if (strncmp(line, "Block devices:", 14) == 0)
+			in_char_section = false;
+		if (in_char_section && sscanf(line, "%d %127s", &number, name) == 2 &&
+		    strcmp(name, GDRDRV_DEVICE_NAME) == 0) {
+			major = number;
+			break;
+		}
+	}
+	fclose(f);
+	return major;
+}
+
+static bool module_present(void)
+{
+	return access(gdrdrv_sys_paths->sys_module, F_OK) == 0;
+}
+
+static void describe_group(gid_t gid, char *buf, size_t len)
+{
+	struct group grp, *result = NULL;
+	char storage[1024];
+
+	if (getgrgid_r(gid, &grp, storage, sizeof(storage), &result) == 0 && result)
+		snprintf(buf, len, "%s", grp.gr_name);
+	else
+		snprintf(buf, len, "%u", (unsigned int)gid);
+}
+
+/* Turn open()'s errno into the errno gdr_open reports and a sentence saying what to do. */
+static int explain_open_failure(int err, char *why)
+{
+	const char *dev = gdrdrv_sys_paths->device;
+	int major = registered_major();
+	struct stat st;
+
+	switch (err) {
+	case ENOENT:
+		if (major >= 0)
+			snprintf(why, GDR_BACKEND_WHY_LEN,
+				 "gdrdrv is loaded (major %d in %s) but %s does not exist: create it with 'mknod -m 666 %s c %d 0' (or start the gdrdrv service); in a container, pass the device in (docker --device %s)",
+				 major, gdrdrv_sys_paths->proc_devices, dev, dev, major, dev);
+		else if (module_present())
+			snprintf(why, GDR_BACKEND_WHY_LEN,
+				 "%s does not exist and gdrdrv is in %s but registered no device: it failed to initialise; check 'dmesg | grep gdrdrv' and reload it (modprobe -r gdrdrv; modprobe gdrdrv)",
+				 dev, gdrdrv_sys_paths->sys_module);
+		else
+			snprintf(why, GDR_BACKEND_WHY_LEN,
+				 "the gdrdrv kernel module is not loaded (no %s, not in %s): install the gdrdrv-dkms or gdrcopy-kmod package and run 'modprobe gdrdrv'; in a container, the host loads it and the container gets --device %s",
+				 gdrdrv_sys_paths->sys_module, gdrdrv_sys_paths->proc_devices, dev);
+		return ENOENT;
+	case EACCES:
+	case EPERM:
+		if (stat(dev, &st) == 0) {
+			char group[128];
+
+			describe_group(st.st_gid, group, sizeof(group));
+			snprintf(why, GDR_BACKEND_WHY_LEN,
+				 "permission denied opening %s (mode %04o, owner uid %u, group %s): add the user to group '%s' or make it accessible with 'chmod 666 %s'; in a container, allow the device (docker --device %s)",
+				 dev, (unsigned int)(st.st_mode & 07777), (unsigned int)st.st_uid, group, group, dev,
+				 dev);
+		} else {
+			snprintf(why, GDR_BACKEND_WHY_LEN, "permission denied opening %s: %s", dev, strerror(err));
+		}
+		return EACCES;
+	case ENXIO:
+	case ENODEV:
+		if (stat(dev, &st) == 0 && major >= 0)
+			snprintf(why, GDR_BACKEND_WHY_LEN,
+				 "%s (char %u:%u) reaches no driver but gdrdrv has major %d: the node is stale; recreate it: rm %s; mknod -m 666 %s c %d 0",
+				 dev, major(st.st_rdev), minor(st.st_rdev), major, dev, dev, major);
+		else
+			snprintf(why, GDR_BACKEND_WHY_LEN,
+				 "%s reaches no driver (%s) and gdrdrv is not loaded: run 'modprobe gdrdrv' and recreate the node",
+				 dev, strerror(err));
+		return ENODEV;
+	default:
+		snprintf(why, GDR_BACKEND_WHY_LEN, "opening %s failed: %s", dev, strerror(err));
+		return err;
+	}
+}
+
+/* GET_VERSION failed: a stale node (another driver behind the major) or a pre-2.0 gdrdrv. */
+static int explain_handshake_failure(int fd, int err, char *why)
+{
+	const char *dev = gdrdrv_sys_paths->device;
+	int major = registered_major();
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major >= 0 && (int)major(st.st_rdev) != major) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "%s is char %u:%u but gdrdrv has major %d, so the node leads to another driver (GET_VERSION: %s): recreate it: rm %s; mknod -m 666 %s c %d 0",
+			 dev, major(st.st_rdev), minor(st.st_rdev), major, strerror(err), dev, dev, major);
+		return ENODEV;
+	}
+	if (err == ENOTTY || err == EINVAL) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "the driver behind %s does not answer GET_VERSION (%s): it is not gdrdrv, or a gdrdrv older than 2.0; install gdrdrv %u.%u or newer",
+			 dev, strerror(err), MINIMUM_GDRDRV_MAJOR_VERSION, MINIMUM_GDRDRV_MINOR_VERSION);
+		return ENOTTY;
+	}
+	snprintf(why, GDR_BACKEND_WHY_LEN, "GET_VERSION on %s failed: %s", dev, strerror(err));
+	return err;
+}
+
+static int gdrdrv_open(struct gdr *g, char *why)
+{
+	struct gdrdrv_get_version ver = { 0 };
+	struct gdrdrv_instance *inst;
+	int fd, rc;
+
+	fd = open(gdrdrv_sys_paths->device, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return explain_open_failure(errno, why);
+
+	if (ioctl(fd, GDRDRV_IOC_GET_VERSION, &ver) < 0) {
+		rc = explain_handshake_failure(fd, errno, why);
+		goto fail;
+	}
+	if (ver.gdrdrv_version < MINIMUM_GDRDRV_VERSION) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "gdrdrv %u.%u is loaded but libgdrapi %d.%d needs gdrdrv %u.%u or newer: upgrade the gdrdrv module",
+			 VERSION_MAJOR(ver.gdrdrv_version), VERSION_MINOR(ver.gdrdrv_version), GDR_API_MAJOR_VERSION,
+			 GDR_API_MINOR_VERSION, MINIMUM_GDRDRV_MAJOR_VERSION, MINIMUM_GDRDRV_MINOR_VERSION);
+		rc = EPROTO;
+		goto fail;
+	}
+	if (ver.minimum_gdr_api_version > GDR_API_VERSION) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "gdrdrv %u.%u needs libgdrapi %u.%u or newer but this is libgdrapi %d.%d: upgrade libgdrapi (in a container, use an image whose libgdrapi the host's driver accepts)",
+			 VERSION_MAJOR(ver.gdrdrv_version), VERSION_MINOR(ver.gdrdrv_version),
+			 VERSION_MAJOR(ver.minimum_gdr_api_version), VERSION_MINOR(ver.minimum_gdr_api_version),
+			 GDR_API_MAJOR_VERSION, GDR_API_MINOR_VERSION);
+		rc = EPROTO;
+		goto fail;
+	}
+
+	inst = calloc(1, sizeof(*inst));
+	if (!inst) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "out of memory");
+		rc = ENOMEM;
+		goto fail;
+	}
+	inst->fd = fd;
+	inst->version = ver.gdrdrv_version;
+	g->backend_priv = inst;
+	gdr_info("gdrdrv %u.%u: GET_INFO_V2 %s; PIN_BUFFER_V2, GET_ATTR and REQ_MAPPING_TYPE %s",
+		 VERSION_MAJOR(inst->version), VERSION_MINOR(inst->version),
+		 inst->version >= GDRDRV_VERSION_WITH_GET_INFO_V2 ? "used" : "not available (driver < 2.4)",
+		 inst->version >= GDRDRV_VERSION_WITH_PIN_V2 ? "used" : "not available (driver < 2.5)");
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+static void gdrdrv_close(struct gdr *g)
+{
+	struct gdrdrv_instance *inst = instance_of(g);
+
+	close(inst->fd);
+	free(inst);
+	g->backend_priv = NULL;
+}
+
+enum buffer_op { OP_PIN, OP_MAP, OP_OTHER };
+
+/* What an errno from a gdrdrv ioctl or mmap on a buffer usually means. */
+static void log_buffer_error(const char *what, enum buffer_op op, const struct gdr_memh *mh, unsigned long addr,
+			     size_t size, int err)
+{
+	const char *hint = "";
+
+	switch (err) {
+	case EACCES:
+		hint = ": this gdr_t was opened by another process (a fork parent, or the fd came over a socket); call gdr_open in this process";
+		break;
+	case ENOMEM:
+		hint = ": BAR1 space or the driver's handle space is exhausted; unpin buffers no longer needed and check BAR1 usage with 'nvidia-smi -q -d MEMORY'";
+		break;
+	case EINVAL:
+		if (op == OP_PIN)
+			hint = ": the NVIDIA driver would not pin the range; it must be GPU memory from cuMemAlloc or cuMemCreate (gpuDirectRDMACapable) on a GPU with GPUDirect RDMA; P2P tokens must be 0 when gdrdrv uses persistent mapping, and FORCE_PCIE needs a driver and platform that support it";
+		else if (op == OP_MAP && (mh->pinned_addr & GPU_PAGE_OFFSET))
+			hint = ": gdrdrv maps whole GPU pages only and this buffer does not start on a 64 KiB boundary; pin from an aligned address and add the offset to the mapped pointer";
+		else if (op == OP_MAP)
+			hint = ": the size may exceed the pinned range, or the GPU memory behind the pin was freed (see gdr_get_callback_flag)";
+		break;
+	}
+	gdr_err("%s [%#lx, +%zu) failed: %s%s", what, addr, size, strerror(err), hint);
+}
+
+static int gdrdrv_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_request *req)
+{
+	struct gdrdrv_instance *inst = instance_of(g);
+	struct gdrdrv_buffer *buf;
+	uint64_t handle;
+
+	if (inst->version >= GDRDRV_VERSION_WITH_PIN_V2) {
+		struct gdrdrv_pin_buffer_v2 pin = {
+			.addr = req->addr, .size = req->size, .flags = req->flags,
+		};
+
+		/* Drivers from 2.5 pin persistently, where tokens mean nothing. */
+		if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER_V2, &pin) < 0) {
+			int err = errno;
+
+			log_buffer_error("gdrdrv PIN_BUFFER_V2", OP_PIN, NULL, req->addr, req->size, err);
+			return err;
+		}
+		handle = pin.handle;
+	} else {
+		struct gdrdrv_pin_buffer pin = {
+			.addr = req->addr, .size = req->size, .p2p_token = req->p2p_token, .va_space = req->va_space,
+		};
+
+		if (req->flags != GDR_PIN_FLAG_DEFAULT) {
+			gdr_err("gdr_pin_buffer_v2: gdrdrv %u.%u takes no pin flags (they need gdrdrv 2.5 or newer); upgrade gdrdrv or pin with GDR_PIN_FLAG_DEFAULT",
+				VERSION_MAJOR(inst->version), VERSION_MINOR(inst->version));
+			return EINVAL;
+		}
+		if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER, &pin) < 0) {
+			int err = errno;
+
+			log_buffer_error("gdrdrv PIN_BUFFER", OP_PIN, NULL, req->addr, req->size, err);
+			return err;
+		}
+		handle = pin.handle;
+	}
+
+	buf = calloc(1, sizeof(*buf));
+	if (!buf) {
+		struct gdrdrv_unpin_buffer unpin = { .handle = handle };
+
+		ioctl(inst->fd, GDRDRV_IOC_UNPIN_BUFFER, &unpin);
+		return ENOMEM;
+	}
+	buf->handle = handle;
+	mh->backend_priv = buf;
+	mh->pinned_addr = req->addr;
+	mh->pinned_size = req->size;
+	mh->pin_flags = req->flags;
+	return 0;
+}
+
+static int gdrdrv_unpin(struct gdr *g, struct gdr_memh *mh)
+{
+	struct gdrdrv_unpin_buffer unpin = { .handle = handle_of(mh) };
+	int rc = 0;
+
+	if (ioctl(instance_of(g)->fd, GDRDRV_IOC_UNPIN_BUFFER, &unpin) < 0) {
+		rc = errno;
+		log_buffer_error("gdrdrv UNPIN_BUFFER", OP_OTHER, mh, mh->pinned_addr, mh->pinned_size, rc);
+	}
+	/* The record goes either way: the handle is no use to the caller after this. */
+	free(mh->backend_priv);
+	mh->backend_priv = NULL;
+	return rc;
+}
+
+/* Read a buffer's state with the newest GET_INFO the driver has (or the old one when v1 is asked for). */
+static int query_info(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info, bool v1)
+{
+	struct gdrdrv_instance *inst = instance_of(g);
+
+	memset(info, 0, sizeof(*info));
+	if (!v1 && inst->version >= GDRDRV_VERSION_WITH_GET_INFO_V2) {
+		struct gdrdrv_get_info_v2 q = { .handle = handle_of(mh) };
+
+		if (ioctl(inst->fd, GDRDRV_IOC_GET_INFO_V2, &q) < 0)
+			return errno;
+		info->va = q.va;
+		info->mapped_size = q.mapped_size;
+		info->page_size = q.page_size;
+		info->tm_cycles = q.tm_cycles;
+		info->cycles_per_ms = q.tsc_khz;
+		info->mapping_type = q.mapping_type < GDR_MAPPING_TYPE_MAX ? (gdr_mapping_type_t)q.mapping_type
+									    : GDR_MAPPING_TYPE_NONE;
+	} else {
+		struct gdrdrv_get_info q = { .handle = handle_of(mh) };
+
+		if (ioctl(inst->fd, GDRDRV_IOC_GET_INFO, &q) < 0)
+			return errno;
+		info->va = q.va;
+		info->mapped_size = q.mapped_size;
+		info->page_size = q.page_size;
+		info->tm_cycles = q.tm_cycles;
+		info->cycles_per_ms = q.tsc_khz;
+		/* Old drivers only say "mapped" and "write-combined". */
+		if (!q.mapped)
+			info->mapping_type = GDR_MAPPING_TYPE_NONE;
+		else
+			info->mapping_type = q.wc_mapping ? GDR_MAPPING_TYPE_WC : GDR_MAPPING_TYPE_CACHING;
+	}
+	return 0;
+}
+
+static const char *type_name(gdr_mapping_type_t type)
+{
+	const char *name = "unknown";
+
+	gdr_get_mapping_type_string(type, &name);
+	return name;
+}
+
+static int gdrdrv_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mapping_type_t requested, void **va,
+		      gdr_mapping_type_t *type)
+{
+	struct gdrdrv_instance *inst = instance_of(g);
+	const struct gdr_host_page *page = gdr_host_page();
+	size_t len = gdr_round_up_to_page(size);
+	gdr_info_v2_t info;
+	void *addr;
+	int rc;
+
+	if (inst->version >= GDRDRV_VERSION_WITH_PIN_V2) {
+		/* Also for "no preference": that clears a request left from an earlier mapping. */
+		struct gdrdrv_req_mapping_type req = { .handle = handle_of(mh), .mapping_type = requested };
+
+		if (ioctl(inst->fd, GDRDRV_IOC_REQ_MAPPING_TYPE, &req) < 0) {
+			rc = errno;
+			if (rc == EOPNOTSUPP)
+				gdr_err("gdr_map: gdrdrv cannot map buffer %#lx as %s on this platform or for this buffer; map with GDR_MAP_FLAG_DEFAULT to get the type it can do",
+					mh->pinned_addr, type_name(requested));
+			else
+				log_buffer_error("gdrdrv REQ_MAPPING_TYPE", OP_OTHER, mh, mh->pinned_addr, size, rc);
+			return rc;
+		}
+	}
+
+	addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, inst->fd, (off_t)(handle_of(mh) << page->shift));
+	if (addr == MAP_FAILED) {
+		rc = errno;
+		log_buffer_error("gdr_map: mmap of gdrdrv buffer", OP_MAP, mh, mh->pinned_addr, size, rc);
+		return rc;
+	}
+
+	rc = query_info(g, mh, &info, false);
+	if (rc) {
+		gdr_err("gdr_map: GET_INFO after mapping failed: %s", strerror(rc));
+		goto unmap;
+	}
+	if (info.mapping_type == GDR_MAPPING_TYPE_NONE) {
+		gdr_err("gdr_map: gdrdrv reports buffer %#lx unmapped right after mmap; retry", mh->pinned_addr);
+		rc = EAGAIN;
+		goto unmap;
+	}
+	if (requested != GDR_MAPPING_TYPE_NONE && info.mapping_type != requested) {
+		gdr_err("gdr_map: asked for a %s mapping but gdrdrv %u.%u made a %s one (selecting the type needs gdrdrv 2.5)",
+			type_name(requested), VERSION_MAJOR(inst->version), VERSION_MINOR(inst->version),
+			type_name(info.mapping_type));
+		rc = EINVAL;
+		goto unmap;
+	}
+	*va = addr;
+	*type = info.mapping_type;
+	return 0;
+unmap:
+	munmap(addr, len);
+	return rc;
+}
+
+static int gdrdrv_unmap(struct gdr *g, struct gdr_memh *mh, void *va, size_t size)
+{
+	(void)g;
+	if (munmap(va, gdr_round_up_to_page(size)) < 0) {
+		int err = errno;
+
+		gdr_err("gdr_unmap: munmap(%p, %zu) of buffer %#lx failed: %s", va, size, mh->pinned_addr, strerror(err));
+		return err;
+	}
+	return 0;
+}
+
+static int gdrdrv_get_info(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info)
+{
+	int rc = query_info(g, mh, info, false);
+
+	if (rc)
+		log_buffer_error("gdrdrv GET_INFO", OP_OTHER, mh, mh->pinned_addr, mh->pinned_size, rc);
+	return rc;
+}
+
+static int gdrdrv_get_info_v1(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info)
+{
+	int rc = query_info(g, mh, info, true);
+
+	if (rc)
+		log_buffer_error("gdrdrv GET_INFO", OP_OTHER, mh, mh->pinned_addr, mh->pinned_size, rc);
+	return rc;
+}
+
+static int gdrdrv_get_attr(struct gdr *g, gdr_attr_t attr, int *value)
+{
+	struct gdrdrv_instance *inst = instance_of(g);
+	struct gdrdrv_get_attr q = { .attr = attr };
+
+	if (attr == GDR_ATTR_USING_DMA_BUF_MMAP) {
+		*value = 0;
+		return 0;
+	}
+	if (inst->version < GDRDRV_VERSION_WITH_PIN_V2) {
+		/* Before 2.5 there was neither persistent mapping nor FORCE_PCIE. */
+		*value = 0;
+		return 0;
+	}
+	if (ioctl(inst->fd, GDRDRV_IOC_GET_ATTR, &q) < 0) {
+		int err = errno;
+
+		/* A driver that does not know the attribute does not have the feature. */
+		if (err == EINVAL) {
+			*value = 0;
+			return 0;
+		}
+		gdr_err("gdr_get_attribute: gdrdrv GET_ATTR(%d) failed: %s", (int)attr, strerror(err));
+		return err;
+	}
+	*value = (int)q.val;
+	return 0;
+}
+
+static int gdrdrv_get_cb_flag(struct gdr *g, struct gdr_memh *mh, int *flag)
+{
+	struct gdrdrv_get_cb_flag q = { .handle = handle_of(mh) };
+
+	if (ioctl(instance_of(g)->fd, GDRDRV_IOC_GET_CB_FLAG, &q) < 0) {
+		int err = errno;
+
+		log_buffer_error("gdrdrv GET_CB_FLAG", OP_OTHER, mh, mh->pinned_addr, mh->pinned_size, err);
+		return err;
+	}
+	*flag = (int)q.flag;
+	return 0;
+}
+
+static int gdrdrv_driver_version(struct gdr *g, int *major, int *minor)
+{
+	uint32_t version = instance_of(g)->version;
+
+	*major = (int)VERSION_MAJOR(version);
+	*minor = (int)VERSION_MINOR(version);
+	return 0;
+}
+
+const struct gdr_backend_ops gdr_backend_gdrdrv = {
+	.name = "gdrdrv",
+	.open = gdrdrv_open,
+	.close = gdrdrv_close,
+	.pin = gdrdrv_pin,
+	.unpin = gdrdrv_unpin,
+	.map = gdrdrv_map,
+	.unmap = gdrdrv_unmap,
+	.get_info = gdrdrv_get_info,
+	.get_info_v1 = gdrdrv_get_info_v1,
+	.get_attr = gdrdrv_get_attr,
+	.get_cb_flag = gdrdrv_get_cb_flag,
+	.driver_version = gdrdrv_driver_version,
+};

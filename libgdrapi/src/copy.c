@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The copy engine: gdr_copy_{to,from}_mapping and the type-driven
+ * extensions land here.  What each mapping type needs:
+ *
+ *  WC       memory behind a PCI BAR, write-combined: stores must fill whole
+ *           64-byte lines (vector streaming stores or MOVDIR64B) and loads
+ *           must be streaming loads; the ends of an unaligned range are done
+ *           with naturally aligned 1/2/4/8-byte accesses.
+ *  DEVICE   Arm device memory: no unaligned accesses at all.
+ *  CACHING  ordinary coherent memory: memcpy.
+ *
+ * Afterwards a fence makes the copy visible/ordered: a store fence after a
+ * WC copy, and a full fence when mappings of several types exist in the
+ * process at once (a WC store could otherwise pass a cached one).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+#include "internal.h"
+
+const char *const gdr_copy_routine_names[] = {
+	"auto", "generic", "sse", "avx2", "avx512", "movdir64b", "memcpy", NULL,
+};
+
+/* Live mappings per type, for the mixed-mapping fence. */
+static atomic_int live_mappings[GDR_MAPPING_TYPE_MAX];
+
+void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
+{
+	if ((int)type > GDR_MAPPING_TYPE_NONE && (int)type < GDR_MAPPING_TYPE_MAX)
+		atomic_fetch_add(&live_mappings[type], delta);
+}
+
+static bool mixed_mappings(void)
+{
+	int kinds = 0, t;
+
+	for (t = GDR_MAPPING_TYPE_NONE + 1; t < GDR_MAPPING_TYPE_MAX; t++)
+		kinds += atomic_load_explicit(&live_mappings[t], memory_order_relaxed) > 0;
+	return kinds > 1;
+}
+
+void gdr_generic_store16(void *dst, const void *src, size_t n)
+{
+	volatile uint64_t *d = dst;
+	const char *s = src;
+	uint64_t a, b;
+
+	for (; n; n -= 16, s += 16, d += 2) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + 8, 8);
+		d[0] = a;
+		d[1] = b;
+	}
+}
+
+void gdr_generic_load16(void *dst, const void *src, size_t n)
+{
+	const volatile uint64_t *s = src;
+	char *d = dst;
+	uint64_t a, b;
+
+	for (; n; n -= 16, d += 16, s += 2) {
+		a = s[0];
+		b = s[1];
+		memcpy(d, &a, 8);
+		memcpy(d + 8, &b, 8);
+	}
+}
+
+/* The widest naturally aligned access (1, 2, 4 or 8 bytes) at addr that fits in n. */
+static size_t aligned_width(uintptr_t addr, size_t n)
+{
+	size_t w = 8;
+
+	while (w > 1 && ((addr & (w - 1)) || w > n))
+		w >>= 1;
+	return w;
+}
+
+/* dev is the side that must only see naturally aligned accesses. */
+static void scalar_copy_to(char *dev, const char *src, size_t n)
+{
+	while (n) {
+		size_t w = aligned_width((uintptr_t)dev, n);
+
+		switch (w) {
+		case 8: { uint64_t v; memcpy(&v, src, 8); *(volatile uint64_t *)dev = v; break; }
+		case 4: { uint32_t v; memcpy(&v, src, 4); *(volatile uint32_t *)dev = v; break; }
+		case 2: { uint16_t v; memcpy(&v, src, 2); *(volatile uint16_t *)dev = v; break; }
+		default: *(volatile uint8_t *)dev = *(const uint8_t *)src; break;
+		}
+		dev += w;
+		src += w;
+		n -= w;
+	}
+}
+
+static void scalar_copy_from(char *dst, const char *dev, size_t n)
+{
+	while (n) {
+		size_t w = aligned_width((uintptr_t)dev, n);
+
+		switch (w) {
+		case 8: { uint64_t v = *(const volatile uint64_t *)dev; memcpy(dst, &v, 8); break; }
+		case 4: { uint32_t v = *(const volatile uint32_t *)dev; memcpy(dst, &v, 4); break; }
+		case 2: { uint16_t v = *(const volatile uint16_t *)dev; memcpy(dst, &v, 2); break; }
+		default: *(uint8_t *)dst = *(const volatile uint8_t *)dev; break;
+		}
+		dev += w;
+		dst += w;
+		n -= w;
+	}
+}
+
+/*
+ * How many bytes the next vector step copies at WC address a with n left
+ * (n >= 16, a 16-aligned), and with which width.  The widest routine takes
+ * the bulk; narrower ones take single steps to reach its alignment, or the
+ * rest when a wider one cannot go on.
+ */
+static size_t vector_step(gdr_block_copy_fn fn16, gdr_block_copy_fn fn32, gdr_block_copy_fn fn64, uintptr_t a,
+			  size_t n, gdr_block_copy_fn *fn)
+{
+	if (fn64 && n >= 64 && !(a & 63)) {
+		*fn = fn64;
+		return n & ~(size_t)63;
+	}
+	if (fn32 && n >= 32 && !(a & 31)) {
+		*fn = fn32;
+		return fn64 && n >= 96 ? 32 : n & ~(size_t)31;
+	}
+	*fn = fn16;
+	return (fn32 && n >= 48) || (fn64 && n >= 80) ? 16 : n & ~(size_t)15;
+}
+
+void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void *src, size_t n)
+{
+	char *d = wc_dst;
+	const char *s = src;
+	size_t head;
+
+	if (r->use_memcpy) {
+		memcpy(wc_dst, src, n);
+		return;
+	}
+	head = (-(uintptr_t)d) & 15;
+	if (n < 16 || head >= n) {
+		scalar_copy_to(d, s, n);
+		return;
+	}
+	scalar_copy_to(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	while (n >= 16) {
+		gdr_block_copy_fn fn;
+		size_t step = vector_step(r->store16, r->store32, r->store64, (uintptr_t)d, n, &fn);
+
+		fn(d, s, step);
+		d += step;
+		s += step;
+		n -= step;
+	}
+	scalar_copy_to(d, s, n);
+}
+
+void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *wc_src, size_t n)
+{
+	const char *s = wc_src;
+	char *d = dst;
+	size_t head;
+
+	if (r->use_memcpy) {
+		memcpy(dst, wc_src, n);
+		return;
+	}
+	head = (-(uintptr_t)s) & 15;
+	if (n < 16 || head >= n) {
+		scalar_copy_from(d, s, n);
+		return;
+	}
+	scalar_copy_from(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	while (n >= 16) {
+		gdr_block_copy_fn fn;
+		size_t step = vector_step(r->load16, r->load32, r->load64, (uintptr_t)s, n, &fn);
+
+		fn(d, s, step);
+		d += step;
+		s += step;
+		n -= step;
+	}
+	scalar_copy_from(d, s, n);
+}
+
+bool gdr_copy_routines_get(const char *name, struct gdr_copy_routines *r)
+{
+	memset(r, 0, sizeof(*r));
+	if (strcmp(name, "auto") == 0) {
+		gdr_copy_routines_best(r);
+		return true;
+	}
+	if (strcmp(name, "memcpy") == 0) {
+		r->name = "memcpy";
+		r->store_desc = r->load_desc = "libc memcpy (plain loads and stores)";
+		r->use_memcpy = true;
+		return true;
+	}
+	if (strcmp(name, "generic") == 0) {
+		r->name = "generic";
+		r->store_desc = r->load_desc = "portable C, 8-byte volatile accesses";
+		r->store16 = gdr_generic_store16;
+		r->load16 = gdr_generic_load16;
+		return true;
+	}
+	return gdr_arch_copy_routines_get(name, r);
+}
+
+void gdr_copy_routines_best(struct gdr_copy_routines *r)
+{
+	memset(r, 0, sizeof(*r));
+	gdr_arch_copy_routines_best(r);
+}
+
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static struct gdr_copy_routines engine;
+
+static void engine_choose(void)
+{
+	const char *wanted = getenv("GDRCOPY_COPY_ROUTINE");
+
+	if (wanted && *wanted && strcmp(wanted, "auto") != 0) {
+		if (gdr_copy_routines_get(wanted, &engine)) {
+			gdr_info("copy engine: GDRCOPY_COPY_ROUTINE=%s: stores to WC memory with %s, loads with %s",
+				 wanted, engine.store_desc, engine.load_desc);
+			return;
+		}
+		gdr_warn("copy engine: GDRCOPY_COPY_ROUTINE=%s is unknown or this CPU cannot run it (choose from generic, sse, avx2, avx512, movdir64b, memcpy, auto); using the best available",
+			 wanted);
+	}
+	gdr_copy_routines_best(&engine);
+	gdr_info("copy engine: %s: stores to WC memory with %s, loads with %s", engine.name, engine.store_desc,
+		 engine.load_desc);
+}
+
+void gdr_copy_engine_init(void)
+{
+	pthread_once(&engine_once, engine_choose);
+}
+
+static void copy_fence(gdr_mapping_type_t type)
+{
+	if (mixed_mappings())
+		gdr_arch_full_fence();
+	else if (type == GDR_MAPPING_TYPE_WC)
+		gdr_arch_store_fence();
+}
+
+/* DEVICE memory: memcpy only when it is sure to make aligned 8-byte accesses. */
+static bool all_8_aligned(const void *a, const void *b, size_t n)
+{
+	return (((uintptr_t)a | (uintptr_t)b | n) & 7) == 0;
+}
+
+int gdr_copy_to_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+{
+	if ((int)type <= GDR_MAPPING_TYPE_NONE || (int)type >= GDR_MAPPING_TYPE_MAX) {
+		gdr_err("gdr_copy: unknown mapping type %d", (int)type);
+		return EINVAL;
+	}
+	if (size == 0)
+		return 0;
+	gdr_copy_engine_init();
+	switch (type) {
+	case GDR_MAPPING_TYPE_WC:
+		gdr_wc_copy_to(&engine, dst, src, size);
+		break;
+	case GDR_MAPPING_TYPE_DEVICE:
+		if (all_8_aligned(dst, src, size))
+			memcpy(dst, src, size);
+		else
+			scalar_copy_to(dst, src, size);
+		break;
+	default:
+		memcpy(dst, src, size);
+		break;
+	}
+	copy_fence(type);
+	return 0;
+}
+
+int gdr_copy_from_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+{
+	if ((int)type <= GDR_MAPPING_TYPE_NONE || (int)type >= GDR_MAPPING_TYPE_MAX) {
+		gdr_err("gdr_copy: unknown mapping type %d", (int)type);
+		return EINVAL;
+	}
+	if (size == 0)
+		return 0;
+	gdr_copy_engine_init();
+	switch (type) {
+	case GDR_MAPPING_TYPE_WC:
+		gdr_wc_copy_from(&engine, dst, src, size);
+		break;
+	case GDR_MAPPING_TYPE_DEVICE:
+		if (all_8_aligned(dst, src, size))
+			memcpy(dst, src, size);
+		else
+			scalar_copy_from(dst, src, size);
+		break;
+	default:
+		memcpy(dst, src, size);
+		break;
+	}
+	copy_fence(type);
+	return 0;
+}

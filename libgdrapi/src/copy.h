@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The copy engine's private interface: sets of block-copy routines for
+ * write-combined (WC) memory, one set chosen at run time from the CPU's
+ * features, and the driver that splits a copy among them.  The unit tests
+ * run every set this CPU can execute.
+ */
+#ifndef GDRAPI_COPY_H
+#define GDRAPI_COPY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * store<W> copies n bytes from host memory to WC memory; load<W> the other
+ * way.  n is a multiple of W and the WC-side pointer is W-aligned; the host
+ * pointer may have any alignment.  Loads from WC memory must be streaming
+ * loads (MOVNTDQA and friends): ordinary loads from WC are uncached and
+ * many times slower.  A NULL routine is simply not used.
+ */
+typedef void (*gdr_block_copy_fn)(void *dst, const void *src, size_t n);
+
+struct gdr_copy_routines {
+	const char *name;	/* as GDRCOPY_COPY_ROUTINE names it */
+	const char *store_desc;	/* for the log: which instructions */
+	const char *load_desc;
+	bool use_memcpy;	/* libc memcpy for everything (benchmark baseline) */
+	gdr_block_copy_fn store16, store32, store64;
+	gdr_block_copy_fn load16, load32, load64;
+};
+
+/* Names GDRCOPY_COPY_ROUTINE accepts, NULL-terminated; "auto" is the default. */
+extern const char *const gdr_copy_routine_names[];
+
+/* Fill r with the named set; false when this CPU (or build) cannot run it. */
+bool gdr_copy_routines_get(const char *name, struct gdr_copy_routines *r);
+
+/* The best set for this CPU. */
+void gdr_copy_routines_best(struct gdr_copy_routines *r);
+
+/* Copy any size with any alignment, using r for the aligned middle. */
+void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void *src, size_t n);
+void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *wc_src, size_t n);
+
+/* Architecture part (copy_x86.c or copy_generic.c). */
+bool gdr_arch_copy_routines_get(const char *name, struct gdr_copy_routines *r);
+void gdr_arch_copy_routines_best(struct gdr_copy_routines *r);
+void gdr_arch_store_fence(void);
+void gdr_arch_full_fence(void);
+
+/* Portable 16-byte routines (two 8-byte volatile accesses), usable on every arch. */
+void gdr_generic_store16(void *dst, const void *src, size_t n);
+void gdr_generic_load16(void *dst, const void *src, size_t n);
+
+#endif /* GDRAPI_COPY_H */

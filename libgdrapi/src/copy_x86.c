@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+/*
+ * x86-64 copy routines for write-combined memory.  Each one is compiled for
+ * its own ISA with __attribute__((target)), so the library builds with the
+ * default -march and runs on any x86-64; which ones run is decided from
+ * CPUID and XCR0 at run time.
+ *
+ * Stores: non-temporal (streaming) stores fill write-combining buffers a
+ * line at a time.  MOVDIR64B writes a whole 64-byte line as one transaction.
+ * Loads: MOVNTDQA from WC memory pulls the whole line into a streaming-load
+ * buffer; we touch several lines before using the data so that several
+ * reads are in flight -- that, not the vector width, is what makes BAR reads
+ * fast.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "copy.h"
+#include "internal.h"
+
+struct x86_features {
+	bool sse41, avx, avx2, avx512f, movdir64b;
+};
+
+static uint64_t read_xcr0(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+static void detect(struct x86_features *f)
+{
+	unsigned int eax, ebx, ecx, edx, max_leaf;
+	bool ymm_state = false, zmm_state = false;
+
+	memset(f, 0, sizeof(*f));
+	max_leaf = __get_cpuid_max(0, NULL);
+	if (max_leaf < 1 || !__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+		return;
+	f->sse41 = ecx & bit_SSE4_1;
+	/* The OS must save the wider registers, or using them corrupts other tasks. */
+	if (ecx & bit_OSXSAVE) {
+		uint64_t xcr0 = read_xcr0();
+
+		ymm_state = (xcr0 & 0x6) == 0x6;
+		zmm_state = ymm_state && (xcr0 & 0xe0) == 0xe0;
+	}
+	f->avx = (ecx & bit_AVX) && ymm_state;
+	if (max_leaf >= 7) {
+		__cpuid_count(7, 0, eax, ebx, ecx, edx);
+		f->avx2 = f->avx && (ebx & bit_AVX2);
+		f->avx512f = zmm_state && (ebx & bit_AVX512F);
+		f->movdir64b = ecx & (1u << 28);	/* CPUID.(7,0):ECX.MOVDIR64B[bit 28] */
+	}
+}
+
+static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+static struct x86_features features;
+
+static void detect_once(void)
+{
+	detect(&features);
+	gdr_dbg("CPU: SSE4.1 %d, AVX %d, AVX2 %d, AVX-512F %d, MOVDIR64B %d", features.sse41, features.avx,
+		features.avx2, features.avx512f, features.movdir64b);
+}
+
+static const struct x86_features *cpu(void)
+{
+	pthread_once(&features_once, detect_once);
+	return &features;
+}
+
+/* ---- 16 bytes: SSE2 streaming stores (baseline on x86-64), SSE4.1 streaming loads ---- */
+
+static void store16_sse2(void *dst, const void *src, size_t n)
+{
+	__m128i *d = dst;
+	const __m128i *s = src;
+
+	for (; n >= 64; n -= 64, d += 4, s += 4) {
+		__m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+		__m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+
+		_mm_stream_si128(d, a);
+		_mm_stream_si128(d + 1, b);
+		_mm_stream_si128(d + 2, c);
+		_mm_stream_si128(d + 3, e);
+	}
+	for (; n; n -= 16, d++, s++)
+		_mm_stream_si128(d, _mm_loadu_si128(s));
+}
+
+__attribute__((target("sse4.1"))) static void load16_sse41(void *dst, const void *src, size_t n)
+{
+	__m128i *d = dst;
+	__m128i *s = (__m128i *)src;	/* the intrinsic takes a non-const pointer */
+
+	/* Four lines per round: all 16 loads issue before the first store. */
+	for (; n >= 256; n -= 256, d += 16, s += 16) {
+		__m128i v[16];
+		int i;
+
+		for (i = 0; i < 16; i++)
+			v[i] = _mm_stream_load_si128(s + i);
+		for (i = 0; i < 16; i++)
+			_mm_storeu_si128(d + i, v[i]);
+	}
+	for (; n >= 64; n -= 64, d += 4, s += 4) {
+		__m128i a = _mm_stream_load_si128(s), b = _mm_stream_load_si128(s + 1);
+		__m128i c = _mm_stream_load_si128(s + 2), e = _mm_stream_load_si128(s + 3);
+
+		_mm_storeu_si128(d, a);
+		_mm_storeu_si128(d + 1, b);
+		_mm_storeu_si128(d + 2, c);
+		_mm_storeu_si128(d + 3, e);
+	}
+	for (; n; n -= 16, d++, s++)
+		_mm_storeu_si128(d, _mm_stream_load_si128(s));
+}
+
+/* Without SSE4.1 there is no streaming load: plain aligned 16-byte loads. */
+static void load16_sse2(void *dst, const void *src, size_t n)
+{
+	__m128i *d = dst;
+	const __m128i *s = src;
+
+	for (; n; n -= 16, d++, s++)
+		_mm_storeu_si128(d, _mm_load_si128(s));
+}
+
+/* ---- 32 bytes: AVX streaming stores, AVX2 streaming loads ---- */
+
+__attribute__((target("avx"))) static void store32_avx(void *dst, const void *src, size_t n)
+{
+	__m256i *d = dst;
+	const __m256i *s = src;
+
+	for (; n >= 128; n -= 128, d += 4, s += 4) {
+		__m256i a = _mm256_loadu_si256(s), b = _mm256_loadu_si256(s + 1);
+		__m256i c = _mm256_loadu_si256(s + 2), e = _mm256_loadu_si256(s + 3);
+
+		_mm256_stream_si256(d, a);
+		_mm256_stream_si256(d + 1, b);
+		_mm256_stream_si256(d + 2, c);
+		_mm256_stream_si256(d + 3, e);
+	}
+	for (; n; n -= 32, d++, s++)
+		_mm256_stream_si256(d, _mm256_loadu_si256(s));
+	/* Leave no dirty upper halves behind for SSE code that follows. */
+	_mm256_zeroupper();
+}
+
+__attribute__((target("avx2"))) static void load32_avx2(void *dst, const void *src, size_t n)
+{
+	__m256i *d = dst;
+	__m256i *s = (__m256i *)src;
+
+	for (; n >= 256; n -= 256, d += 8, s += 8) {
+		__m256i v[8];
+		int i;
+
+		for (i = 0; i < 8; i++)
+			v[i] = _mm256_stream_load_si256(s + i);
+		for (i = 0; i < 8; i++)
+			_mm256_storeu_si256(d + i, v[i]);
+	}
+	for (; n; n -= 32, d++, s++)
+		_mm256_storeu_si256(d, _mm256_stream_load_si256(s));
+	_mm256_zeroupper();
+}
+
+/* ---- 64 bytes: AVX-512 streaming stores and loads, MOVDIR64B stores ---- */
+
+__attribute__((target("avx512f"))) static void store64_avx512(void *dst, const void *src, size_t n)
+{
+	__m512i *d = dst;
+	const __m512i *s = src;
+
+	for (; n >= 256; n -= 256, d += 4, s += 4) {
+		__m512i a = _mm512_loadu_si512(s), b = _mm512_loadu_si512(s + 1);
+		__m512i c = _mm512_loadu_si512(s + 2), e = _mm512_loadu_si512(s + 3);
+
+		_mm512_stream_si512(d, a);
+		_mm512_stream_si512(d + 1, b);
+		_mm512_stream_si512(d + 2, c);
+		_mm512_stream_si512(d + 3, e);
+	}
+	for (; n; n -= 64, d++, s++)
+		_mm512_stream_si512(d, _mm512_loadu_si512(s));
+	_mm256_zeroupper();
+}
+
+__attribute__((target("avx512f"))) static void load64_avx512(void *dst, const void *src, size_t n)
+{
+	__m512i *d = dst;
+	__m512i *s = (__m512i *)src;
+
+	for (; n >= 512; n -= 512, d += 8, s += 8) {
+		__m512i v[8];
+		int i;
+
+		for (i = 0; i < 8; i++)
+			v[i] = _mm512_stream_load_si512(s + i);
+		for (i = 0; i < 8; i++)
+			_mm512_storeu_si512(d + i, v[i]);
+	}
+	for (; n; n -= 64, d++, s++)
+		_mm512_storeu_si512(d, _mm512_stream_load_si512(s));
+	_mm256_zeroupper();
+}
+
+/*
+ * MOVDIR64B (%rsi), %rdi -- written as bytes so that any assembler takes it;
+ * the CPUID check decides whether it runs.  The source may be unaligned, the
+ * destination must be 64-byte aligned.
+ */
+static inline void movdir64b(void *dst, const void *src)
+{
+	__asm__ volatile(".byte 0x66, 0x0f, 0x38, 0xf8, 0x3e"
+			 : "=m"(*(char(*)[64])dst)
+			 : "D"(dst), "S"(src), "m"(*(const char(*)[64])src));
+}
+
+static void store64_movdir64b(void *dst, const void *src, size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+
+	for (; n; n -= 64, d += 64, s += 64)
+		movdir64b(d, s);
+}
+
+/* ---- sets ---- */
+
+static void set_sse(struct gdr_copy_routines *r, const struct x86_features *f)
+{
+	r->store16 = store16_sse2;
+	r->load16 = f->sse41 ? load16_sse41 : load16_sse2;
+	r->store_desc = "SSE2 MOVNTDQ (16 B)";
+	r->load_desc = f->sse41 ? "SSE4.1 MOVNTDQA (16 B, 4 lines in flight)" : "SSE2 MOVDQA (16 B; no SSE4.1)";
+}
+
+bool gdr_arch_copy_routines_get(const char *name, struct gdr_copy_routines *r)
+{
+	const struct x86_features *f = cpu();
+
+	if (strcmp(name, "sse") == 0) {
+		set_sse(r, f);
+		r->name = "sse";
+		return true;
+	}
+	if (strcmp(name, "avx2") == 0) {
+		if (!f->avx2)
+			return false;
+		set_sse(r, f);
+		r->name = "avx2";
+		r->store32 = store32_avx;
+		r->load32 = load32_avx2;
+		r->store_desc = "AVX VMOVNTDQ (32 B)";
+		r->load_desc = "AVX2 VMOVNTDQA (32 B, 4 lines in flight)";
+		return true;
+	}
+	if (strcmp(name, "avx512") == 0) {
+		if (!f->avx512f || !f->avx2)
+			return false;
+		gdr_arch_copy_routines_get("avx2", r);
+		r->name = "avx512";
+		r->store64 = store64_avx512;
+		r->load64 = load64_avx512;
+		r->store_desc = "AVX-512 VMOVNTDQ (64 B)";
+		r->load_desc = "AVX-512 VMOVNTDQA (64 B, 8 lines in flight)";
+		return true;
+	}
+	if (strcmp(name, "movdir64b") == 0) {
+		if (!f->movdir64b)
+			return false;
+		set_sse(r, f);
+		if (f->avx2) {
+			r->store32 = store32_avx;
+			r->load32 = load32_avx2;
+		}
+		r->name = "movdir64b";
+		r->store64 = store64_movdir64b;
+		r->store_desc = "MOVDIR64B (64 B)";
+		if (f->avx2)
+			r->load_desc = "AVX2 VMOVNTDQA (32 B, 4 lines in flight)";
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Stores: a full-line write per instruction is best -- MOVDIR64B, then
+ * AVX-512, then AVX.  Loads: SSE4.1 MOVNTDQA with several lines in flight;
+ * wider streaming loads are not faster from a BAR and AVX-512 ones are slow
+ * on some AMD parts.  GDRCOPY_COPY_ROUTINE overrides this.
+ */
+void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
+{
+	const struct x86_features *f = cpu();
+	const char *load_desc;
+
+	set_sse(r, f);
+	r->name = "sse";
+	load_desc = r->load_desc;
+	if (f->movdir64b)
+		gdr_arch_copy_routines_get("movdir64b", r);
+	else if (f->avx512f && f->avx2)
+		gdr_arch_copy_routines_get("avx512", r);
+	else if (f->avx2)
+		gdr_arch_copy_routines_get("avx2", r);
+	r->load16 = f->sse41 ? load16_sse41 : load16_sse2;
+	r->load32 = NULL;
+	r->load64 = NULL;
+	r->load_desc = load_desc;
+	r->name = "auto";
+}
+
+void gdr_arch_store_fence(void)
+{
+	_mm_sfence();
+}
+
+void gdr_arch_full_fence(void)
+{
+	_mm_mfence();
+}
+
+#endif /* x86 */

@@ -1,0 +1,577 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The public API: argument checks, the per-instance buffer list, locking and
+ * backend selection.  What a call does to the hardware is the backend's job
+ * (backend.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/*
+ * Backends in the order gdr_open() tries them.  A backend that lives in an
+ * optional source file is referenced weakly: when its file is not built in,
+ * its address is NULL and it is skipped.
+ */
+extern const struct gdr_backend_ops gdr_backend_vulkan __attribute__((weak, visibility("hidden")));
+
+static const struct gdr_backend_ops *backend_at(size_t i)
+{
+	switch (i) {
+	case 0: return &gdr_backend_gdrdrv;
+	case 1: return &gdr_backend_dmabuf;
+	case 2: return &gdr_backend_vulkan;
+	default: return NULL;
+	}
+}
+
+#define GDR_BACKEND_SLOTS 3
+
+static pthread_once_t host_page_once = PTHREAD_ONCE_INIT;
+static struct gdr_host_page host_page;
+
+static void host_page_read(void)
+{
+	long size = sysconf(_SC_PAGESIZE);
+
+	if (size <= 0)
+		size = 4096;
+	host_page.size = (size_t)size;
+	host_page.mask = host_page.size - 1;
+	host_page.shift = (unsigned int)__builtin_ctzl(host_page.size);
+}
+
+const struct gdr_host_page *gdr_host_page(void)
+{
+	pthread_once(&host_page_once, host_page_read);
+	return &host_page;
+}
+
+/* Should gdr_open() skip this backend, and why (for the log)? */
+static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
+{
+	const char *only = getenv("GDRCOPY_BACKEND");
+	const char *dmabuf = getenv("GDRCOPY_USE_DMABUF_MMAP");
+
+	if (only && *only && strcmp(only, ops->name) != 0)
+		return "skipped because GDRCOPY_BACKEND selects another backend";
+	if (dmabuf && strcmp(dmabuf, "1") == 0 && strcmp(ops->name, "gdrdrv") == 0)
+		return "skipped because GDRCOPY_USE_DMABUF_MMAP=1";
+	return NULL;
+}
+
+GDR_EXPORT gdr_t gdr_open(void)
+{
+	char why[GDR_BACKEND_SLOTS][GDR_BACKEND_WHY_LEN];
+	const char *names[GDR_BACKEND_SLOTS];
+	int first_error = 0;
+	size_t tried = 0;
+	struct gdr *g;
+	size_t i;
+
+	gdr_host_page();
+	gdr_copy_engine_init();
+
+	g = calloc(1, sizeof(*g));
+	if (!g) {
+		gdr_err("gdr_open: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&g->lock, NULL);
+
+	for (i = 0; i < GDR_BACKEND_SLOTS; i++) {
+		const struct gdr_backend_ops *ops = backend_at(i);
+		const char *skip;
+		int rc;
+
+		if (!ops)
+			continue;
+		names[tried] = ops->name;
+		skip = backend_skip_reason(ops);
+		if (skip) {
+			snprintf(why[tried++], GDR_BACKEND_WHY_LEN, "%s", skip);
+			continue;
+		}
+		why[tried][0] = '\0';
+		rc = ops->open(g, why[tried]);
+		if (rc == 0) {
+			size_t j;
+
+			for (j = 0; j < tried; j++)
+				gdr_info("gdr_open: backend %s not used: %s", names[j], why[j]);
+			gdr_info("gdr_open: using the %s backend", ops->name);
+			g->ops = ops;
+			return g;
+		}
+		if (!first_error)
+			first_error = rc;
+		tried++;
+	}
+
+	gdr_err("gdr_open: no way to map GPU memory; it needs the gdrdrv kernel module or a CUDA driver with dma-buf mmap support (13.3 or newer). Why each was rejected:");
+	for (i = 0; i < tried; i++)
+		gdr_err("  %s: %s", names[i], why[i]);
+
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+	errno = first_error ? first_error : ENODEV;
+	return NULL;
+}
+
+static void memh_free(struct gdr_memh *mh)
+{
+	mh->magic = 0;
+	pthread_mutex_destroy(&mh->lock);
+	free(mh);
+}
+
+static struct gdr_memh *memh_of(gdr_mh_t handle)
+{
+	struct gdr_memh *mh = (struct gdr_memh *)handle.h;
+
+	if (!mh || mh->magic != GDR_MEMH_MAGIC)
+		return NULL;
+	return mh;
+}
+
+/*
+ * Take a reference to a live buffer of g, or NULL (EINVAL) when the handle is
+ * not one: unknown, of another instance, or already unpinned.  The reference
+ * keeps the record alive while another thread unpins it.
+ */
+static struct gdr_memh *memh_get(struct gdr *g, gdr_mh_t handle)
+{
+	struct gdr_memh *mh = memh_of(handle);
+
+	if (!mh || mh->owner != g) {
+		gdr_err("invalid gdr_mh_t handle %#lx: not a buffer pinned through this gdr_t", handle.h);
+		return NULL;
+	}
+	pthread_mutex_lock(&g->lock);
+	if (mh->unpinned) {
+		pthread_mutex_unlock(&g->lock);
+		gdr_err("gdr_mh_t handle %#lx was already unpinned", handle.h);
+		return NULL;
+	}
+	mh->refs++;
+	pthread_mutex_unlock(&g->lock);
+	return mh;
+}
+
+static void memh_put(struct gdr *g, struct gdr_memh *mh)
+{
+	bool last;
+
+	pthread_mutex_lock(&g->lock);
+	last = --mh->refs == 0;
+	pthread_mutex_unlock(&g->lock);
+	if (last)
+		memh_free(mh);
+}
+
+/* Take mh off g's list; false when another thread got there first. Caller holds a reference. */
+static bool memh_unlink(struct gdr *g, struct gdr_memh *mh)
+{
+	pthread_mutex_lock(&g->lock);
+	if (mh->unpinned) {
+		pthread_mutex_unlock(&g->lock);
+		return false;
+	}
+	mh->unpinned = true;
+	if (mh->prev)
+		mh->prev->next = mh->next;
+	else
+		g->memh_list = mh->next;
+	if (mh->next)
+		mh->next->prev = mh->prev;
+	mh->prev = mh->next = NULL;
+	mh->refs--;	/* the list's reference; the caller's keeps it alive */
+	pthread_mutex_unlock(&g->lock);
+	return true;
+}
+
+/* Caller holds mh->lock. */
+static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
+{
+	void *va = atomic_load(&mh->map_va);
+	gdr_mapping_type_t type = atomic_load(&mh->mapping_type);
+	int rc;
+
+	if (!va)
+		return 0;
+	/* Copies that start from now on see an unmapped buffer. */
+	atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
+	rc = g->ops->unmap(g, mh, va, mh->map_size);
+	if (rc) {
+		atomic_store(&mh->mapping_type, type);
+		return rc;
+	}
+	atomic_store(&mh->map_va, NULL);
+	mh->map_size = 0;
+	gdr_mapping_count_add(type, -1);
+	return 0;
+}
+
+/* Unmap (if needed) and unpin a buffer already taken off the list. */
+static int memh_release(struct gdr *g, struct gdr_memh *mh)
+{
+	int rc, rc_unpin;
+
+	pthread_mutex_lock(&mh->lock);
+	rc = memh_unmap_locked(g, mh);
+	rc_unpin = g->ops->unpin(g, mh);
+	pthread_mutex_unlock(&mh->lock);
+	return rc ? rc : rc_unpin;
+}
+
+GDR_EXPORT int gdr_close(gdr_t g)
+{
+	int first_error = 0;
+
+	if (!g)
+		return EINVAL;
+
+	for (;;) {
+		struct gdr_memh *mh;
+		int rc;
+
+		pthread_mutex_lock(&g->lock);
+		mh = g->memh_list;
+		if (mh)
+			mh->refs++;
+		pthread_mutex_unlock(&g->lock);
+		if (!mh)
+			break;
+		if (memh_unlink(g, mh)) {
+			rc = memh_release(g, mh);
+			if (rc) {
+				gdr_err("gdr_close: releasing buffer at %#lx failed: %s", mh->pinned_addr, strerror(rc));
+				if (!first_error)
+					first_error = rc;
+			}
+		}
+		memh_put(g, mh);
+	}
+
+	g->ops->close(g);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+	return first_error;
+}
+
+static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *handle)
+{
+	struct gdr_memh *mh;
+	int rc;
+
+	if (!g || !handle)
+		return EINVAL;
+	if (req->size == 0) {
+		gdr_err("gdr_pin_buffer: size is 0; pin at least one byte");
+		return EINVAL;
+	}
+	mh = calloc(1, sizeof(*mh));
+	if (!mh)
+		return ENOMEM;
+	mh->magic = GDR_MEMH_MAGIC;
+	mh->owner = g;
+	mh->refs = 1;	/* held by g's list until unpinned */
+	pthread_mutex_init(&mh->lock, NULL);
+	atomic_init(&mh->map_va, NULL);
+	atomic_init(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
+
+	rc = g->ops->pin(g, mh, req);
+	if (rc) {
+		memh_free(mh);
+		return rc;
+	}
+	pthread_mutex_lock(&g->lock);
+	mh->next = g->memh_list;
+	if (mh->next)
+		mh->next->prev = mh;
+	g->memh_list = mh;
+	pthread_mutex_unlock(&g->lock);
+	handle->h = (unsigned long)mh;
+	return 0;
+}
+
+GDR_EXPORT int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t p2p_token,
+			      uint32_t va_space, gdr_mh_t *handle)
+{
+	struct gdr_pin_request req = {
+		.addr = addr, .size = size, .p2p_token = p2p_token, .va_space = va_space,
+		.flags = GDR_PIN_FLAG_DEFAULT, .legacy = true,
+	};
+
+	return pin_common(g, &req, handle);
+}
+
+GDR_EXPORT int gdr_pin_buffer_v2(gdr_t g, unsigned long addr, size_t size, uint32_t flags,
+				 gdr_mh_t *handle)
+{
+	struct gdr_pin_request req = { .addr = addr, .size = size, .flags = flags };
+
+	if (flags & ~(uint32_t)GDR_PIN_FLAG_FORCE_PCIE) {
+		gdr_err("gdr_pin_buffer_v2: unknown flags %#x; the known ones are GDR_PIN_FLAG_DEFAULT and GDR_PIN_FLAG_FORCE_PCIE",
+			flags);
+		return EINVAL;
+	}
+	return pin_common(g, &req, handle);
+}
+
+GDR_EXPORT int gdr_unpin_buffer(gdr_t g, gdr_mh_t handle)
+{
+	struct gdr_memh *mh;
+	int rc;
+
+	if (!g)
+		return EINVAL;
+	mh = memh_get(g, handle);
+	if (!mh)
+		return EINVAL;
+	if (!memh_unlink(g, mh)) {
+		memh_put(g, mh);
+		gdr_err("gdr_unpin_buffer: handle %#lx is being unpinned by another thread", handle.h);
+		return EINVAL;
+	}
+	rc = memh_release(g, mh);
+	memh_put(g, mh);
+	return rc;
+}
+
+GDR_EXPORT int gdr_get_callback_flag(gdr_t g, gdr_mh_t handle, int *flag)
+{
+	struct gdr_memh *mh;
+	int rc;
+
+	if (!g || !flag)
+		return EINVAL;
+	mh = memh_get(g, handle);
+	if (!mh)
+		return EINVAL;
+	pthread_mutex_lock(&mh->lock);
+	rc = g->ops->get_cb_flag(g, mh, flag);
+	pthread_mutex_unlock(&mh->lock);
+	memh_put(g, mh);
+	return rc;
+}
+
+int gdr_get_info_common(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info, bool v1)
+{
+	struct gdr_memh *mh;
+	int rc;
+
+	if (!g || !info)
+		return EINVAL;
+	mh = memh_get(g, handle);
+	if (!mh)
+		return EINVAL;
+	pthread_mutex_lock(&mh->lock);
+	if (v1 && g->ops->get_info_v1)
+		rc = g->ops->get_info_v1(g, mh, info);
+	else
+		rc = g->ops->get_info(g, mh, info);
+	pthread_mutex_unlock(&mh->lock);
+	memh_put(g, mh);
+	if (rc == 0) {
+		info->mapped = info->mapping_type != GDR_MAPPING_TYPE_NONE;
+		info->wc_mapping = info->mapping_type == GDR_MAPPING_TYPE_WC;
+	}
+	return rc;
+}
+
+GDR_EXPORT int gdr_get_info_v2(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info)
+{
+	return gdr_get_info_common(g, handle, info, false);
+}
+
+GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, int flags)
+{
+	static const gdr_mapping_type_t requested_by_flag[] = {
+		[GDR_MAP_FLAG_DEFAULT] = GDR_MAPPING_TYPE_NONE,
+		[GDR_MAP_FLAG_REQ_WC_MAPPING] = GDR_MAPPING_TYPE_WC,
+		[GDR_MAP_FLAG_REQ_CACHE_MAPPING] = GDR_MAPPING_TYPE_CACHING,
+		[GDR_MAP_FLAG_REQ_DEVICE_MAPPING] = GDR_MAPPING_TYPE_DEVICE,
+	};
+	gdr_mapping_type_t type = GDR_MAPPING_TYPE_NONE;
+	struct gdr_memh *mh;
+	void *va = NULL;
+	int rc;
+
+	if (!g || !ptr_va)
+		return EINVAL;
+	if (flags < GDR_MAP_FLAG_DEFAULT || flags > GDR_MAP_FLAG_REQ_DEVICE_MAPPING) {
+		gdr_err("gdr_map_v2: unknown flags %d; use one of GDR_MAP_FLAG_*", flags);
+		return EINVAL;
+	}
+	if (size == 0) {
+		gdr_err("gdr_map: size is 0; map at least one byte");
+		return EINVAL;
+	}
+	mh = memh_get(g, handle);
+	if (!mh)
+		return EINVAL;
+	pthread_mutex_lock(&mh->lock);
+	if (atomic_load(&mh->map_va)) {
+		gdr_err("gdr_map: buffer at %#lx is already mapped at %p; a buffer can be mapped once at a time (unmap it first)",
+			mh->pinned_addr, atomic_load(&mh->map_va));
+		rc = EAGAIN;
+		goto out;
+	}
+	rc = g->ops->map(g, mh, size, requested_by_flag[flags], &va, &type);
+	if (rc)
+		goto out;
+	mh->map_size = gdr_round_up_to_page(size);
+	atomic_store(&mh->map_va, va);
+	atomic_store(&mh->mapping_type, type);
+	gdr_mapping_count_add(type, 1);
+	*ptr_va = va;
+out:
+	pthread_mutex_unlock(&mh->lock);
+	memh_put(g, mh);
+	return rc;
+}
+
+GDR_EXPORT int gdr_map(gdr_t g, gdr_mh_t handle, void **va, size_t size)
+{
+	return gdr_map_v2(g, handle, va, size, GDR_MAP_FLAG_DEFAULT);
+}
+
+GDR_EXPORT int gdr_unmap(gdr_t g, gdr_mh_t handle, void *va, size_t size)
+{
+	struct gdr_memh *mh;
+	void *mapped;
+	int rc;
+
+	if (!g)
+		return EINVAL;
+	mh = memh_get(g, handle);
+	if (!mh)
+		return EINVAL;
+	pthread_mutex_lock(&mh->lock);
+	mapped = atomic_load(&mh->map_va);
+	if (!mapped) {
+		gdr_err("gdr_unmap: buffer at %#lx is not mapped", mh->pinned_addr);
+		rc = EINVAL;
+	} else if (va != mapped) {
+		gdr_err("gdr_unmap: %p is not where the buffer is mapped (%p); pass the pointer gdr_map returned", va,
+			mapped);
+		rc = EINVAL;
+	} else {
+		if (gdr_round_up_to_page(size) != mh->map_size)
+			gdr_warn("gdr_unmap: size %zu differs from the mapped size %zu; unmapping the whole mapping",
+				 size, mh->map_size);
+		rc = memh_unmap_locked(g, mh);
+	}
+	pthread_mutex_unlock(&mh->lock);
+	memh_put(g, mh);
+	return rc;
+}
+
+/*
+ * The copy functions get no gdr_t, so they look at the buffer lock-free: the
+ * mapping type is an atomic, and using a handle concurrently with its own
+ * unmap is the caller's bug as with any memory.
+ */
+static int mapped_range_check(const struct gdr_memh *mh, const void *map_ptr, size_t size,
+			      gdr_mapping_type_t *type)
+{
+	const char *base = atomic_load(&((struct gdr_memh *)mh)->map_va);
+	const char *p = map_ptr;
+
+	*type = atomic_load(&((struct gdr_memh *)mh)->mapping_type);
+	if (!base || *type == GDR_MAPPING_TYPE_NONE) {
+		gdr_err("gdr_copy: buffer at %#lx is not mapped; call gdr_map first", mh->pinned_addr);
+		return EINVAL;
+	}
+	if (p < base || (size_t)(p - base) > mh->map_size || size > mh->map_size - (size_t)(p - base)) {
+		gdr_err("gdr_copy: [%p, +%zu) is outside the mapping [%p, +%zu)", map_ptr, size, (const void *)base,
+			mh->map_size);
+		return EINVAL;
+	}
+	return 0;
+}
+
+GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size)
+{
+	const struct gdr_memh *mh = memh_of(handle);
+	gdr_mapping_type_t type;
+	int rc;
+
+	if (!mh)
+		return EINVAL;
+	rc = mapped_range_check(mh, map_d_ptr, size, &type);
+	if (rc)
+		return rc;
+	return gdr_copy_to_type(type, map_d_ptr, h_ptr, size);
+}
+
+GDR_EXPORT int gdr_copy_from_mapping(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size)
+{
+	const struct gdr_memh *mh = memh_of(handle);
+	gdr_mapping_type_t type;
+	int rc;
+
+	if (!mh)
+		return EINVAL;
+	rc = mapped_range_check(mh, map_d_ptr, size, &type);
+	if (rc)
+		return rc;
+	return gdr_copy_from_type(type, h_ptr, map_d_ptr, size);
+}
+
+GDR_EXPORT int gdr_copy_to_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+{
+	return gdr_copy_to_type(type, dst, src, size);
+}
+
+GDR_EXPORT int gdr_copy_from_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+{
+	return gdr_copy_from_type(type, dst, src, size);
+}
+
+GDR_EXPORT void gdr_runtime_get_version(int *major, int *minor)
+{
+	if (major)
+		*major = GDR_API_MAJOR_VERSION;
+	if (minor)
+		*minor = GDR_API_MINOR_VERSION;
+}
+
+GDR_EXPORT int gdr_driver_get_version(gdr_t g, int *major, int *minor)
+{
+	if (!g || !major || !minor)
+		return EINVAL;
+	return g->ops->driver_version(g, major, minor);
+}
+
+GDR_EXPORT int gdr_get_attribute(gdr_t g, gdr_attr_t attr, int *value)
+{
+	if (!g || !value)
+		return EINVAL;
+	if ((int)attr < GDR_ATTR_USE_PERSISTENT_MAPPING || (int)attr >= GDR_ATTR_MAX) {
+		gdr_err("gdr_get_attribute: unknown attribute %d", (int)attr);
+		return EINVAL;
+	}
+	return g->ops->get_attr(g, attr, value);
+}
+
+GDR_EXPORT int gdr_get_mapping_type_string(gdr_mapping_type_t type, const char **type_str)
+{
+	static const char *const names[GDR_MAPPING_TYPE_MAX] = {
+		[GDR_MAPPING_TYPE_NONE] = "None",
+		[GDR_MAPPING_TYPE_WC] = "Write Combining",
+		[GDR_MAPPING_TYPE_CACHING] = "Caching",
+		[GDR_MAPPING_TYPE_DEVICE] = "Device",
+	};
+
+	if (!type_str || (int)type < 0 || (int)type >= GDR_MAPPING_TYPE_MAX)
+		return EINVAL;
+	*type_str = names[type];
+	return 0;
+}

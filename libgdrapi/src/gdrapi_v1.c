@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The gdr_get_info symbol of GDRCopy <= 2.3, kept for binaries built
+ * against those headers.  gdrapi.h turns every new call of gdr_get_info into
+ * gdr_get_info_v2, so this file must #undef the macro to define the old
+ * entry point, with the old struct layout (no mapping_type).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "internal.h"
+
+#undef gdr_get_info
+
+/* The layout GDRCopy 2.0 - 2.3 callers pass in. */
+struct gdr_info_v1 {
+	uint64_t va;
+	uint64_t mapped_size;
+	uint32_t page_size;
+	uint64_t tm_cycles;
+	uint32_t cycles_per_ms;
+	unsigned mapped:1;
+	unsigned wc_mapping:1;
+};
+
+_Static_assert(sizeof(struct gdr_info_v1) == 40, "gdr_info v1 layout is ABI");
+_Static_assert(offsetof(struct gdr_info_v1, tm_cycles) == 24, "gdr_info v1 layout is ABI");
+
+GDR_EXPORT int gdr_get_info(gdr_t g, gdr_mh_t handle, struct gdr_info_v1 *info);
+
+GDR_EXPORT int gdr_get_info(gdr_t g, gdr_mh_t handle, struct gdr_info_v1 *info)
+{
+	gdr_info_v2_t v2;
+	int rc;
+
+	if (!info)
+		return EINVAL;
+	memset(&v2, 0, sizeof(v2));
+	rc = gdr_get_info_common(g, handle, &v2, true);
+	if (rc)
+		return rc;
+	info->va = v2.va;
+	info->mapped_size = v2.mapped_size;
+	info->page_size = v2.page_size;
+	info->tm_cycles = v2.tm_cycles;
+	info->cycles_per_ms = v2.cycles_per_ms;
+	info->mapped = v2.mapped;
+	info->wc_mapping = v2.wc_mapping;
+	return 0;
+}
