@@ -198,6 +198,32 @@ struct softgpu_export_dmabuf {
 	__s32 fd;
 };
 
+/**
+ * struct softgpu_stats - SOFTGPU_IOC_GET_STATS: device-wide P2P counters, so
+ * tests can check that a P2P client (gdrdrv) released everything it pinned.
+ * @active_pins:     pins not yet released (legacy and persistent).
+ * @pinned_bytes:    bytes under those pins (what the bar1_limit knob caps).
+ * @legacy_pins:     of @active_pins, those pinned with a free callback.
+ * @get_pages_calls: nvidia_p2p_get_pages*() calls, failed ones included.
+ * @put_pages_calls: nvidia_p2p_put_pages*() calls, failed ones included.
+ * @callbacks_fired: free callbacks run (memory freed under a legacy pin).
+ * @memory_used:     bytes of "GPU memory" allocated, pinned-after-free included.
+ * @api_misuse:      calls that broke the P2P API contract: put_pages on an
+ *                   unknown or already revoked page table, free_page_table
+ *                   outside a free callback, a callback that did not free its
+ *                   page table.  Each one is also logged.
+ */
+struct softgpu_stats {
+	__u64 active_pins;
+	__u64 pinned_bytes;
+	__u64 legacy_pins;
+	__u64 get_pages_calls;
+	__u64 put_pages_calls;
+	__u64 callbacks_fired;
+	__u64 memory_used;
+	__u64 api_misuse;
+};
+
 #define SOFTGPU_IOCTL 0xB7
 #define SOFTGPU_IOC_GET_INFO _IOR(SOFTGPU_IOCTL, 0x00, struct softgpu_info)
 #define SOFTGPU_IOC_ALLOC _IOWR(SOFTGPU_IOCTL, 0x01, struct softgpu_alloc)
@@ -213,10 +239,12 @@ struct softgpu_export_dmabuf {
 #define SOFTGPU_IOC_MEM_MAP _IOW(SOFTGPU_IOCTL, 0x0b, struct softgpu_mem_map)
 #define SOFTGPU_IOC_MEM_UNMAP _IOW(SOFTGPU_IOCTL, 0x0c, struct softgpu_mem_unmap)
 #define SOFTGPU_IOC_EXPORT_DMABUF _IOWR(SOFTGPU_IOCTL, 0x0d, struct softgpu_export_dmabuf)
+#define SOFTGPU_IOC_GET_STATS _IOR(SOFTGPU_IOCTL, 0x0e, struct softgpu_stats)
 
 SOFTGPU_STATIC_ASSERT(sizeof(struct softgpu_info) == 136, "softgpu_info");
 SOFTGPU_STATIC_ASSERT(sizeof(struct softgpu_copy) == 32, "softgpu_copy");
 SOFTGPU_STATIC_ASSERT(sizeof(struct softgpu_memset) == 24, "softgpu_memset");
 SOFTGPU_STATIC_ASSERT(sizeof(struct softgpu_export_dmabuf) == 24, "softgpu_export_dmabuf");
+SOFTGPU_STATIC_ASSERT(sizeof(struct softgpu_stats) == 64, "softgpu_stats");
 
 #endif /* _UAPI_SOFTGPU_H */

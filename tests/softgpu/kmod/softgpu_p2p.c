@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The NVIDIA peer-to-peer API, as nvidia.ko exports it, over softgpu memory.
+ *
+ * Semantics follow the real driver where gdrdrv can tell the difference:
+ *  - addresses resolve only in the GPU VA spaces of the calling process;
+ *  - legacy pins (with a free callback) are revoked when their memory is
+ *    unmapped or freed: the callback runs, after which the page table is
+ *    gone and nvidia_p2p_put_pages() on it is a caller bug;
+ *  - persistent pins (get_pages_persistent, or legacy with no callback) keep
+ *    the memory alive until they are put.
+ * Where the real driver would silently corrupt memory on a contract
+ * violation, softgpu refuses, logs, and counts it (softgpu_stats.api_misuse),
+ * so tests can fail on it.
+ */
+#include <linux/completion.h>
+#include <linux/hashtable.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "softgpu.h"
+
+enum softgpu_pin_state {
+	SOFTGPU_PIN_ACTIVE,
+	SOFTGPU_PIN_REVOKING,	/* its free callback is running */
+};
+
+struct softgpu_pin {
+	struct hlist_node hash_node;	/* in softgpu_pins, keyed by &table */
+	struct list_head space_node;	/* legacy: in space->legacy_pins */
+	enum softgpu_pin_state state;
+	bool persistent;
+	bool table_freed;		/* the callback called free_page_table */
+	unsigned int waiters;		/* put_pages calls blocked on revocation */
+	struct completion revoked;
+	u64 va;
+	u64 len;
+	u64 p2p_token;
+	u32 va_space;
+	void (*free_callback)(void *data);
+	void *data;
+	struct softgpu_mem **mems;	/* one reference per entry */
+	struct nvidia_p2p_page_table table;
+	u8 uuid[NVIDIA_P2P_GPU_UUID_LEN];
+	struct nvidia_p2p_page **page_ptrs;
+	struct nvidia_p2p_page *pages;
+};
+
+int nvidia_p2p_cap_persistent_pages = 1;
+EXPORT_SYMBOL_GPL(nvidia_p2p_cap_persistent_pages);
+
+static DEFINE_HASHTABLE(softgpu_pins, 12);
+static struct softgpu_stats softgpu_p2p_stats;	/* under softgpu_lock */
+
+#define softgpu_misuse(fmt, ...)					\
+	do {								\
+		softgpu_p2p_stats.api_misuse++;				\
+		pr_err_ratelimited("softgpu: P2P API misuse: " fmt "\n", \
+				   ##__VA_ARGS__);			\
+	} while (0)
+
+static struct softgpu_pin *softgpu_pin_lookup(struct nvidia_p2p_page_table *table)
+{
+	struct softgpu_pin *pin;
+
+	lockdep_assert_held(&softgpu_lock);
+	hash_for_each_possible(softgpu_pins, pin, hash_node, (unsigned long)table)
+		if (&pin->table == table)
+			return pin;
+	return NULL;
+}
+
+static struct softgpu_pin *softgpu_pin_alloc(unsigned int entries)
+{
+	struct softgpu_pin *pin;
+	unsigned int i;
+
+	pin = kzalloc(sizeof(*pin), GFP_KERNEL);
+	if (!pin)
+		return NULL;
+	pin->mems = kvcalloc(entries, sizeof(*pin->mems), GFP_KERNEL);
+	pin->page_ptrs = kvcalloc(entries, sizeof(*pin->page_ptrs), GFP_KERNEL);
+	pin->pages = kvcalloc(entries, sizeof(*pin->pages), GFP_KERNEL);
+	if (!pin->mems || !pin->page_ptrs || !pin->pages) {
+		kvfree(pin->mems);
+		kvfree(pin->page_ptrs);
+		kvfree(pin->pages);
+		kfree(pin);
+		return NULL;
+	}
+	for (i = 0; i < entries; i++)
+		pin->page_ptrs[i] = &pin->pages[i];
+	init_completion(&pin->revoked);
+	return pin;
+}
+
+/* Drops the memory references and frees; the pin must be unlinked. */
+static void softgpu_pin_free(struct softgpu_pin *pin)
+{
+	unsigned int i;
+
+	for (i = 0; i < pin->table.entries; i++)
+		if (pin->mems[i])
+			softgpu_mem_put(pin->mems[i]);
+	kvfree(pin->mems);
+	kvfree(pin->page_ptrs);
+	kvfree(pin->pages);
+	kfree(pin);
+}
+
+static void softgpu_pin_unlink(struct softgpu_pin *pin)
+{
+	lockdep_assert_held(&softgpu_lock);
+	hash_del(&pin->hash_node);
+	if (!pin->persistent) {
+		list_del(&pin->space_node);
+		softgpu_p2p_stats.legacy_pins--;
+	}
+	softgpu_p2p_stats.active_pins--;
+	softgpu_p2p_stats.pinned_bytes -= pin->len;
+}
+
+/* The calling process's space that maps @va, if any. */
+static struct softgpu_space *softgpu_caller_space(u64 va)
+{
+	struct pid *tgid = task_tgid(current);
+	struct softgpu_space *space;
+
+	list_for_each_entry(space, &softgpu_spaces, node)
+		if (space->owner == tgid && softgpu_find_mapping(space, va))
+			return space;
+	return NULL;
+}
+
+/* Counts the call and says whether failure injection picks it. */
+static bool softgpu_inject_failure(void)
+{
+	softgpu_p2p_stats.get_pages_calls++;
+	if (!softgpu_fail_nth)
+		return false;
+	return --softgpu_fail_nth == 0;
+}
+
+static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
+			     u32 va_space, void (*free_callback)(void *data),
+			     void *data, u32 flags,
+			     struct nvidia_p2p_page_table **page_table)
+{
+	unsigned int i, entries;
+	struct softgpu_space *space;
+	struct softgpu_pin *pin;
+	int ret;
+
+	if (!page_table)
+		return -EINVAL;
+	*page_table = NULL;
+	if (!len || va & SOFTGPU_CHUNK_MASK || len & SOFTGPU_CHUNK_MASK ||
+	    va + len < va || len / SOFTGPU_CHUNK_SIZE > UINT_MAX)
+		return -EINVAL;
+	if (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
+		return -EINVAL;
+	entries = len / SOFTGPU_CHUNK_SIZE;
+
+	pin = softgpu_pin_alloc(entries);
+	if (!pin)
+		return -ENOMEM;
+	pin->persistent = !free_callback;
+	pin->free_callback = free_callback;
+	pin->data = data;
+	pin->va = va;
+	pin->len = len;
+	pin->p2p_token = p2p_token;
+	pin->va_space = va_space;
+
+	mutex_lock(&softgpu_lock);
+	if (softgpu_inject_failure()) {
+		/* Never "succeed" without a page table, whatever was written. */
+		ret = softgpu_fail_errno && softgpu_fail_errno < MAX_ERRNO ?
+		      -(int)softgpu_fail_errno : -ENOMEM;
+		goto out_unlock;
+	}
+	ret = -EINVAL;
+	space = softgpu_caller_space(va);
+	if (!space)
+		goto out_unlock;
+	/* Tokens, when given, must name the caller's own space. */
+	if (legacy && (p2p_token || va_space) &&
+	    (p2p_token != space->p2p_token || va_space != space->id))
+		goto out_unlock;
+
+	for (i = 0; i < entries; i++) {
+		u64 addr = va + (u64)i * SOFTGPU_CHUNK_SIZE;
+		struct softgpu_mapping *map = softgpu_find_mapping(space, addr);
+		unsigned int chunk;
+
+		if (!map)
+			goto out_put_mems;
+		chunk = (addr - map->va + map->offset) / SOFTGPU_CHUNK_SIZE;
+		softgpu_mem_get(map->mem);
+		pin->mems[i] = map->mem;
+		pin->pages[i].physical_address = map->mem->chunks[chunk].phys;
+		pin->table.entries = i + 1;
+	}
+
+	if (softgpu_bar1_limit &&
+	    softgpu_p2p_stats.pinned_bytes + len > softgpu_bar1_limit) {
+		ret = -ENOMEM;
+		goto out_put_mems;
+	}
+
+	pin->table.version = softgpu_pt_version;
+	pin->table.page_size = softgpu_pt_page_size;
+	pin->table.pages = pin->page_ptrs;
+	memcpy(pin->uuid, softgpu_uuid, sizeof(pin->uuid));
+	pin->table.gpu_uuid = pin->uuid;
+	if ((softgpu_pt_version & NVIDIA_P2P_MAJOR_VERSION_MASK) >=
+	    (SOFTGPU_P2P_PAGE_TABLE_VERSION_2_0 & NVIDIA_P2P_MAJOR_VERSION_MASK) &&
+	    softgpu_page_tables_cacheable() &&
+	    !(flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING))
+		pin->table.flags = NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE;
+
+	hash_add(softgpu_pins, &pin->hash_node, (unsigned long)&pin->table);
+	if (!pin->persistent) {
+		list_add_tail(&pin->space_node, &space->legacy_pins);
+		softgpu_p2p_stats.legacy_pins++;
+	}
+	softgpu_p2p_stats.active_pins++;
+	softgpu_p2p_stats.pinned_bytes += len;
+	mutex_unlock(&softgpu_lock);
+	*page_table = &pin->table;
+	return 0;
+
+out_put_mems:
+out_unlock:
+	mutex_unlock(&softgpu_lock);
+	softgpu_pin_free(pin);
+	return ret;
+}
+
+int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+			 u64 length, struct nvidia_p2p_page_table **page_table,
+			 void (*free_callback)(void *data), void *data)
+{
+	/* With no callback this is the old persistent API: no tokens then. */
+	if (!free_callback) {
+		if (!softgpu_persistent_api)
+			return -ENOTSUPP;
+		if (p2p_token || va_space)
+			return -ENOTSUPP;
+	}
+	return softgpu_get_pages(virtual_address, length, true, p2p_token,
+				 va_space, free_callback, data,
+				 NVIDIA_P2P_FLAGS_DEFAULT, page_table);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
+
+int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+				    struct nvidia_p2p_page_table **page_table,
+				    u32 flags)
+{
+	might_sleep();
+	if (!softgpu_persistent_api)
+		return -ENOTSUPP;	/* as on MIG or vGPU */
+	return softgpu_get_pages(virtual_address, length, false, 0, 0, NULL,
+				 NULL, flags, page_table);
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
+
+int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+			 struct nvidia_p2p_page_table *page_table)
+{
+	struct softgpu_pin *pin;
+
+	mutex_lock(&softgpu_lock);
+	softgpu_p2p_stats.put_pages_calls++;
+	pin = softgpu_pin_lookup(page_table);
+	if (!pin) {
+		softgpu_misuse("nvidia_p2p_put_pages on an unknown page table (already put, or its free callback ran: a use-after-free on the real driver)");
+		mutex_unlock(&softgpu_lock);
+		return -EINVAL;
+	}
+	if (pin->va != virtual_address ||
+	    (!pin->persistent && (pin->p2p_token != p2p_token ||
+				  pin->va_space != va_space))) {
+		mutex_unlock(&softgpu_lock);
+		return -EINVAL;
+	}
+	if (pin->state == SOFTGPU_PIN_REVOKING) {
+		bool last;
+
+		/*
+		 * The memory is being freed under this pin right now.  The
+		 * real driver blocks until the callback is done; the page
+		 * table is gone afterwards, so the put itself fails.
+		 */
+		pin->waiters++;
+		mutex_unlock(&softgpu_lock);
+		wait_for_completion(&pin->revoked);
+		mutex_lock(&softgpu_lock);
+		last = --pin->waiters == 0;
+		mutex_unlock(&softgpu_lock);
+		if (last)
+			softgpu_pin_free(pin);
+		return -EINVAL;
+	}
+	softgpu_pin_unlink(pin);
+	mutex_unlock(&softgpu_lock);
+	softgpu_pin_free(pin);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
+
+int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+				    struct nvidia_p2p_page_table *page_table,
+				    u32 flags)
+{
+	struct softgpu_pin *pin;
+
+	mutex_lock(&softgpu_lock);
+	softgpu_p2p_stats.put_pages_calls++;
+	pin = softgpu_pin_lookup(page_table);
+	if (!pin || !pin->persistent) {
+		softgpu_misuse("nvidia_p2p_put_pages_persistent on %s page table",
+			       pin ? "a legacy" : "an unknown");
+		mutex_unlock(&softgpu_lock);
+		return -EINVAL;
+	}
+	if (pin->va != virtual_address || flags) {
+		mutex_unlock(&softgpu_lock);
+		return -EINVAL;
+	}
+	softgpu_pin_unlink(pin);
+	mutex_unlock(&softgpu_lock);
+	softgpu_pin_free(pin);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages_persistent);
+
+int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
+{
+	struct softgpu_pin *pin;
+	int ret = 0;
+
+	mutex_lock(&softgpu_lock);
+	pin = softgpu_pin_lookup(page_table);
+	if (!pin || pin->state != SOFTGPU_PIN_REVOKING || pin->table_freed) {
+		softgpu_misuse("nvidia_p2p_free_page_table outside the page table's free callback");
+		ret = -EINVAL;
+	} else {
+		/* Freed for real once the callback returns, as RM does. */
+		pin->table_freed = true;
+	}
+	mutex_unlock(&softgpu_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
+
+/* Obsolete since the Fermi days; the real driver refuses them too. */
+int nvidia_p2p_init_mapping(u64 p2p_token, struct nvidia_p2p_params *params,
+			    void (*destroy_callback)(void *data), void *data)
+{
+	return -ENOTSUPP;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_init_mapping);
+
+int nvidia_p2p_destroy_mapping(u64 p2p_token)
+{
+	return -ENOTSUPP;
+}
+EXPORT_SYMBOL_GPL(nvidia_p2p_destroy_mapping);
+
+/*
+ * Moves the legacy pins of @space overlapping [va, va + size) to @revoked;
+ * the caller holds softgpu_lock, then drops it and runs
+ * softgpu_p2p_run_callbacks() before releasing the memory.
+ */
+void softgpu_p2p_revoke_range(struct softgpu_space *space, u64 va, u64 size,
+			      struct list_head *revoked)
+{
+	struct softgpu_pin *pin, *tmp;
+
+	lockdep_assert_held(&softgpu_lock);
+	list_for_each_entry_safe(pin, tmp, &space->legacy_pins, space_node) {
+		if (pin->state != SOFTGPU_PIN_ACTIVE)
+			continue;
+		if (pin->va >= va + size || va >= pin->va + pin->len)
+			continue;
+		pin->state = SOFTGPU_PIN_REVOKING;
+		list_move_tail(&pin->space_node, revoked);
+	}
+}
+
+void softgpu_p2p_run_callbacks(struct list_head *revoked)
+{
+	struct softgpu_pin *pin, *tmp;
+	bool free_now;
+
+	list_for_each_entry_safe(pin, tmp, revoked, space_node) {
+		pin->free_callback(pin->data);
+
+		mutex_lock(&softgpu_lock);
+		softgpu_p2p_stats.callbacks_fired++;
+		if (!pin->table_freed)
+			softgpu_misuse("free callback %ps returned without calling nvidia_p2p_free_page_table",
+				       pin->free_callback);
+		softgpu_pin_unlink(pin);	/* also leaves @revoked */
+		complete_all(&pin->revoked);
+		free_now = !pin->waiters;	/* else the last waiter frees it */
+		mutex_unlock(&softgpu_lock);
+		if (free_now)
+			softgpu_pin_free(pin);
+	}
+}
+
+void softgpu_p2p_get_stats(struct softgpu_stats *stats)
+{
+	lockdep_assert_held(&softgpu_lock);
+	*stats = softgpu_p2p_stats;
+	stats->memory_used = atomic64_read(&softgpu_backing.used);
+}
+
+/* Module exit: our symbols' users are gone, so any pin left was leaked. */
+void softgpu_p2p_exit(void)
+{
+	struct hlist_node *tmp;
+	struct softgpu_pin *pin;
+	unsigned int bkt, leaked = 0;
+
+	mutex_lock(&softgpu_lock);
+	hash_for_each_safe(softgpu_pins, bkt, tmp, pin, hash_node) {
+		softgpu_pin_unlink(pin);
+		softgpu_pin_free(pin);
+		leaked++;
+	}
+	mutex_unlock(&softgpu_lock);
+	if (leaked)
+		pr_err("softgpu: %u P2P pins were never released by their owner\n",
+		       leaked);
+}
