@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: MIT
+/* Helpers shared by the gdrcopy benchmark programs; see bench_common.h. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "bench_common.h"
+
+#define GPU_PAGE_ALIGN (64UL * 1024)
+
+static struct {
+	const char *tool;
+	char *argv_line;
+	bool json;
+} bench;
+
+void bench_init(const char *tool, int argc, char **argv)
+{
+	size_t len = 1;
+	int i;
+
+	bench.tool = tool;
+	for (i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	bench.argv_line = calloc(1, len);
+	if (!bench.argv_line)
+		bench_die("out of memory");
+	for (i = 0; i < argc; i++) {
+		if (i)
+			strcat(bench.argv_line, " ");
+		strcat(bench.argv_line, argv[i]);
+	}
+	/* Text and records may interleave with child output; keep order. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+void bench_set_json(bool on)
+{
+	bench.json = on;
+}
+
+bool bench_json(void)
+{
+	return bench.json;
+}
+
+void bench_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(bench.json ? stderr : stdout, fmt, ap);
+	va_end(ap);
+}
+
+void bench_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("WARNING: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void bench_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("ERROR: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_FAILURE);
+}
+
+/* --- JSON records ---------------------------------------------------- */
+
+static void record_append(struct bench_record *rec, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void record_append(struct bench_record *rec, const char *fmt, ...)
+{
+	size_t room = sizeof(rec->buf) - rec->len;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(rec->buf + rec->len, room, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= room)
+		bench_die("internal: JSON record longer than %zu bytes", sizeof(rec->buf));
+	rec->len += n;
+}
+
+static void record_escaped(struct bench_record *rec, const char *s)
+{
+	record_append(rec, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			record_append(rec, "\\%c", c);
+		else if (c < 0x20)
+			record_append(rec, "\\u%04x", c);
+		else
+			record_append(rec, "%c", c);
+	}
+	record_append(rec, "\"");
+}
+
+void bench_record_begin(struct bench_record *rec, const char *test)
+{
+	rec->len = 0;
+	rec->buf[0] = '\0';
+	record_append(rec, "{\"tool\": ");
+	record_escaped(rec, bench.tool);
+	record_append(rec, ", \"argv\": ");
+	record_escaped(rec, bench.argv_line ? bench.argv_line : "");
+	record_append(rec, ", \"test\": ");
+	record_escaped(rec, test);
+}
+
+void bench_record_str(struct bench_record *rec, const char *key, const char *value)
+{
+	record_append(rec, ", ");
+	record_escaped(rec, key);
+	record_append(rec, ": ");
+	record_escaped(rec, value);
+}
+
+void bench_record_u64(struct bench_record *rec, const char *key, uint64_t value)
+{
+	record_append(rec, ", ");
+	record_escaped(rec, key);
+	record_append(rec, ": %llu", (unsigned long long)value);
+}
+
+void bench_record_i64(struct bench_record *rec, const char *key, int64_t value)
+{
+	record_append(rec, ", ");
+	record_escaped(rec, key);
+	record_append(rec, ": %lld", (long long)value);
+}
+
+void bench_record_double(struct bench_record *rec, const char *key, double value)
+{
+	record_append(rec, ", ");
+	record_escaped(rec, key);
+	/* JSON has no NaN/Inf. */
+	if (value != value || value > 1e300 || value < -1e300)
+		record_append(rec, ": null");
+	else
+		record_append(rec, ": %.6g", value);
+}
+
+void bench_record_u64_array(struct bench_record *rec, const char *key, const uint64_t *values,
+			    unsigned int n)
+{
+	unsigned int i;
+
+	record_append(rec, ", ");
+	record_escaped(rec, key);
+	record_append(rec, ": [");
+	for (i = 0; i < n; i++)
+		record_append(rec, "%s%llu", i ? ", " : "", (unsigned long long)values[i]);
+	record_append(rec, "]");
+}
+
+void bench_record_end(struct bench_record *rec)
+{
+	record_append(rec, "}");
+	if (bench.json) {
+		fputs(rec->buf, stdout);
+		fputc('\n', stdout);
+		fflush(stdout);
+	}
+}
+
+/* --- Option parsing -------------------------------------------------- */
+
+size_t bench_parse_size(char opt, const char *arg)
+{
+	unsigned long long value, scale = 1;
+	char *end;
+
+	errno = 0;
+	if (!arg || !*arg || *arg == '-')
+		goto bad;
+	value = strtoull(arg, &end, 0);
+	if (errno || end == arg)
+		goto bad;
+	switch (toupper((unsigned char)*end)) {
+	case '\0':
+		break;
+	case 'K':
+		scale = 1ULL << 10;
+		break;
+	case 'M':
+		scale = 1ULL << 20;
+		break;
+	case 'G':
+		scale = 1ULL << 30;
+		break;
+	default:
+		goto bad;
+	}
+	if (*end && end[1] && strcasecmp(end + 1, "iB") && strcasecmp(end + 1, "B"))
+		goto bad;
+	if (value > SIZE_MAX / scale)
+		goto bad;
+	return (size_t)(value * scale);
+bad:
+	bench_die("-%c %s: expected a byte count such as 4096, 0x1000, 64K or 16M", opt,
+		  arg ? arg : "");
+}
+
+unsigned int bench_parse_uint(char opt, const char *arg)
+{
+	unsigned long value;
+	char *end;
+
+	errno = 0;
+	if (!arg || !*arg || *arg == '-')
+		goto bad;
+	value = strtoul(arg, &end, 0);
+	if (errno || end == arg || *end || value > UINT_MAX)
+		goto bad;
+	return (unsigned int)value;
+bad:
+	bench_die("-%c %s: expected a non-negative integer", opt, arg ? arg : "");
+}
+
+enum gpu_alloc_kind bench_parse_alloc_kind(const char *arg)
+{
+	if (!strcmp(arg, "cuMemAlloc"))
+		return GPU_ALLOC_CUMEMALLOC;
+	if (!strcmp(arg, "cuMemCreate"))
+		return GPU_ALLOC_CUMEMCREATE;
+	bench_die("-a %s: expected cuMemAlloc or cuMemCreate", arg);
+}
+
+const char *bench_alloc_kind_name(enum gpu_alloc_kind kind)
+{
+	return kind == GPU_ALLOC_CUMEMCREATE ? "cuMemCreate" : "cuMemAlloc";
+}
+
+int bench_parse_map_flag(const char *arg)
+{
+	if (!strcmp(arg, "default"))
+		return GDR_MAP_FLAG_DEFAULT;
+	if (!strcmp(arg, "wc"))
+		return GDR_MAP_FLAG_REQ_WC_MAPPING;
+	if (!strcmp(arg, "cache"))
+		return GDR_MAP_FLAG_REQ_CACHE_MAPPING;
+	if (!strcmp(arg, "device"))
+		return GDR_MAP_FLAG_REQ_DEVICE_MAPPING;
+	bench_die("-M %s: expected default, wc, cache or device", arg);
+}
+
+const char *bench_map_flag_name(int map_flag)
+{
+	switch (map_flag) {
+	case GDR_MAP_FLAG_REQ_WC_MAPPING:
+		return "wc";
+	case GDR_MAP_FLAG_REQ_CACHE_MAPPING:
+		return "cache";
+	case GDR_MAP_FLAG_REQ_DEVICE_MAPPING:
+		return "device";
+	default:
+		return "default";
+	}
+}
+
+const char *bench_mapping_type_name(gdr_mapping_type_t type)
+{
+	switch (type) {
+	case GDR_MAPPING_TYPE_WC:
+		return "wc";
+	case GDR_MAPPING_TYPE_CACHING:
+		return "cache";
+	case GDR_MAPPING_TYPE_DEVICE:
+		return "device";
+	default:
+		return "none";
+	}
+}
+
+/* --- CUDA ------------------------------------------------------------ */
+
+void bench_cu_check(CUresult res, const char *call, const char *file, int line)
+{
+	const char *name = NULL, *text = NULL;
+
+	if (res == CUDA_SUCCESS)
+		return;
+	if (cuGetErrorName(res, &name) != CUDA_SUCCESS || !name)
+		name = "unknown CUDA error";
+	if (cuGetErrorString(res, &text) != CUDA_SUCCESS || !text)
+		text = "";
+	fflush(stdout);
+	fprintf(stderr, "ERROR: %s failed: %s (%d) %s [%s:%d]\n", call, name, (int)res, text,
+		file, line);
+	if (res == CUDA_ERROR_NO_DEVICE || res == CUDA_ERROR_NOT_INITIALIZED ||
+	    res == CUDA_ERROR_STUB_LIBRARY)
+		fprintf(stderr, "Check that the NVIDIA driver is loaded (nvidia-smi) and that "
+				"libcuda.so.1 is the driver's, not a stub.\n");
+	exit(EXIT_FAILURE);
+}
+
+CUdevice bench_select_gpu(int dev_id, bool require_gdr)
+{
+	CUcontext ctx;
+	CUdevice dev;
+	int n_devices = 0, n;
+
+	BENCH_CU(cuInit(0));
+	BENCH_CU(cuDeviceGetCount(&n_devices));
+	for (n = 0; n < n_devices; n++) {
+		int domain = 0, bus = 0, device = 0;
+		char name[256];
+
+		BENCH_CU(cuDeviceGet(&dev, n));
+		BENCH_CU(cuDeviceGetName(name, sizeof(name), dev));
+		BENCH_CU(cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev));
+		BENCH_CU(cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev));
+		BENCH_CU(cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev));
+		bench_say("GPU id:%d; name: %s; Bus id: %04x:%02x:%02x\n", n, name, domain, bus,
+			  device);
+	}
+	if (dev_id < 0 || dev_id >= n_devices)
+		bench_die("-d %d: there %s %d GPU%s (ids 0..%d)", dev_id,
+			  n_devices == 1 ? "is" : "are", n_devices, n_devices == 1 ? "" : "s",
+			  n_devices - 1);
+	bench_say("selecting device %d\n", dev_id);
+	BENCH_CU(cuDeviceGet(&dev, dev_id));
+	BENCH_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	BENCH_CU(cuCtxSetCurrent(ctx));
+
+	if (require_gdr) {
+		int supported = 0;
+
+		/*
+		 * Drivers older than CUDA 11.3 do not know the attribute; then
+		 * the pin itself is the test.
+		 */
+		if (cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
+					 dev) == CUDA_SUCCESS && !supported)
+			bench_die("GPU %d does not support GPUDirect RDMA "
+				  "(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0), so gdrcopy "
+				  "cannot pin its memory. Use a data-center or professional GPU.",
+				  dev_id);
+	}
+	return dev;
+}
+
+static int read_int_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int value;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &value) != 1)
+		value = -1;
+	fclose(f);
+	return value;
+}
+
+void bench_get_locality(CUdevice dev, struct bench_locality *loc)
+{
+	char bus_id[32], path[128];
+	unsigned int cpu = 0, node = 0;
+	size_t i;
+
+	loc->gpu_numa_node = -1;
+	loc->cpu = -1;
+	loc->cpu_numa_node = -1;
+	if (cuDeviceGetPCIBusId(bus_id, sizeof(bus_id), dev) == CUDA_SUCCESS) {
+		/* CUDA prints "0000:3B:00.0"; sysfs names are lower case. */
+		for (i = 0; bus_id[i]; i++)
+			bus_id[i] = (char)tolower((unsigned char)bus_id[i]);
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus_id);
+		loc->gpu_numa_node = read_int_file(path);
+	}
+	if (syscall(SYS_getcpu, &cpu, &node, NULL) == 0) {
+		loc->cpu = (int)cpu;
+		loc->cpu_numa_node = (int)node;
+	}
+}
+
+void bench_print_locality(const struct bench_locality *loc)
+{
+	bench_say("GPU NUMA node: %d; CPU: %d, NUMA node: %d", loc->gpu_numa_node, loc->cpu,
+		  loc->cpu_numa_node);
+	if (loc->gpu_numa_node >= 0 && loc->cpu_numa_node >= 0 &&
+	    loc->gpu_numa_node != loc->cpu_numa_node)
+		bench_say(" (remote: run under numactl -N %d -l for local numbers)",
+			  loc->gpu_numa_node);
+	bench_say("\n");
+}
+
+static void vmm_alloc(struct gpu_buffer *buf, CUdevice dev)
+{
+	CUmemAllocationProp prop;
+	CUmemAccessDesc access;
+	size_t granularity = 0;
+	int vmm = 0, rdma = 0;
+
+	BENCH_CU(cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+				      dev));
+	if (!vmm)
+		bench_die("-a cuMemCreate: this GPU/driver has no virtual memory management; "
+			  "use -a cuMemAlloc");
+	BENCH_CU(cuDeviceGetAttribute(&rdma,
+				      CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+				      dev));
+	if (!rdma)
+		bench_die("-a cuMemCreate: this GPU/driver cannot use GPUDirect RDMA on "
+			  "cuMemCreate memory; use -a cuMemAlloc");
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	prop.allocFlags.gpuDirectRDMACapable = 1;
+	BENCH_CU(cuMemGetAllocationGranularity(&granularity, &prop,
+					       CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	if (granularity < GPU_PAGE_ALIGN)
+		granularity = GPU_PAGE_ALIGN;
+	/* Keep the granularity a multiple of the 64 KiB GPU page. */
+	granularity = (granularity + GPU_PAGE_ALIGN - 1) & ~(GPU_PAGE_ALIGN - 1);
+	buf->alloc_size = (buf->size + granularity - 1) / granularity * granularity;
+
+	BENCH_CU(cuMemCreate(&buf->vmm_handle, buf->alloc_size, &prop, 0));
+	BENCH_CU(cuMemAddressReserve(&buf->base, buf->alloc_size, granularity, 0, 0));
+	BENCH_CU(cuMemMap(buf->base, buf->alloc_size, 0, buf->vmm_handle, 0));
+	memset(&access, 0, sizeof(access));
+	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	access.location.id = dev;
+	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	BENCH_CU(cuMemSetAccess(buf->base, buf->alloc_size, &access, 1));
+	buf->ptr = buf->base;
+}
+
+void gpu_buffer_alloc(struct gpu_buffer *buf, CUdevice dev, size_t size,
+		      enum gpu_alloc_kind kind)
+{
+	unsigned int sync = 1;
+
+	memset(buf, 0, sizeof(*buf));
+	buf->kind = kind;
+	buf->size = size;
+	if (kind == GPU_ALLOC_CUMEMCREATE) {
+		vmm_alloc(buf, dev);
+	} else {
+		buf->alloc_size = size + GPU_PAGE_ALIGN - 1;
+		BENCH_CU(cuMemAlloc(&buf->base, buf->alloc_size));
+		buf->ptr = (buf->base + GPU_PAGE_ALIGN - 1) & ~(CUdeviceptr)(GPU_PAGE_ALIGN - 1);
+	}
+	BENCH_CU(cuPointerSetAttribute(&sync, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, buf->ptr));
+}
+
+void gpu_buffer_free(struct gpu_buffer *buf)
+{
+	if (!buf->base)
+		return;
+	if (buf->kind == GPU_ALLOC_CUMEMCREATE) {
+		BENCH_CU(cuMemUnmap(buf->base, buf->alloc_size));
+		BENCH_CU(cuMemRelease(buf->vmm_handle));
+		BENCH_CU(cuMemAddressFree(buf->base, buf->alloc_size));
+	} else {
+		BENCH_CU(cuMemFree(buf->base));
+	}
+	memset(buf, 0, sizeof(*buf));
+}
+
+/* --- gdrcopy --------------------------------------------------------- */
+
+gdr_t bench_gdr_open(void)
+{
+	gdr_t g = gdr_open();
+
+	if (!g)
+		bench_die("gdr_open failed (%s). Check that the gdrdrv module is loaded "
+			  "(grep gdrdrv /proc/devices) and /dev/gdrdrv exists and is "
+			  "read/writable; set GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 "
+			  "for the library's reasons.",
+			  strerror(errno));
+	return g;
+}
+
+void bench_print_info(const gdr_info_t *info)
+{
+	const char *type_str = "unknown";
+
+	gdr_get_mapping_type_string(info->mapping_type, &type_str);
+	bench_say("info.va: %llx\n", (unsigned long long)info->va);
+	bench_say("info.mapped_size: %llu\n", (unsigned long long)info->mapped_size);
+	bench_say("info.page_size: %u\n", info->page_size);
+	bench_say("info.mapped: %u\n", info->mapped);
+	bench_say("info.wc_mapping: %u\n", info->wc_mapping);
+	bench_say("info.mapping_type: %s\n", type_str);
+}
+
+/* --- Statistics ------------------------------------------------------ */
+
+struct bench_buckets bench_plan_buckets(unsigned int iters, const char *what)
+{
+	struct bench_buckets b;
+
+	if (iters == 0)
+		bench_die("%s: the iteration count must be at least 1", what);
+	if (iters > BENCH_MAX_BUCKETS && iters % BENCH_MAX_BUCKETS) {
+		unsigned int rounded = (iters / BENCH_MAX_BUCKETS + 1) * BENCH_MAX_BUCKETS;
+
+		bench_warn("%s: %u iterations rounded up to %u, a multiple of %u buckets", what,
+			   iters, rounded, BENCH_MAX_BUCKETS);
+		iters = rounded;
+	}
+	b.iters = iters;
+	b.count = iters < BENCH_MAX_BUCKETS ? iters : BENCH_MAX_BUCKETS;
+	b.per_bucket = iters / b.count;
+	return b;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+struct bench_stats bench_stats(double *values, unsigned int n)
+{
+	struct bench_stats s = { 0.0, 0.0 };
+
+	if (!n)
+		return s;
+	qsort(values, n, sizeof(*values), compare_double);
+	s.min = values[0];
+	if (n % 2)
+		s.median = values[n / 2];
+	else
+		s.median = (values[n / 2 - 1] + values[n / 2]) / 2.0;
+	return s;
+}
+
+/* --- Data patterns --------------------------------------------------- */
+
+static inline uint32_t pattern_word(size_t index, uint32_t seed)
+{
+	return (uint32_t)(index * 2654435761u) ^ seed ^ 0x3F4C5E6Au;
+}
+
+void bench_fill_pattern(void *buf, size_t size, uint32_t seed)
+{
+	unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < size; i++)
+		p[i] = (unsigned char)(pattern_word(i / 4, seed) >> (8 * (i % 4)));
+}
+
+long bench_check_pattern(const void *buf, size_t size, uint32_t seed)
+{
+	const unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < size; i++)
+		if (p[i] != (unsigned char)(pattern_word(i / 4, seed) >> (8 * (i % 4))))
+			return (long)i;
+	return -1;
+}

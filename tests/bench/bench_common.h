@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the gdrcopy benchmark programs (copybw, copylat,
+ * apiperf, pplat): GPU selection and allocation, option parsing, timing,
+ * bucketed statistics, and the two output forms -- human-readable text, or
+ * with -j one JSON object per measurement on stdout (JSON Lines), keyed by
+ * the program's command line so results from many runs can be merged.
+ */
+#ifndef GDRCOPY_BENCH_COMMON_H
+#define GDRCOPY_BENCH_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <cuda.h>
+
+#include "gdrapi.h"
+
+/* The command-line letter every benchmark uses for machine-readable output. */
+#define BENCH_JSON_OPTION 'j'
+
+/* Iterations of a timed loop are split into at most this many buckets. */
+#define BENCH_MAX_BUCKETS 100
+
+/* --- Output ---------------------------------------------------------- */
+
+/* Remember the program name and command line; call first in main(). */
+void bench_init(const char *tool, int argc, char **argv);
+
+/* Switch to JSON Lines: records go to stdout, all human text to stderr. */
+void bench_set_json(bool on);
+bool bench_json(void);
+
+/* Human-readable text (stdout, or stderr in JSON mode). */
+void bench_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "WARNING: ..." on stderr. */
+void bench_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "ERROR: ..." on stderr, then exit(EXIT_FAILURE). */
+void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/*
+ * One JSON record: {"tool": ..., "argv": ..., "test": ..., <fields>}.
+ * Nothing is printed unless JSON mode is on.
+ */
+struct bench_record {
+	char buf[4096];
+	size_t len;
+};
+
+void bench_record_begin(struct bench_record *rec, const char *test);
+void bench_record_str(struct bench_record *rec, const char *key, const char *value);
+void bench_record_u64(struct bench_record *rec, const char *key, uint64_t value);
+void bench_record_i64(struct bench_record *rec, const char *key, int64_t value);
+void bench_record_double(struct bench_record *rec, const char *key, double value);
+void bench_record_u64_array(struct bench_record *rec, const char *key, const uint64_t *values,
+			    unsigned int n);
+void bench_record_end(struct bench_record *rec);
+
+/* --- Option parsing -------------------------------------------------- */
+
+/* A byte count: decimal, 0x hex, or with a K/M/G suffix (powers of 1024). */
+size_t bench_parse_size(char opt, const char *arg);
+/* A non-negative integer that fits in unsigned int. */
+unsigned int bench_parse_uint(char opt, const char *arg);
+
+/* -a cuMemAlloc|cuMemCreate */
+enum gpu_alloc_kind {
+	GPU_ALLOC_CUMEMALLOC,
+	GPU_ALLOC_CUMEMCREATE,
+};
+enum gpu_alloc_kind bench_parse_alloc_kind(const char *arg);
+const char *bench_alloc_kind_name(enum gpu_alloc_kind kind);
+
+/* -M default|wc|cache|device, returned as a gdr_map_flags_t value. */
+int bench_parse_map_flag(const char *arg);
+const char *bench_map_flag_name(int map_flag);
+
+/* Short mapping-type name used in records: none, wc, cache, device. */
+const char *bench_mapping_type_name(gdr_mapping_type_t type);
+
+/* --- CUDA ------------------------------------------------------------ */
+
+/* Exit with the CUDA error's name and text, naming the failing call. */
+void bench_cu_check(CUresult res, const char *call, const char *file, int line);
+#define BENCH_CU(call) bench_cu_check((call), #call, __FILE__, __LINE__)
+
+/*
+ * cuInit, print every GPU as "GPU id:N; name: X; Bus id: DDDD:BB:DD",
+ * select dev_id, make its primary context current.  When require_gdr, exit
+ * with an explanation if the GPU reports no GPUDirect RDMA support.
+ */
+CUdevice bench_select_gpu(int dev_id, bool require_gdr);
+
+/* Where the GPU and this thread sit in NUMA terms (printed as text, -1 = unknown). */
+struct bench_locality {
+	int gpu_numa_node;
+	int cpu;
+	int cpu_numa_node;
+};
+void bench_get_locality(CUdevice dev, struct bench_locality *loc);
+void bench_print_locality(const struct bench_locality *loc);
+
+/*
+ * GPU memory whose start is 64 KiB aligned (gdr_map needs that).
+ * cuMemAlloc: over-allocate and round the pointer up.
+ * cuMemCreate: a VMM allocation with gpuDirectRDMACapable set.
+ * Both set CU_POINTER_ATTRIBUTE_SYNC_MEMOPS so that cuMemcpy/cuMemset on it
+ * are complete when they return.
+ */
+struct gpu_buffer {
+	enum gpu_alloc_kind kind;
+	CUdeviceptr ptr;	/* 64 KiB aligned, what callers use */
+	size_t size;		/* requested size */
+	CUdeviceptr base;	/* what the allocator returned */
+	size_t alloc_size;	/* what the allocator was asked for */
+	CUmemGenericAllocationHandle vmm_handle;
+};
+
+void gpu_buffer_alloc(struct gpu_buffer *buf, CUdevice dev, size_t size,
+		      enum gpu_alloc_kind kind);
+void gpu_buffer_free(struct gpu_buffer *buf);
+
+/* --- gdrcopy --------------------------------------------------------- */
+
+/* gdr_open, or exit explaining what to check. */
+gdr_t bench_gdr_open(void);
+
+/* Print the info.* lines the reference tools print, plus the mapping type. */
+void bench_print_info(const gdr_info_t *info);
+
+/* --- Timing and statistics ------------------------------------------- */
+
+static inline double bench_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/*
+ * Iterations split into buckets: iters <= 100 gives one iteration per
+ * bucket; larger counts are rounded up to a multiple of 100 (with a
+ * warning naming the option) so every bucket holds the same number.
+ */
+struct bench_buckets {
+	unsigned int iters;		/* after rounding */
+	unsigned int count;		/* number of buckets */
+	unsigned int per_bucket;	/* iterations per bucket */
+};
+struct bench_buckets bench_plan_buckets(unsigned int iters, const char *what);
+
+/* Median and minimum of n values (the array is sorted in place). */
+struct bench_stats {
+	double median;
+	double min;
+};
+struct bench_stats bench_stats(double *values, unsigned int n);
+
+/* Store fence after plain stores to a write-combined mapping. */
+static inline void bench_store_fence(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ __volatile__("sfence" ::: "memory");
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Fill a host buffer with a pattern that differs per 32-bit word and per seed. */
+void bench_fill_pattern(void *buf, size_t size, uint32_t seed);
+/* Index of the first byte that differs from the pattern, or -1. */
+long bench_check_pattern(const void *buf, size_t size, uint32_t seed);
+
+#endif /* GDRCOPY_BENCH_COMMON_H */

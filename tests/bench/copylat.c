@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gdrcopy_copylat: per-call latency of gdr_copy_to_mapping and
+ * gdr_copy_from_mapping for sizes 1 B, 2 B, 4 B, ... up to -s.  The
+ * iterations of each size are split into up to 100 buckets; the table shows
+ * the median and the minimum of the per-bucket mean times.  -c adds
+ * cuMemcpy (H2D and D2H) rows and -p plain-memcpy rows on the same mapping,
+ * the two things users compare gdrcopy against.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+
+#define DEFAULT_SIZE (16UL * 1024 * 1024)
+#define DEFAULT_WRITE_ITERS 10000
+#define DEFAULT_READ_ITERS 100
+#define COLD_FILL 0xa5
+
+enum copy_kind {
+	COPY_GDR_TO,
+	COPY_MEMCPY_TO,
+	COPY_CUMEMCPY_H2D,
+	COPY_GDR_FROM,
+	COPY_MEMCPY_FROM,
+	COPY_CUMEMCPY_D2H,
+};
+
+static const char *const copy_names[] = {
+	[COPY_GDR_TO] = "gdr_copy_to_mapping",
+	[COPY_MEMCPY_TO] = "memcpy_to_mapping",
+	[COPY_CUMEMCPY_H2D] = "cuMemcpy_H2D",
+	[COPY_GDR_FROM] = "gdr_copy_from_mapping",
+	[COPY_MEMCPY_FROM] = "memcpy_from_mapping",
+	[COPY_CUMEMCPY_D2H] = "cuMemcpy_D2H",
+};
+
+struct copylat_opts {
+	size_t size;
+	int dev_id;
+	unsigned int write_iters;
+	unsigned int read_iters;
+	enum gpu_alloc_kind alloc_kind;
+	int map_flag;
+	bool cumemcpy;
+	bool cold;
+	bool plain_memcpy;
+};
+
+struct copylat_ctx {
+	const struct copylat_opts *o;
+	gdr_mh_t mh;
+	unsigned char *map;	/* user-space pointer of the GPU buffer */
+	CUdeviceptr dptr;
+	unsigned char *src;	/* pinned host memory */
+	unsigned char *dst;	/* pinned host memory */
+	unsigned char *scratch;
+	const gdr_info_t *info;
+	double *bucket_us;
+};
+
+static void usage(const char *prog)
+{
+	printf("Usage: %s [-h] [-s size] [-d gpu] [-w iters] [-r iters] [-a fn] [-M type]\n"
+	       "          [-c] [-C] [-p] [-j]\n"
+	       "\n"
+	       "Per-call latency of CPU copies to and from GPU memory through a gdrcopy mapping,\n"
+	       "for sizes 1 B, 2 B, 4 B, ... up to the -s size.\n"
+	       "\n"
+	       "Options:\n"
+	       "  -h          print this help text and exit\n"
+	       "  -s size     largest copy, also the buffer size (default: %lu)\n"
+	       "  -d gpu      GPU id (default: 0)\n"
+	       "  -w iters    iterations per size towards the GPU (default: %d)\n"
+	       "  -r iters    iterations per size from the GPU (default: %d)\n"
+	       "  -a fn       GPU allocation function: cuMemAlloc or cuMemCreate (default: cuMemAlloc)\n"
+	       "  -M type     mapping type to request: default, wc, cache or device (default: default)\n"
+	       "  -c          also time cuMemcpy H2D and D2H from pinned host memory (default: off)\n"
+	       "  -C          cold cache: cuMemsetD8 the buffer before every copy, outside the\n"
+	       "              timed region; needs a caching mapping (default: off)\n"
+	       "  -p          also time plain memcpy to/from the same mapping (default: off)\n"
+	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
+	       "              the human-readable text goes to stderr (default: off)\n"
+	       "\n"
+	       "Iteration counts above 100 are rounded up to a multiple of 100 (100 buckets).\n"
+	       "Sizes accept K, M and G suffixes (powers of 1024).\n",
+	       prog, DEFAULT_SIZE, DEFAULT_WRITE_ITERS, DEFAULT_READ_ITERS, BENCH_JSON_OPTION);
+}
+
+static void parse_args(int argc, char **argv, struct copylat_opts *o)
+{
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->size = DEFAULT_SIZE;
+	o->write_iters = DEFAULT_WRITE_ITERS;
+	o->read_iters = DEFAULT_READ_ITERS;
+	o->alloc_kind = GPU_ALLOC_CUMEMALLOC;
+	o->map_flag = GDR_MAP_FLAG_DEFAULT;
+
+	while ((c = getopt(argc, argv, "hs:d:w:r:a:M:cCpj")) != -1) {
+		switch (c) {
+		case 'h':
+			usage(argv[0]);
+			exit(EXIT_SUCCESS);
+		case 's':
+			o->size = bench_parse_size('s', optarg);
+			break;
+		case 'd':
+			o->dev_id = (int)bench_parse_uint('d', optarg);
+			break;
+		case 'w':
+			o->write_iters = bench_parse_uint('w', optarg);
+			break;
+		case 'r':
+			o->read_iters = bench_parse_uint('r', optarg);
+			break;
+		case 'a':
+			o->alloc_kind = bench_parse_alloc_kind(optarg);
+			break;
+		case 'M':
+			o->map_flag = bench_parse_map_flag(optarg);
+			break;
+		case 'c':
+			o->cumemcpy = true;
+			break;
+		case 'C':
+			o->cold = true;
+			break;
+		case 'p':
+			o->plain_memcpy = true;
+			break;
+		case BENCH_JSON_OPTION:
+			bench_set_json(true);
+			break;
+		default:
+			bench_die("unknown option; run %s -h for the list", argv[0]);
+		}
+	}
+	if (optind < argc)
+		bench_die("unexpected argument '%s'; run %s -h for the list", argv[optind], argv[0]);
+	if (!o->size)
+		bench_die("-s 0: the largest copy must be at least 1 byte");
+}
+
+static void do_copy(const struct copylat_ctx *ctx, enum copy_kind kind, size_t size)
+{
+	int ret = 0;
+
+	switch (kind) {
+	case COPY_GDR_TO:
+		ret = gdr_copy_to_mapping(ctx->mh, ctx->map, ctx->src, size);
+		break;
+	case COPY_MEMCPY_TO:
+		memcpy(ctx->map, ctx->src, size);
+		bench_store_fence();
+		break;
+	case COPY_CUMEMCPY_H2D:
+		BENCH_CU(cuMemcpyHtoD(ctx->dptr, ctx->src, size));
+		break;
+	case COPY_GDR_FROM:
+		ret = gdr_copy_from_mapping(ctx->mh, ctx->dst, ctx->map, size);
+		break;
+	case COPY_MEMCPY_FROM:
+		memcpy(ctx->dst, ctx->map, size);
+		break;
+	case COPY_CUMEMCPY_D2H:
+		BENCH_CU(cuMemcpyDtoH(ctx->dst, ctx->dptr, size));
+		break;
+	}
+	if (ret)
+		bench_die("%s of %zu bytes: %s", copy_names[kind], size, strerror(ret));
+}
+
+static bool is_to_gpu(enum copy_kind kind)
+{
+	return kind <= COPY_CUMEMCPY_H2D;
+}
+
+/* Fill the per-bucket mean latencies for one size; returns the statistics. */
+static struct bench_stats time_size(const struct copylat_ctx *ctx, enum copy_kind kind,
+				    size_t size, const struct bench_buckets *plan)
+{
+	bool cold = ctx->o->cold && kind != COPY_CUMEMCPY_H2D && kind != COPY_CUMEMCPY_D2H;
+	unsigned int b, i;
+	double t0;
+
+	for (b = 0; b < plan->count; b++) {
+		if (cold) {
+			double sum = 0.0;
+
+			for (i = 0; i < plan->per_bucket; i++) {
+				/* Evict the CPU's cached copy; SYNC_MEMOPS makes it complete. */
+				BENCH_CU(cuMemsetD8(ctx->dptr, COLD_FILL, size));
+				t0 = bench_now_us();
+				do_copy(ctx, kind, size);
+				sum += bench_now_us() - t0;
+			}
+			ctx->bucket_us[b] = sum / plan->per_bucket;
+		} else {
+			t0 = bench_now_us();
+			for (i = 0; i < plan->per_bucket; i++)
+				do_copy(ctx, kind, size);
+			ctx->bucket_us[b] = (bench_now_us() - t0) / plan->per_bucket;
+		}
+	}
+	return bench_stats(ctx->bucket_us, plan->count);
+}
+
+/* Check that the timed copies moved the right bytes. */
+static void verify(const struct copylat_ctx *ctx, enum copy_kind kind, size_t size,
+		   uint32_t gpu_seed)
+{
+	long bad;
+
+	if (is_to_gpu(kind)) {
+		BENCH_CU(cuMemcpyDtoH(ctx->scratch, ctx->dptr, size));
+		if (memcmp(ctx->scratch, ctx->src, size))
+			bench_die("%s, size %zu: GPU memory does not hold the bytes written "
+				  "through the mapping; the mapping does not reach the pinned GPU "
+				  "memory", copy_names[kind], size);
+		return;
+	}
+	if (ctx->o->cold && kind != COPY_CUMEMCPY_D2H) {
+		size_t i;
+
+		for (i = 0; i < size; i++)
+			if (ctx->dst[i] != COLD_FILL)
+				bench_die("%s, size %zu: byte %zu read 0x%02x after cuMemsetD8 "
+					  "stored 0x%02x: the CPU saw stale data", copy_names[kind],
+					  size, i, ctx->dst[i], COLD_FILL);
+		return;
+	}
+	bad = bench_check_pattern(ctx->dst, size, gpu_seed);
+	if (bad >= 0)
+		bench_die("%s, size %zu: byte %ld read back differs from GPU memory",
+			  copy_names[kind], size, bad);
+}
+
+static void run_test(struct copylat_ctx *ctx, enum copy_kind kind, unsigned int iters)
+{
+	const char *name = copy_names[kind];
+	struct bench_buckets plan = bench_plan_buckets(iters, is_to_gpu(kind) ? "-w" : "-r");
+	const uint32_t gpu_seed = 0xc0ffee;
+	size_t size;
+
+	bench_say("\n%s num iters for each size: %u\n", name, plan.iters);
+	bench_say("%-24s %12s %18s %18s\n", "Test", "Size(B)", "Median Time(us)",
+		  "Min. Time(us)");
+	if (!is_to_gpu(kind)) {
+		/* Known GPU contents for the reads to return. */
+		bench_fill_pattern(ctx->scratch, ctx->o->size, gpu_seed);
+		BENCH_CU(cuMemcpyHtoD(ctx->dptr, ctx->scratch, ctx->o->size));
+	}
+	for (size = 1; size <= ctx->o->size; size <<= 1) {
+		struct bench_record rec;
+		struct bench_stats st;
+
+		if (is_to_gpu(kind))
+			bench_fill_pattern(ctx->src, size, (uint32_t)(size * 31 + kind));
+		else
+			memset(ctx->dst, 0, size);
+		st = time_size(ctx, kind, size, &plan);
+		verify(ctx, kind, size, gpu_seed);
+
+		bench_say("%-24s %12zu %18.4f %18.4f\n", name, size, st.median, st.min);
+		bench_record_begin(&rec, name);
+		bench_record_u64(&rec, "size", size);
+		bench_record_u64(&rec, "iters", plan.iters);
+		bench_record_u64(&rec, "buckets", plan.count);
+		bench_record_double(&rec, "median_us", st.median);
+		bench_record_double(&rec, "min_us", st.min);
+		bench_record_str(&rec, "mapping_type",
+				 bench_mapping_type_name(ctx->info->mapping_type));
+		bench_record_str(&rec, "alloc_fn", bench_alloc_kind_name(ctx->o->alloc_kind));
+		bench_record_u64(&rec, "cold_cache", ctx->o->cold &&
+				 kind != COPY_CUMEMCPY_H2D && kind != COPY_CUMEMCPY_D2H);
+		bench_record_u64(&rec, "gpu", (uint64_t)ctx->o->dev_id);
+		bench_record_end(&rec);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_locality loc;
+	struct copylat_opts o;
+	struct copylat_ctx ctx;
+	struct gpu_buffer gbuf;
+	void *map_ptr = NULL;
+	void *src = NULL, *dst = NULL;
+	size_t rounded;
+	gdr_info_t info;
+	CUdevice dev;
+	gdr_t g;
+	int ret;
+
+	bench_init("gdrcopy_copylat", argc, argv);
+	parse_args(argc, argv, &o);
+
+	dev = bench_select_gpu(o.dev_id, true);
+	bench_get_locality(dev, &loc);
+	bench_print_locality(&loc);
+
+	rounded = (o.size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
+	gpu_buffer_alloc(&gbuf, dev, rounded, o.alloc_kind);
+	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
+	bench_say("allocated size: %zu\n", rounded);
+	bench_say("gpu alloc fn: %s\n", bench_alloc_kind_name(o.alloc_kind));
+
+	/* Pinned, so the cuMemcpy rows show cuMemcpy at its best. */
+	BENCH_CU(cuMemAllocHost(&src, rounded));
+	BENCH_CU(cuMemAllocHost(&dst, rounded));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.scratch = malloc(rounded);
+	ctx.bucket_us = calloc(BENCH_MAX_BUCKETS, sizeof(double));
+	if (!ctx.scratch || !ctx.bucket_us)
+		bench_die("cannot allocate %zu bytes of host memory", rounded);
+	bench_fill_pattern(ctx.scratch, rounded, 0);
+	BENCH_CU(cuMemcpyHtoD(gbuf.ptr, ctx.scratch, rounded));
+
+	g = bench_gdr_open();
+	ret = gdr_pin_buffer(g, gbuf.ptr, rounded, 0, 0, &ctx.mh);
+	if (ret)
+		bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", rounded,
+			  (unsigned long long)gbuf.ptr, strerror(ret));
+	ret = gdr_map_v2(g, ctx.mh, &map_ptr, rounded, o.map_flag);
+	if (ret)
+		bench_die("gdr_map_v2 with -M %s: %s%s", bench_map_flag_name(o.map_flag),
+			  strerror(ret),
+			  o.map_flag != GDR_MAP_FLAG_DEFAULT ?
+			  " (this platform may not offer that mapping type; try -M default)" : "");
+	bench_say("map_d_ptr: %p\n", map_ptr);
+	ret = gdr_get_info(g, ctx.mh, &info);
+	if (ret)
+		bench_die("gdr_get_info: %s", strerror(ret));
+	bench_print_info(&info);
+	bench_say("page offset: %lld\n", (long long)(gbuf.ptr - info.va));
+	ctx.map = (unsigned char *)map_ptr + (gbuf.ptr - info.va);
+	bench_say("user-space pointer: %p\n", (void *)ctx.map);
+
+	if (o.cold && info.mapping_type != GDR_MAPPING_TYPE_CACHING)
+		bench_die("-C needs a caching mapping, but this one is %s; cold-cache numbers "
+			  "only mean something where the CPU caches GPU memory (coherent "
+			  "platforms, -M cache)", bench_mapping_type_name(info.mapping_type));
+
+	ctx.o = &o;
+	ctx.dptr = gbuf.ptr;
+	ctx.src = src;
+	ctx.dst = dst;
+	ctx.info = &info;
+
+	bench_warn("Measuring the API invocation overhead as observed by the CPU. Data might "
+		   "not be ordered all the way to the GPU internal visibility.");
+
+	run_test(&ctx, COPY_GDR_TO, o.write_iters);
+	if (o.plain_memcpy)
+		run_test(&ctx, COPY_MEMCPY_TO, o.write_iters);
+	if (o.cumemcpy)
+		run_test(&ctx, COPY_CUMEMCPY_H2D, o.write_iters);
+	run_test(&ctx, COPY_GDR_FROM, o.read_iters);
+	if (o.plain_memcpy)
+		run_test(&ctx, COPY_MEMCPY_FROM, o.read_iters);
+	if (o.cumemcpy)
+		run_test(&ctx, COPY_CUMEMCPY_D2H, o.read_iters);
+
+	bench_say("\nunmapping buffer\n");
+	ret = gdr_unmap(g, ctx.mh, map_ptr, rounded);
+	if (ret)
+		bench_die("gdr_unmap: %s", strerror(ret));
+	bench_say("unpinning buffer\n");
+	ret = gdr_unpin_buffer(g, ctx.mh);
+	if (ret)
+		bench_die("gdr_unpin_buffer: %s", strerror(ret));
+	bench_say("closing gdrdrv\n");
+	ret = gdr_close(g);
+	if (ret)
+		bench_die("gdr_close: %s", strerror(ret));
+
+	BENCH_CU(cuMemFreeHost(src));
+	BENCH_CU(cuMemFreeHost(dst));
+	gpu_buffer_free(&gbuf);
+	free(ctx.scratch);
+	free(ctx.bucket_us);
+	return EXIT_SUCCESS;
+}

@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gdrcopy_pplat: round-trip latency of a ping-pong between the CPU and a
+ * persistent GPU kernel through a pair of flags (and optionally data), each
+ * either in GPU memory (reached by the CPU through a gdrcopy mapping) or in
+ * mapped host memory (cuMemHostAlloc + cuMemHostGetDevicePointer).
+ *
+ * The kernel is PTX embedded in this program (pplat_kernel_ptx.h) and JIT-
+ * compiled by the driver, so no CUDA toolkit is needed to build it.  The
+ * protocol is in pplat_protocol.h.
+ *
+ * Mode 0: the CPU produces (data, then the GPU's flag), the GPU consumes and
+ * answers through the CPU's flag; the CPU times each round trip.
+ * Mode 1: the GPU produces, the CPU consumes and answers; the GPU times the
+ * round trips with %globaltimer.
+ * Both report the minimum and the median of up to 100 bucket means.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "pplat_kernel_ptx.h"
+#include "pplat_protocol.h"
+
+#define DEFAULT_ITERS 1000
+#define DEFAULT_TIMEOUT_S 10
+#define DEFAULT_BLOCKS 8
+#define DEFAULT_THREADS 1024
+/* Polls between two clock reads while waiting for a flag. */
+#define TIMEOUT_CHECK_POLLS 1024
+
+enum location { LOC_GPUMEM, LOC_HOSTMEM };
+
+struct pplat_opts {
+	int dev_id;
+	unsigned int iters;
+	unsigned int timeout_s;
+	enum gpu_alloc_kind alloc_kind;
+	size_t data_size;
+	unsigned int blocks;
+	unsigned int threads;
+	unsigned int mode;
+	enum location gpu_flag_loc;
+	enum location cpu_flag_loc;
+	enum location data_loc;
+	int map_flag;
+	bool blocks_set, threads_set;
+};
+
+/* Where the CPU reaches each object, and how. */
+struct pplat_ctx {
+	const struct pplat_opts *o;
+	gdr_mh_t mh;
+	bool mapped;
+	unsigned char *gpu_map;		/* user-space pointer of the GPU buffer */
+	unsigned char *host_buf;	/* cuMemHostAlloc'd buffer */
+	volatile uint32_t *gpu_flag;
+	volatile uint32_t *cpu_flag;
+	unsigned char *data;
+	uint32_t *stage;		/* host copy of one iteration's data */
+	uint32_t data_words;
+	double start_us;
+	double timeout_us;
+	CUstream stream;
+};
+
+static const char *loc_name(enum location loc)
+{
+	return loc == LOC_GPUMEM ? "gpumem" : "hostmem";
+}
+
+static enum location parse_location(char opt, const char *arg)
+{
+	if (!strcmp(arg, "gpumem"))
+		return LOC_GPUMEM;
+	if (!strcmp(arg, "hostmem"))
+		return LOC_HOSTMEM;
+	bench_die("-%c %s: expected gpumem or hostmem", opt, arg);
+}
+
+static void usage(const char *prog)
+{
+	printf("Usage: %s [-h] [-d gpu] [-t iters] [-u seconds] [-a fn] [-s size] [-B blocks]\n"
+	       "          [-T threads] [-m mode] [-G loc] [-C loc] [-D loc] [-M type] [-j] [-K]\n"
+	       "\n"
+	       "Round-trip latency of a CPU <-> GPU ping-pong through flags (and data), with\n"
+	       "the CPU reaching GPU memory through a gdrcopy mapping.\n"
+	       "\n"
+	       "Options:\n"
+	       "  -h          print this help text and exit\n"
+	       "  -d gpu      GPU id (default: 0)\n"
+	       "  -t iters    round trips (default: %d)\n"
+	       "  -u seconds  give up with ERROR: TIMEOUT!!! after this long, 0 = never (default: %d)\n"
+	       "  -a fn       GPU allocation function: cuMemAlloc or cuMemCreate (default: cuMemAlloc)\n"
+	       "  -s size     bytes of data per round trip, a multiple of 4; 0 = flags only,\n"
+	       "              which runs the kernel as 1 block x 1 thread (default: 0)\n"
+	       "  -B blocks   kernel blocks when there is data (default: %d)\n"
+	       "  -T threads  threads per block when there is data, at most the GPU's limit\n"
+	       "              (default: %d)\n"
+	       "  -m mode     0: CPU produces, GPU consumes, CPU times;\n"
+	       "              1: GPU produces, CPU consumes, GPU times (default: 0)\n"
+	       "  -G loc      where the flag the GPU polls lives: gpumem or hostmem (default: gpumem)\n"
+	       "  -C loc      where the flag the CPU polls lives: gpumem or hostmem (default: hostmem)\n"
+	       "  -D loc      where the data lives: gpumem or hostmem (default: gpumem)\n"
+	       "  -M type     mapping type to request for GPU memory: default, wc, cache or device\n"
+	       "              (default: default)\n"
+	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
+	       "              the human-readable text goes to stderr (default: off)\n"
+	       "  -K          print the PTX of the GPU kernel and exit\n"
+	       "\n"
+	       "Iteration counts above 100 are rounded up to a multiple of 100 (100 buckets).\n",
+	       prog, DEFAULT_ITERS, DEFAULT_TIMEOUT_S, DEFAULT_BLOCKS, DEFAULT_THREADS,
+	       BENCH_JSON_OPTION);
+}
+
+static void parse_args(int argc, char **argv, struct pplat_opts *o)
+{
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->iters = DEFAULT_ITERS;
+	o->timeout_s = DEFAULT_TIMEOUT_S;
+	o->alloc_kind = GPU_ALLOC_CUMEMALLOC;
+	o->blocks = DEFAULT_BLOCKS;
+	o->threads = DEFAULT_THREADS;
+	o->mode = PPLAT_MODE_CPU_PRODUCES;
+	o->gpu_flag_loc = LOC_GPUMEM;
+	o->cpu_flag_loc = LOC_HOSTMEM;
+	o->data_loc = LOC_GPUMEM;
+	o->map_flag = GDR_MAP_FLAG_DEFAULT;
+
+	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:jK")) != -1) {
+		switch (c) {
+		case 'h':
+			usage(argv[0]);
+			exit(EXIT_SUCCESS);
+		case 'd':
+			o->dev_id = (int)bench_parse_uint('d', optarg);
+			break;
+		case 't':
+			o->iters = bench_parse_uint('t', optarg);
+			break;
+		case 'u':
+			o->timeout_s = bench_parse_uint('u', optarg);
+			break;
+		case 'a':
+			o->alloc_kind = bench_parse_alloc_kind(optarg);
+			break;
+		case 's':
+			o->data_size = bench_parse_size('s', optarg);
+			break;
+		case 'B':
+			o->blocks = bench_parse_uint('B', optarg);
+			o->blocks_set = true;
+			break;
+		case 'T':
+			o->threads = bench_parse_uint('T', optarg);
+			o->threads_set = true;
+			break;
+		case 'm':
+			o->mode = bench_parse_uint('m', optarg);
+			break;
+		case 'G':
+			o->gpu_flag_loc = parse_location('G', optarg);
+			break;
+		case 'C':
+			o->cpu_flag_loc = parse_location('C', optarg);
+			break;
+		case 'D':
+			o->data_loc = parse_location('D', optarg);
+			break;
+		case 'M':
+			o->map_flag = bench_parse_map_flag(optarg);
+			break;
+		case BENCH_JSON_OPTION:
+			bench_set_json(true);
+			break;
+		case 'K':
+			fputs(pplat_kernel_ptx, stdout);
+			exit(EXIT_SUCCESS);
+		default:
+			bench_die("unknown option; run %s -h for the list", argv[0]);
+		}
+	}
+	if (optind < argc)
+		bench_die("unexpected argument '%s'; run %s -h for the list", argv[optind], argv[0]);
+	if (o->mode != PPLAT_MODE_CPU_PRODUCES && o->mode != PPLAT_MODE_GPU_PRODUCES)
+		bench_die("-m %u: expected 0 (CPU produces) or 1 (GPU produces)", o->mode);
+	if (o->data_size % 4)
+		bench_die("-s %zu: the data size must be a multiple of 4", o->data_size);
+	if (o->data_size / 4 > UINT32_MAX / 2)
+		bench_die("-s %zu: too large", o->data_size);
+	if (!o->iters || o->iters > (1U << 30))
+		bench_die("-t %u: expected 1 .. %u iterations", o->iters, 1U << 30);
+	if (!o->blocks || !o->threads)
+		bench_die("-B and -T must be at least 1");
+	if (!o->data_size) {
+		if ((o->blocks_set && o->blocks != 1) || (o->threads_set && o->threads != 1))
+			bench_warn("no data (-s 0): the kernel runs as 1 block x 1 thread, "
+				   "ignoring -B/-T");
+		o->blocks = 1;
+		o->threads = 1;
+	}
+}
+
+static void check_timeout(const struct pplat_ctx *ctx, unsigned int iter, const char *waiting)
+{
+	const char *name = "unknown";
+	CUresult res;
+
+	if (ctx->timeout_us <= 0.0 || bench_now_us() - ctx->start_us < ctx->timeout_us)
+		return;
+	res = cuStreamQuery(ctx->stream);
+	cuGetErrorName(res, &name);
+	fflush(stdout);
+	fprintf(stderr, "ERROR: TIMEOUT!!!\n");
+	fprintf(stderr, "Gave up after %u s at iteration %u waiting for %s; the kernel's "
+		"stream reports %s. Raise -u, or check that the GPU can reach the %s.\n",
+		ctx->o->timeout_s, iter, waiting, name, waiting);
+	exit(EXIT_FAILURE);
+}
+
+/* Spin until the CPU's flag holds value. */
+static void wait_cpu_flag(const struct pplat_ctx *ctx, uint32_t value, unsigned int iter)
+{
+	unsigned int polls = 0;
+
+	while (__atomic_load_n(ctx->cpu_flag, __ATOMIC_ACQUIRE) != value) {
+		if (++polls == TIMEOUT_CHECK_POLLS) {
+			polls = 0;
+			check_timeout(ctx, iter, "the cpu flag");
+		}
+	}
+	/* Data read after the flag must not be served from before it (WC reads). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void write_gpu_flag(const struct pplat_ctx *ctx, uint32_t value)
+{
+	if (ctx->o->gpu_flag_loc == LOC_GPUMEM) {
+		/* 4 bytes: the flag's size (the reference copied sizeof(size_t)). */
+		int ret = gdr_copy_to_mapping(ctx->mh, (void *)ctx->gpu_flag, &value,
+					      sizeof(value));
+
+		if (ret)
+			bench_die("gdr_copy_to_mapping of the gpu flag: %s", strerror(ret));
+	} else {
+		__atomic_store_n(ctx->gpu_flag, value, __ATOMIC_RELEASE);
+	}
+}
+
+static void produce_data(const struct pplat_ctx *ctx, uint32_t iter)
+{
+	uint32_t w;
+	int ret;
+
+	for (w = 0; w < ctx->data_words; w++)
+		ctx->stage[w] = pplat_data_word(iter, w);
+	if (ctx->o->data_loc == LOC_GPUMEM) {
+		ret = gdr_copy_to_mapping(ctx->mh, ctx->data, ctx->stage, ctx->data_words * 4);
+		if (ret)
+			bench_die("gdr_copy_to_mapping of the data: %s", strerror(ret));
+	} else {
+		memcpy(ctx->data, ctx->stage, ctx->data_words * 4);
+	}
+	/* The data is visible before the flag that announces it. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void consume_data(const struct pplat_ctx *ctx, uint32_t iter)
+{
+	uint32_t w;
+	int ret;
+
+	if (ctx->o->data_loc == LOC_GPUMEM) {
+		ret = gdr_copy_from_mapping(ctx->mh, ctx->stage, ctx->data, ctx->data_words * 4);
+		if (ret)
+			bench_die("gdr_copy_from_mapping of the data: %s", strerror(ret));
+	} else {
+		memcpy(ctx->stage, ctx->data, ctx->data_words * 4);
+	}
+	for (w = 0; w < ctx->data_words; w++)
+		if (ctx->stage[w] != pplat_data_word(iter, w))
+			bench_die("iteration %u: data word %u is 0x%08x, the GPU wrote 0x%08x",
+				  iter, w, ctx->stage[w], pplat_data_word(iter, w));
+}
+
+/* Mode 0: the CPU times every round trip; bucket_us gets per-bucket means. */
+static void run_cpu_produces(struct pplat_ctx *ctx, const struct bench_buckets *plan,
+			     double *bucket_us)
+{
+	unsigned int b, k, i = 1;
+	double t0;
+
+	for (b = 0; b < plan->count; b++) {
+		t0 = bench_now_us();
+		for (k = 0; k < plan->per_bucket; k++, i++) {
+			if (ctx->data_words)
+				produce_data(ctx, i);
+			write_gpu_flag(ctx, i);
+			wait_cpu_flag(ctx, i + 1, i);
+		}
+		bucket_us[b] = (bench_now_us() - t0) / plan->per_bucket;
+	}
+}
+
+/* Mode 1: the CPU answers; the GPU's timestamps give the bucket means. */
+static void run_gpu_produces(struct pplat_ctx *ctx, const struct bench_buckets *plan)
+{
+	unsigned int i;
+
+	for (i = 1; i <= plan->iters; i++) {
+		wait_cpu_flag(ctx, i + 1, i);
+		if (ctx->data_words)
+			consume_data(ctx, i);
+		write_gpu_flag(ctx, i);
+	}
+}
+
+static void wait_kernel(const struct pplat_ctx *ctx)
+{
+	CUresult res;
+
+	while ((res = cuStreamQuery(ctx->stream)) == CUDA_ERROR_NOT_READY)
+		check_timeout(ctx, ctx->o->iters, "the kernel to finish");
+	BENCH_CU(res);
+}
+
+static void explain(const struct pplat_opts *o)
+{
+	const char *gpu_flag_how = o->gpu_flag_loc == LOC_GPUMEM ?
+		"with gdr_copy_to_mapping into GPU memory" : "into mapped host memory";
+	const char *cpu_flag_how = o->cpu_flag_loc == LOC_GPUMEM ?
+		"in GPU memory through the gdrcopy mapping" : "in mapped host memory";
+
+	if (o->mode == PPLAT_MODE_CPU_PRODUCES) {
+		bench_say("Benchmark mode: 0 (CPU produces, GPU consumes)\n");
+		if (o->data_size)
+			bench_say("CPU writes %zu bytes of data (%s) and then the gpu flag %s;\n",
+				  o->data_size, loc_name(o->data_loc), gpu_flag_how);
+		else
+			bench_say("CPU writes the gpu flag %s;\n", gpu_flag_how);
+		bench_say("the GPU waits for the flag, %sanswers through the cpu flag, which the\n"
+			  "CPU polls %s. The CPU times each round trip.\n",
+			  o->data_size ? "reads and checks the data, " : "", cpu_flag_how);
+	} else {
+		bench_say("Benchmark mode: 1 (GPU produces, CPU consumes)\n");
+		bench_say("The GPU writes %s%sthe cpu flag, which the CPU polls %s;\n",
+			  o->data_size ? "data " : "",
+			  o->data_size ? (o->data_loc == LOC_GPUMEM ? "(gpumem), then " :
+					  "(hostmem), then ") : "",
+			  cpu_flag_how);
+		bench_say("the CPU %sanswers with the gpu flag, written %s.\n"
+			  "The GPU times the round trips with %%globaltimer.\n",
+			  o->data_size ? "reads and checks the data and " : "", gpu_flag_how);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct pplat_kernel_args args;
+	struct bench_locality loc;
+	struct bench_buckets plan;
+	struct bench_record rec;
+	struct bench_stats st;
+	struct pplat_opts o;
+	struct pplat_ctx ctx;
+	struct gpu_buffer gbuf;
+	double bucket_us[BENCH_MAX_BUCKETS];
+	uint64_t timestamps[PPLAT_MAX_BUCKETS + 1];
+	void *params[PPLAT_KERNEL_PARAMS];
+	CUdeviceptr host_dev = 0;
+	void *map_ptr = NULL;
+	size_t buf_size;
+	uint32_t errors = 0;
+	unsigned int b;
+	int max_threads = 0, sm_count = 0, sm_threads = 0, fn_max_threads = 0;
+	bool need_gdr;
+	gdr_info_t info;
+	CUmodule module;
+	CUfunction kernel;
+	CUdevice dev;
+	gdr_t g = NULL;
+	int ret;
+
+	bench_init("gdrcopy_pplat", argc, argv);
+	parse_args(argc, argv, &o);
+	plan = bench_plan_buckets(o.iters, "-t");
+
+	dev = bench_select_gpu(o.dev_id, false);
+	bench_get_locality(dev, &loc);
+	bench_print_locality(&loc);
+
+	BENCH_CU(cuDeviceGetAttribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev));
+	if (o.threads > (unsigned int)max_threads)
+		bench_die("-T %u: GPU %d allows at most %d threads per block", o.threads, o.dev_id,
+			  max_threads);
+	/* A persistent kernel deadlocks unless every block is resident at once. */
+	if (cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
+	    CUDA_SUCCESS &&
+	    cuDeviceGetAttribute(&sm_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+				 dev) == CUDA_SUCCESS && sm_count > 0 && sm_threads > 0) {
+		unsigned long resident = (unsigned long)sm_count *
+			(sm_threads / o.threads ? sm_threads / o.threads : 1);
+
+		if (o.blocks > resident)
+			bench_die("-B %u: with -T %u at most %lu blocks are resident at once on "
+				  "GPU %d, and the kernel needs all of them running", o.blocks,
+				  o.threads, resident, o.dev_id);
+	}
+
+	need_gdr = o.gpu_flag_loc == LOC_GPUMEM || o.cpu_flag_loc == LOC_GPUMEM ||
+		   (o.data_size && o.data_loc == LOC_GPUMEM);
+	bench_say("gpu flag: %s; cpu flag: %s; data: %s, %zu bytes; %u block(s) x %u thread(s)\n",
+		  loc_name(o.gpu_flag_loc), loc_name(o.cpu_flag_loc), loc_name(o.data_loc),
+		  o.data_size, o.blocks, o.threads);
+
+	/* One GPU buffer (flags, data, kernel bookkeeping) and one mapped host buffer. */
+	buf_size = (PPLAT_DATA_OFFSET + o.data_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
+	gpu_buffer_alloc(&gbuf, dev, buf_size, o.alloc_kind);
+	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
+	bench_say("gpu alloc fn: %s\n", bench_alloc_kind_name(o.alloc_kind));
+	BENCH_CU(cuMemsetD8(gbuf.ptr, 0, buf_size));
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.o = &o;
+	BENCH_CU(cuMemHostAlloc((void **)&ctx.host_buf, buf_size,
+				CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+	memset(ctx.host_buf, 0, buf_size);
+	BENCH_CU(cuMemHostGetDevicePointer(&host_dev, ctx.host_buf, 0));
+
+	if (need_gdr) {
+		g = bench_gdr_open();
+		ret = gdr_pin_buffer(g, gbuf.ptr, buf_size, 0, 0, &ctx.mh);
+		if (ret)
+			bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", buf_size,
+				  (unsigned long long)gbuf.ptr, strerror(ret));
+		ret = gdr_map_v2(g, ctx.mh, &map_ptr, buf_size, o.map_flag);
+		if (ret)
+			bench_die("gdr_map_v2 with -M %s: %s", bench_map_flag_name(o.map_flag),
+				  strerror(ret));
+		ctx.mapped = true;
+		bench_say("map_d_ptr: %p\n", map_ptr);
+		ret = gdr_get_info(g, ctx.mh, &info);
+		if (ret)
+			bench_die("gdr_get_info: %s", strerror(ret));
+		bench_print_info(&info);
+		bench_say("page offset: %lld\n", (long long)(gbuf.ptr - info.va));
+		ctx.gpu_map = (unsigned char *)map_ptr + (gbuf.ptr - info.va);
+		bench_say("user-space pointer: %p\n", (void *)ctx.gpu_map);
+	} else {
+		memset(&info, 0, sizeof(info));
+		bench_say("every object the CPU touches is in host memory: no gdrcopy mapping\n");
+	}
+
+	ctx.gpu_flag = (volatile uint32_t *)((o.gpu_flag_loc == LOC_GPUMEM ? ctx.gpu_map :
+					      ctx.host_buf) + PPLAT_GPU_FLAG_OFFSET);
+	ctx.cpu_flag = (volatile uint32_t *)((o.cpu_flag_loc == LOC_GPUMEM ? ctx.gpu_map :
+					      ctx.host_buf) + PPLAT_CPU_FLAG_OFFSET);
+	ctx.data = (o.data_loc == LOC_GPUMEM ? ctx.gpu_map : ctx.host_buf) + PPLAT_DATA_OFFSET;
+	ctx.data_words = (uint32_t)(o.data_size / 4);
+	ctx.stage = calloc(ctx.data_words + 1, sizeof(uint32_t));
+	if (!ctx.stage)
+		bench_die("cannot allocate %zu bytes of host memory", o.data_size);
+	ctx.timeout_us = o.timeout_s * 1e6;
+
+	memset(&args, 0, sizeof(args));
+	args.gpu_flag = (o.gpu_flag_loc == LOC_GPUMEM ? gbuf.ptr : host_dev) + PPLAT_GPU_FLAG_OFFSET;
+	args.cpu_flag = (o.cpu_flag_loc == LOC_GPUMEM ? gbuf.ptr : host_dev) + PPLAT_CPU_FLAG_OFFSET;
+	args.data = (o.data_loc == LOC_GPUMEM ? gbuf.ptr : host_dev) + PPLAT_DATA_OFFSET;
+	args.arrive = gbuf.ptr + PPLAT_ARRIVE_OFFSET;
+	args.errors = gbuf.ptr + PPLAT_ERRORS_OFFSET;
+	args.timestamps = gbuf.ptr + PPLAT_TIMESTAMPS_OFFSET;
+	args.data_words = ctx.data_words;
+	args.iters = plan.iters;
+	args.mode = o.mode;
+	args.bucket_iters = plan.per_bucket;
+	params[0] = &args.gpu_flag;
+	params[1] = &args.cpu_flag;
+	params[2] = &args.data;
+	params[3] = &args.arrive;
+	params[4] = &args.errors;
+	params[5] = &args.timestamps;
+	params[6] = &args.data_words;
+	params[7] = &args.iters;
+	params[8] = &args.mode;
+	params[9] = &args.bucket_iters;
+
+	BENCH_CU(cuModuleLoadData(&module, pplat_kernel_ptx));
+	BENCH_CU(cuModuleGetFunction(&kernel, module, PPLAT_KERNEL_NAME));
+	if (cuFuncGetAttribute(&fn_max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+			       kernel) == CUDA_SUCCESS && fn_max_threads > 0 &&
+	    o.threads > (unsigned int)fn_max_threads)
+		bench_die("-T %u: the kernel can run at most %d threads per block on this GPU",
+			  o.threads, fn_max_threads);
+	/* Its own stream: the legacy default stream would wait on other work. */
+	BENCH_CU(cuStreamCreate(&ctx.stream, CU_STREAM_NON_BLOCKING));
+
+	explain(&o);
+	bench_say("Running %u iterations with data size %zu bytes.\n", plan.iters, o.data_size);
+
+	BENCH_CU(cuLaunchKernel(kernel, o.blocks, 1, 1, o.threads, 1, 1, 0, ctx.stream, params,
+				NULL));
+	/* Not timed: the launch and the wait until every block runs. */
+	ctx.start_us = bench_now_us();
+	wait_cpu_flag(&ctx, 1, 0);
+
+	ctx.start_us = bench_now_us();
+	if (o.mode == PPLAT_MODE_CPU_PRODUCES)
+		run_cpu_produces(&ctx, &plan, bucket_us);
+	else
+		run_gpu_produces(&ctx, &plan);
+	wait_kernel(&ctx);
+
+	BENCH_CU(cuMemcpyDtoH(&errors, args.errors, sizeof(errors)));
+	if (errors)
+		bench_die("the GPU read %u data words that differ from what the CPU wrote: the "
+			  "data did not reach the GPU before the flag did", errors);
+	if (o.mode == PPLAT_MODE_GPU_PRODUCES) {
+		BENCH_CU(cuMemcpyDtoH(timestamps, args.timestamps,
+				      (plan.count + 1) * sizeof(timestamps[0])));
+		for (b = 0; b < plan.count; b++) {
+			if (timestamps[b + 1] < timestamps[b])
+				bench_die("GPU timestamps went backwards (bucket %u)", b);
+			bucket_us[b] = (double)(timestamps[b + 1] - timestamps[b]) / 1e3 /
+				       plan.per_bucket;
+		}
+	}
+	st = bench_stats(bucket_us, plan.count);
+	bench_say("Round-trip latency per iteration is (min) %g, (median) %g us\n", st.min,
+		  st.median);
+
+	bench_record_begin(&rec, "pplat");
+	bench_record_u64(&rec, "mode", o.mode);
+	bench_record_str(&rec, "timed_by", o.mode == PPLAT_MODE_CPU_PRODUCES ? "cpu" : "gpu");
+	bench_record_str(&rec, "gpu_flag", loc_name(o.gpu_flag_loc));
+	bench_record_str(&rec, "cpu_flag", loc_name(o.cpu_flag_loc));
+	bench_record_str(&rec, "data", loc_name(o.data_loc));
+	bench_record_u64(&rec, "size", o.data_size);
+	bench_record_u64(&rec, "blocks", o.blocks);
+	bench_record_u64(&rec, "threads", o.threads);
+	bench_record_u64(&rec, "iters", plan.iters);
+	bench_record_u64(&rec, "buckets", plan.count);
+	bench_record_double(&rec, "min_us", st.min);
+	bench_record_double(&rec, "median_us", st.median);
+	bench_record_str(&rec, "mapping_type",
+			 need_gdr ? bench_mapping_type_name(info.mapping_type) : "none");
+	bench_record_str(&rec, "alloc_fn", bench_alloc_kind_name(o.alloc_kind));
+	bench_record_u64(&rec, "gpu", (uint64_t)o.dev_id);
+	bench_record_end(&rec);
+
+	BENCH_CU(cuStreamDestroy(ctx.stream));
+	BENCH_CU(cuModuleUnload(module));
+	if (need_gdr) {
+		bench_say("unmapping buffer\n");
+		ret = gdr_unmap(g, ctx.mh, map_ptr, buf_size);
+		if (ret)
+			bench_die("gdr_unmap: %s", strerror(ret));
+		bench_say("unpinning buffer\n");
+		ret = gdr_unpin_buffer(g, ctx.mh);
+		if (ret)
+			bench_die("gdr_unpin_buffer: %s", strerror(ret));
+		bench_say("closing gdrdrv\n");
+		ret = gdr_close(g);
+		if (ret)
+			bench_die("gdr_close: %s", strerror(ret));
+	}
+	BENCH_CU(cuMemFreeHost(ctx.host_buf));
+	gpu_buffer_free(&gbuf);
+	free(ctx.stage);
+	return EXIT_SUCCESS;
+}

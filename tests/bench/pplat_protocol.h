@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ping-pong protocol between gdrcopy_pplat (CPU side) and its
+ * persistent GPU kernel.  Shared by the PTX kernel (pplat_kernel_ptx.h),
+ * the program (pplat.c) and softgpu's emulation of the kernel
+ * (tests/softgpu/libcuda/emulated_kernels.c), so the three cannot drift.
+ *
+ * Objects (all 32-bit words unless noted):
+ *   gpu_flag    the GPU polls it, the CPU writes the iteration number i
+ *   cpu_flag    the CPU polls it, the GPU writes i + 1
+ *   data        data_words words; word w of iteration i is pplat_data_word(i, w)
+ *   arrive      GPU-internal counter: each block's leader adds 1 per phase
+ *   errors      GPU-internal: data words the GPU read with a wrong value
+ *   timestamps  u64[buckets + 1] of %globaltimer (ns), written by block 0
+ * arrive, errors and timestamps must be zero before the launch; gpu_flag
+ * and cpu_flag too.
+ *
+ * Kernel: PPLAT_KERNEL_NAME(gpu_flag, cpu_flag, data, arrive, errors,
+ * timestamps: u64 device pointers; data_words, iters, mode, bucket_iters:
+ * u32), launched with any number of blocks and threads (all blocks must be
+ * resident at once: the kernel never returns until the CPU has driven it
+ * through every iteration).
+ *
+ * Phase 0 (ready): every block's leader (thread 0) adds 1 to arrive; the
+ * one that brings it to B (the number of blocks) stores cpu_flag = 1.
+ * Leaders then wait until arrive >= B, and block 0 stores timestamps[0].
+ *
+ * Iterations i = 1 .. iters, mode 0 (CPU produces, GPU consumes):
+ *   CPU: write data for i, then gpu_flag = i; wait for cpu_flag == i + 1.
+ *   GPU: leaders wait for gpu_flag == i; all threads read and check their
+ *        share of data (word w goes to global thread w mod B*T); each
+ *        leader adds 1 to arrive, and the one that brings it to (i + 1) * B
+ *        stores cpu_flag = i + 1.
+ * Mode 1 (GPU produces, CPU consumes):
+ *   GPU: all threads write their share of data for i; leaders add 1 to
+ *        arrive, the last one stores cpu_flag = i + 1; leaders wait for
+ *        gpu_flag == i; block 0 stores %globaltimer in
+ *        timestamps[i / bucket_iters] when i is a multiple of bucket_iters.
+ *   CPU: wait for cpu_flag == i + 1, read and check data, write gpu_flag = i.
+ * The GPU finally adds its wrong-word count to errors.
+ *
+ * Stores that publish a flag are release stores at system scope, and flag
+ * polls are acquire loads at system scope: the data written before a flag
+ * is visible to whoever sees the flag.
+ */
+#ifndef GDRCOPY_PPLAT_PROTOCOL_H
+#define GDRCOPY_PPLAT_PROTOCOL_H
+
+#include <stdint.h>
+
+#define PPLAT_KERNEL_NAME "gdrcopy_pplat_kernel"
+#define PPLAT_KERNEL_PARAMS 10
+
+#define PPLAT_MODE_CPU_PRODUCES 0
+#define PPLAT_MODE_GPU_PRODUCES 1
+
+/*
+ * Layout of the GPU buffer and of the mapped host buffer: flags on their
+ * own 256-byte lines so polling one never disturbs the other.
+ */
+#define PPLAT_GPU_FLAG_OFFSET 0
+#define PPLAT_CPU_FLAG_OFFSET 256
+#define PPLAT_ARRIVE_OFFSET 512
+#define PPLAT_ERRORS_OFFSET 768
+#define PPLAT_TIMESTAMPS_OFFSET 1024
+#define PPLAT_MAX_BUCKETS 100	/* timestamps hold PPLAT_MAX_BUCKETS + 1 values */
+#define PPLAT_DATA_OFFSET 4096
+
+/* Word w of iteration i: changes every iteration, differs between words. */
+static inline uint32_t pplat_data_word(uint32_t iter, uint32_t word)
+{
+	return (word << 16) + iter;
+}
+
+/* The kernel's parameters, in launch order (what cuLaunchKernel's kernelParams point to). */
+struct pplat_kernel_args {
+	uint64_t gpu_flag;
+	uint64_t cpu_flag;
+	uint64_t data;
+	uint64_t arrive;
+	uint64_t errors;
+	uint64_t timestamps;
+	uint32_t data_words;
+	uint32_t iters;
+	uint32_t mode;
+	uint32_t bucket_iters;
+};
+
+#endif /* GDRCOPY_PPLAT_PROTOCOL_H */
