@@ -21,7 +21,7 @@ struct apiperf_opts {
 	int dev_id;
 	unsigned int iters;
 	unsigned int warmup;
-	enum gpu_alloc_kind alloc_kind;
+	struct bench_alloc alloc;
 	int map_flag;
 };
 
@@ -57,7 +57,7 @@ static void parse_args(int argc, char **argv, struct apiperf_opts *o)
 	o->dev_id = 0;
 	o->iters = DEFAULT_ITERS;
 	o->warmup = DEFAULT_WARMUP;
-	o->alloc_kind = GPU_ALLOC_CUMEMALLOC;
+	o->alloc = bench_parse_alloc("cuMemAlloc");
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 
 	while ((c = getopt(argc, argv, "hs:d:n:w:a:M:j")) != -1) {
@@ -78,7 +78,7 @@ static void parse_args(int argc, char **argv, struct apiperf_opts *o)
 			o->warmup = bench_parse_uint('w', optarg);
 			break;
 		case 'a':
-			o->alloc_kind = bench_parse_alloc_kind(optarg);
+			o->alloc = bench_parse_alloc(optarg);
 			break;
 		case 'M':
 			o->map_flag = bench_parse_map_flag(optarg);
@@ -120,7 +120,7 @@ static void one_round(gdr_t g, CUdeviceptr dptr, size_t size, int map_flag, bool
 	t1 = bench_now_us();
 	if (ret)
 		bench_die("gdr_map_v2 of %zu bytes with -M %s: %s", size,
-			  bench_map_flag_name(map_flag), strerror(ret));
+			  map_flags_name(map_flag), strerror(ret));
 	times[CALL_MAP] = t1 - t0;
 
 	t0 = bench_now_us();
@@ -238,8 +238,8 @@ static void run_size(gdr_t g, CUdeviceptr dptr, size_t size, const struct apiper
 	bench_record_double(&rec, "pin_max_us", max);
 	bench_record_double(&rec, "pin_hist_bin_us", width);
 	bench_record_u64_array(&rec, "pin_hist_counts", counts, width > 0.0 ? HISTOGRAM_BINS : 1);
-	bench_record_str(&rec, "map_flag", bench_map_flag_name(o->map_flag));
-	bench_record_str(&rec, "alloc_fn", bench_alloc_kind_name(o->alloc_kind));
+	bench_record_str(&rec, "map_flag", map_flags_name(o->map_flag));
+	bench_record_str(&rec, "alloc_fn", o->alloc.name);
 	bench_record_u64(&rec, "gpu", (uint64_t)o->dev_id);
 	bench_record_end(&rec);
 }
@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 {
 	struct bench_locality loc;
 	struct apiperf_opts o;
-	struct gpu_buffer gbuf;
+	struct gpu_mem gbuf;
 	size_t rounded, size;
 	double *pin_lat;
 	CUdevice dev;
@@ -263,10 +263,10 @@ int main(int argc, char **argv)
 	bench_print_locality(&loc);
 
 	rounded = (o.max_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	gpu_buffer_alloc(&gbuf, dev, rounded, o.alloc_kind);
+	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("allocated size: %zu\n", rounded);
-	bench_say("gpu alloc fn: %s\n", bench_alloc_kind_name(o.alloc_kind));
+	bench_say("gpu alloc fn: %s\n", o.alloc.name);
 
 	pin_lat = calloc(o.iters, sizeof(*pin_lat));
 	if (!pin_lat)
@@ -280,7 +280,7 @@ int main(int argc, char **argv)
 	ret = gdr_close(g);
 	if (ret)
 		bench_die("gdr_close: %s", strerror(ret));
-	gpu_buffer_free(&gbuf);
+	bench_gpu_free(&gbuf);
 	free(pin_lat);
 	return EXIT_SUCCESS;
 }

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* Helpers shared by the gdrcopy benchmark programs; see bench_common.h. */
-#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -13,8 +12,6 @@
 #include <sys/syscall.h>
 
 #include "bench_common.h"
-
-#define GPU_PAGE_ALIGN (64UL * 1024)
 
 static struct {
 	const char *tool;
@@ -243,45 +240,22 @@ bad:
 	bench_die("-%c %s: expected a non-negative integer", opt, arg ? arg : "");
 }
 
-enum gpu_alloc_kind bench_parse_alloc_kind(const char *arg)
+struct bench_alloc bench_parse_alloc(const char *arg)
 {
-	if (!strcmp(arg, "cuMemAlloc"))
-		return GPU_ALLOC_CUMEMALLOC;
-	if (!strcmp(arg, "cuMemCreate"))
-		return GPU_ALLOC_CUMEMCREATE;
-	bench_die("-a %s: expected cuMemAlloc or cuMemCreate", arg);
-}
+	struct bench_alloc alloc;
 
-const char *bench_alloc_kind_name(enum gpu_alloc_kind kind)
-{
-	return kind == GPU_ALLOC_CUMEMCREATE ? "cuMemCreate" : "cuMemAlloc";
+	if (parse_gpu_alloc(arg, &alloc.fn, &alloc.name))
+		bench_die("-a %s: expected cuMemAlloc or cuMemCreate", arg);
+	return alloc;
 }
 
 int bench_parse_map_flag(const char *arg)
 {
-	if (!strcmp(arg, "default"))
-		return GDR_MAP_FLAG_DEFAULT;
-	if (!strcmp(arg, "wc"))
-		return GDR_MAP_FLAG_REQ_WC_MAPPING;
-	if (!strcmp(arg, "cache"))
-		return GDR_MAP_FLAG_REQ_CACHE_MAPPING;
-	if (!strcmp(arg, "device"))
-		return GDR_MAP_FLAG_REQ_DEVICE_MAPPING;
-	bench_die("-M %s: expected default, wc, cache or device", arg);
-}
+	int flag;
 
-const char *bench_map_flag_name(int map_flag)
-{
-	switch (map_flag) {
-	case GDR_MAP_FLAG_REQ_WC_MAPPING:
-		return "wc";
-	case GDR_MAP_FLAG_REQ_CACHE_MAPPING:
-		return "cache";
-	case GDR_MAP_FLAG_REQ_DEVICE_MAPPING:
-		return "device";
-	default:
-		return "default";
-	}
+	if (parse_map_flags(arg, &flag))
+		bench_die("-M %s: expected default, wc, cache or device", arg);
+	return flag;
 }
 
 const char *bench_mapping_type_name(gdr_mapping_type_t type)
@@ -302,17 +276,11 @@ const char *bench_mapping_type_name(gdr_mapping_type_t type)
 
 void bench_cu_check(CUresult res, const char *call, const char *file, int line)
 {
-	const char *name = NULL, *text = NULL;
-
 	if (res == CUDA_SUCCESS)
 		return;
-	if (cuGetErrorName(res, &name) != CUDA_SUCCESS || !name)
-		name = "unknown CUDA error";
-	if (cuGetErrorString(res, &text) != CUDA_SUCCESS || !text)
-		text = "";
 	fflush(stdout);
-	fprintf(stderr, "ERROR: %s failed: %s (%d) %s [%s:%d]\n", call, name, (int)res, text,
-		file, line);
+	fprintf(stderr, "ERROR: %s failed: %s (%d) %s [%s:%d]\n", call, cuda_error_name(res),
+		(int)res, cuda_error_string(res), file, line);
 	if (res == CUDA_ERROR_NO_DEVICE || res == CUDA_ERROR_NOT_INITIALIZED ||
 	    res == CUDA_ERROR_STUB_LIBRARY)
 		fprintf(stderr, "Check that the NVIDIA driver is loaded (nvidia-smi) and that "
@@ -322,7 +290,6 @@ void bench_cu_check(CUresult res, const char *call, const char *file, int line)
 
 CUdevice bench_select_gpu(int dev_id, bool require_gdr)
 {
-	CUcontext ctx;
 	CUdevice dev;
 	int n_devices = 0, n;
 
@@ -345,9 +312,8 @@ CUdevice bench_select_gpu(int dev_id, bool require_gdr)
 			  n_devices == 1 ? "is" : "are", n_devices, n_devices == 1 ? "" : "s",
 			  n_devices - 1);
 	bench_say("selecting device %d\n", dev_id);
-	BENCH_CU(cuDeviceGet(&dev, dev_id));
-	BENCH_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-	BENCH_CU(cuCtxSetCurrent(ctx));
+	/* The list went through bench_say so that JSON mode keeps stdout clean. */
+	dev = gpu_init(dev_id, false, false, NULL);
 
 	if (require_gdr) {
 		int supported = 0;
@@ -412,79 +378,23 @@ void bench_print_locality(const struct bench_locality *loc)
 	bench_say("\n");
 }
 
-static void vmm_alloc(struct gpu_buffer *buf, CUdevice dev)
+void bench_gpu_alloc(struct gpu_mem *mem, CUdevice dev, size_t size,
+		     const struct bench_alloc *alloc)
 {
-	CUmemAllocationProp prop;
-	CUmemAccessDesc access;
-	size_t granularity = 0;
-	int vmm = 0, rdma = 0;
+	char why[256];
+	CUresult res;
 
-	BENCH_CU(cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-				      dev));
-	if (!vmm)
-		bench_die("-a cuMemCreate: this GPU/driver has no virtual memory management; "
-			  "use -a cuMemAlloc");
-	BENCH_CU(cuDeviceGetAttribute(&rdma,
-				      CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
-				      dev));
-	if (!rdma)
-		bench_die("-a cuMemCreate: this GPU/driver cannot use GPUDirect RDMA on "
-			  "cuMemCreate memory; use -a cuMemAlloc");
-
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = dev;
-	prop.allocFlags.gpuDirectRDMACapable = 1;
-	BENCH_CU(cuMemGetAllocationGranularity(&granularity, &prop,
-					       CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-	if (granularity < GPU_PAGE_ALIGN)
-		granularity = GPU_PAGE_ALIGN;
-	/* Keep the granularity a multiple of the 64 KiB GPU page. */
-	granularity = (granularity + GPU_PAGE_ALIGN - 1) & ~(GPU_PAGE_ALIGN - 1);
-	buf->alloc_size = (buf->size + granularity - 1) / granularity * granularity;
-
-	BENCH_CU(cuMemCreate(&buf->vmm_handle, buf->alloc_size, &prop, 0));
-	BENCH_CU(cuMemAddressReserve(&buf->base, buf->alloc_size, granularity, 0, 0));
-	BENCH_CU(cuMemMap(buf->base, buf->alloc_size, 0, buf->vmm_handle, 0));
-	memset(&access, 0, sizeof(access));
-	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = dev;
-	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	BENCH_CU(cuMemSetAccess(buf->base, buf->alloc_size, &access, 1));
-	buf->ptr = buf->base;
+	if (alloc->fn == gpu_vmm_alloc && !gpu_vmm_rdma_supported(dev, why, sizeof(why)))
+		bench_die("-a cuMemCreate: %s; use -a cuMemAlloc", why);
+	res = alloc->fn(mem, size, true, true);
+	if (res != CUDA_SUCCESS)
+		bench_die("%s of %zu bytes failed: %s (%s)", alloc->name, size, cuda_error_name(res),
+			  cuda_error_string(res));
 }
 
-void gpu_buffer_alloc(struct gpu_buffer *buf, CUdevice dev, size_t size,
-		      enum gpu_alloc_kind kind)
+void bench_gpu_free(struct gpu_mem *mem)
 {
-	unsigned int sync = 1;
-
-	memset(buf, 0, sizeof(*buf));
-	buf->kind = kind;
-	buf->size = size;
-	if (kind == GPU_ALLOC_CUMEMCREATE) {
-		vmm_alloc(buf, dev);
-	} else {
-		buf->alloc_size = size + GPU_PAGE_ALIGN - 1;
-		BENCH_CU(cuMemAlloc(&buf->base, buf->alloc_size));
-		buf->ptr = (buf->base + GPU_PAGE_ALIGN - 1) & ~(CUdeviceptr)(GPU_PAGE_ALIGN - 1);
-	}
-	BENCH_CU(cuPointerSetAttribute(&sync, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, buf->ptr));
-}
-
-void gpu_buffer_free(struct gpu_buffer *buf)
-{
-	if (!buf->base)
-		return;
-	if (buf->kind == GPU_ALLOC_CUMEMCREATE) {
-		BENCH_CU(cuMemUnmap(buf->base, buf->alloc_size));
-		BENCH_CU(cuMemRelease(buf->vmm_handle));
-		BENCH_CU(cuMemAddressFree(buf->base, buf->alloc_size));
-	} else {
-		BENCH_CU(cuMemFree(buf->base));
-	}
-	memset(buf, 0, sizeof(*buf));
+	BENCH_CU(gpu_mem_free(mem));
 }
 
 /* --- gdrcopy --------------------------------------------------------- */

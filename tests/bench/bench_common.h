@@ -18,6 +18,7 @@
 #include <cuda.h>
 
 #include "gdrapi.h"
+#include "testutil.h"
 
 /* The command-line letter every benchmark uses for machine-readable output. */
 #define BENCH_JSON_OPTION 'j'
@@ -68,17 +69,16 @@ size_t bench_parse_size(char opt, const char *arg);
 /* A non-negative integer that fits in unsigned int. */
 unsigned int bench_parse_uint(char opt, const char *arg);
 
-/* -a cuMemAlloc|cuMemCreate */
-enum gpu_alloc_kind {
-	GPU_ALLOC_CUMEMALLOC,
-	GPU_ALLOC_CUMEMCREATE,
+/*
+ * -a cuMemAlloc|cuMemCreate and -M default|wc|cache|device: the parsers of
+ * tests/common (testutil.h), with an error message and exit on bad input.
+ */
+struct bench_alloc {
+	gpu_alloc_fn fn;
+	const char *name;
 };
-enum gpu_alloc_kind bench_parse_alloc_kind(const char *arg);
-const char *bench_alloc_kind_name(enum gpu_alloc_kind kind);
-
-/* -M default|wc|cache|device, returned as a gdr_map_flags_t value. */
+struct bench_alloc bench_parse_alloc(const char *arg);
 int bench_parse_map_flag(const char *arg);
-const char *bench_map_flag_name(int map_flag);
 
 /* Short mapping-type name used in records: none, wc, cache, device. */
 const char *bench_mapping_type_name(gdr_mapping_type_t type);
@@ -106,24 +106,13 @@ void bench_get_locality(CUdevice dev, struct bench_locality *loc);
 void bench_print_locality(const struct bench_locality *loc);
 
 /*
- * GPU memory whose start is 64 KiB aligned (gdr_map needs that).
- * cuMemAlloc: over-allocate and round the pointer up.
- * cuMemCreate: a VMM allocation with gpuDirectRDMACapable set.
- * Both set CU_POINTER_ATTRIBUTE_SYNC_MEMOPS so that cuMemcpy/cuMemset on it
- * are complete when they return.
+ * GPU memory whose start is 64 KiB aligned (gdr_map needs that), with
+ * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set so that cuMemcpy/cuMemset on it are
+ * complete when they return.  Exits explaining why on failure.
  */
-struct gpu_buffer {
-	enum gpu_alloc_kind kind;
-	CUdeviceptr ptr;	/* 64 KiB aligned, what callers use */
-	size_t size;		/* requested size */
-	CUdeviceptr base;	/* what the allocator returned */
-	size_t alloc_size;	/* what the allocator was asked for */
-	CUmemGenericAllocationHandle vmm_handle;
-};
-
-void gpu_buffer_alloc(struct gpu_buffer *buf, CUdevice dev, size_t size,
-		      enum gpu_alloc_kind kind);
-void gpu_buffer_free(struct gpu_buffer *buf);
+void bench_gpu_alloc(struct gpu_mem *mem, CUdevice dev, size_t size,
+		     const struct bench_alloc *alloc);
+void bench_gpu_free(struct gpu_mem *mem);
 
 /* --- gdrcopy --------------------------------------------------------- */
 

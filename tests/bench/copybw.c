@@ -24,7 +24,7 @@ struct copybw_opts {
 	int dev_id;
 	unsigned int write_iters;
 	unsigned int read_iters;
-	enum gpu_alloc_kind alloc_kind;
+	struct bench_alloc alloc;
 	int map_flag;
 	bool plain_memcpy;
 };
@@ -66,7 +66,7 @@ static void parse_args(int argc, char **argv, struct copybw_opts *o)
 	o->dev_id = 0;
 	o->write_iters = DEFAULT_WRITE_ITERS;
 	o->read_iters = DEFAULT_READ_ITERS;
-	o->alloc_kind = GPU_ALLOC_CUMEMALLOC;
+	o->alloc = bench_parse_alloc("cuMemAlloc");
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 	o->plain_memcpy = false;
 
@@ -97,7 +97,7 @@ static void parse_args(int argc, char **argv, struct copybw_opts *o)
 			o->read_iters = bench_parse_uint('r', optarg);
 			break;
 		case 'a':
-			o->alloc_kind = bench_parse_alloc_kind(optarg);
+			o->alloc = bench_parse_alloc(optarg);
 			break;
 		case 'M':
 			o->map_flag = bench_parse_map_flag(optarg);
@@ -153,7 +153,7 @@ static void report(const char *test, const char *label, size_t size, size_t offs
 	bench_record_double(&rec, "time_us", elapsed_us);
 	bench_record_double(&rec, "bw_mib_s", bw);
 	bench_record_str(&rec, "mapping_type", bench_mapping_type_name(info->mapping_type));
-	bench_record_str(&rec, "alloc_fn", bench_alloc_kind_name(o->alloc_kind));
+	bench_record_str(&rec, "alloc_fn", o->alloc.name);
 	bench_record_u64(&rec, "gpu", (uint64_t)o->dev_id);
 	bench_record_end(&rec);
 }
@@ -254,7 +254,7 @@ int main(int argc, char **argv)
 {
 	struct bench_locality loc;
 	struct copybw_opts o;
-	struct gpu_buffer gbuf;
+	struct gpu_mem gbuf;
 	unsigned char *src, *dst;
 	size_t rounded, size;
 	void *map_ptr = NULL;
@@ -275,8 +275,8 @@ int main(int argc, char **argv)
 	rounded = (o.size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
 	bench_say("testing size: %zu\n", o.size);
 	bench_say("rounded size: %zu\n", rounded);
-	bench_say("gpu alloc fn: %s\n", bench_alloc_kind_name(o.alloc_kind));
-	gpu_buffer_alloc(&gbuf, dev, rounded, o.alloc_kind);
+	bench_say("gpu alloc fn: %s\n", o.alloc.name);
+	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 
 	src = aligned_alloc(64, rounded);
@@ -294,7 +294,7 @@ int main(int argc, char **argv)
 			  (unsigned long long)gbuf.ptr, strerror(ret));
 	ret = gdr_map_v2(g, mh, &map_ptr, rounded, o.map_flag);
 	if (ret)
-		bench_die("gdr_map_v2 with -M %s: %s%s", bench_map_flag_name(o.map_flag),
+		bench_die("gdr_map_v2 with -M %s: %s%s", map_flags_name(o.map_flag),
 			  strerror(ret),
 			  o.map_flag != GDR_MAP_FLAG_DEFAULT ?
 			  " (this platform may not offer that mapping type; try -M default)" : "");
@@ -327,7 +327,7 @@ int main(int argc, char **argv)
 	if (ret)
 		bench_die("gdr_close: %s", strerror(ret));
 
-	gpu_buffer_free(&gbuf);
+	bench_gpu_free(&gbuf);
 	free(src);
 	free(dst);
 	return EXIT_SUCCESS;

@@ -41,7 +41,7 @@ struct copylat_opts {
 	int dev_id;
 	unsigned int write_iters;
 	unsigned int read_iters;
-	enum gpu_alloc_kind alloc_kind;
+	struct bench_alloc alloc;
 	int map_flag;
 	bool cumemcpy;
 	bool cold;
@@ -96,7 +96,7 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 	o->size = DEFAULT_SIZE;
 	o->write_iters = DEFAULT_WRITE_ITERS;
 	o->read_iters = DEFAULT_READ_ITERS;
-	o->alloc_kind = GPU_ALLOC_CUMEMALLOC;
+	o->alloc = bench_parse_alloc("cuMemAlloc");
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 
 	while ((c = getopt(argc, argv, "hs:d:w:r:a:M:cCpj")) != -1) {
@@ -117,7 +117,7 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 			o->read_iters = bench_parse_uint('r', optarg);
 			break;
 		case 'a':
-			o->alloc_kind = bench_parse_alloc_kind(optarg);
+			o->alloc = bench_parse_alloc(optarg);
 			break;
 		case 'M':
 			o->map_flag = bench_parse_map_flag(optarg);
@@ -273,7 +273,7 @@ static void run_test(struct copylat_ctx *ctx, enum copy_kind kind, unsigned int 
 		bench_record_double(&rec, "min_us", st.min);
 		bench_record_str(&rec, "mapping_type",
 				 bench_mapping_type_name(ctx->info->mapping_type));
-		bench_record_str(&rec, "alloc_fn", bench_alloc_kind_name(ctx->o->alloc_kind));
+		bench_record_str(&rec, "alloc_fn", ctx->o->alloc.name);
 		bench_record_u64(&rec, "cold_cache", ctx->o->cold &&
 				 kind != COPY_CUMEMCPY_H2D && kind != COPY_CUMEMCPY_D2H);
 		bench_record_u64(&rec, "gpu", (uint64_t)ctx->o->dev_id);
@@ -286,7 +286,7 @@ int main(int argc, char **argv)
 	struct bench_locality loc;
 	struct copylat_opts o;
 	struct copylat_ctx ctx;
-	struct gpu_buffer gbuf;
+	struct gpu_mem gbuf;
 	void *map_ptr = NULL;
 	void *src = NULL, *dst = NULL;
 	size_t rounded;
@@ -303,10 +303,10 @@ int main(int argc, char **argv)
 	bench_print_locality(&loc);
 
 	rounded = (o.size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	gpu_buffer_alloc(&gbuf, dev, rounded, o.alloc_kind);
+	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("allocated size: %zu\n", rounded);
-	bench_say("gpu alloc fn: %s\n", bench_alloc_kind_name(o.alloc_kind));
+	bench_say("gpu alloc fn: %s\n", o.alloc.name);
 
 	/* Pinned, so the cuMemcpy rows show cuMemcpy at its best. */
 	BENCH_CU(cuMemAllocHost(&src, rounded));
@@ -326,7 +326,7 @@ int main(int argc, char **argv)
 			  (unsigned long long)gbuf.ptr, strerror(ret));
 	ret = gdr_map_v2(g, ctx.mh, &map_ptr, rounded, o.map_flag);
 	if (ret)
-		bench_die("gdr_map_v2 with -M %s: %s%s", bench_map_flag_name(o.map_flag),
+		bench_die("gdr_map_v2 with -M %s: %s%s", map_flags_name(o.map_flag),
 			  strerror(ret),
 			  o.map_flag != GDR_MAP_FLAG_DEFAULT ?
 			  " (this platform may not offer that mapping type; try -M default)" : "");
@@ -379,7 +379,7 @@ int main(int argc, char **argv)
 
 	BENCH_CU(cuMemFreeHost(src));
 	BENCH_CU(cuMemFreeHost(dst));
-	gpu_buffer_free(&gbuf);
+	bench_gpu_free(&gbuf);
 	free(ctx.scratch);
 	free(ctx.bucket_us);
 	return EXIT_SUCCESS;

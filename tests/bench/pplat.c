@@ -36,7 +36,7 @@ struct pplat_opts {
 	int dev_id;
 	unsigned int iters;
 	unsigned int timeout_s;
-	enum gpu_alloc_kind alloc_kind;
+	struct bench_alloc alloc;
 	size_t data_size;
 	unsigned int blocks;
 	unsigned int threads;
@@ -121,7 +121,7 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->iters = DEFAULT_ITERS;
 	o->timeout_s = DEFAULT_TIMEOUT_S;
-	o->alloc_kind = GPU_ALLOC_CUMEMALLOC;
+	o->alloc = bench_parse_alloc("cuMemAlloc");
 	o->blocks = DEFAULT_BLOCKS;
 	o->threads = DEFAULT_THREADS;
 	o->mode = PPLAT_MODE_CPU_PRODUCES;
@@ -145,7 +145,7 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 			o->timeout_s = bench_parse_uint('u', optarg);
 			break;
 		case 'a':
-			o->alloc_kind = bench_parse_alloc_kind(optarg);
+			o->alloc = bench_parse_alloc(optarg);
 			break;
 		case 's':
 			o->data_size = bench_parse_size('s', optarg);
@@ -366,7 +366,7 @@ int main(int argc, char **argv)
 	struct bench_stats st;
 	struct pplat_opts o;
 	struct pplat_ctx ctx;
-	struct gpu_buffer gbuf;
+	struct gpu_mem gbuf;
 	double bucket_us[BENCH_MAX_BUCKETS];
 	uint64_t timestamps[PPLAT_MAX_BUCKETS + 1];
 	void *params[PPLAT_KERNEL_PARAMS];
@@ -418,9 +418,9 @@ int main(int argc, char **argv)
 
 	/* One GPU buffer (flags, data, kernel bookkeeping) and one mapped host buffer. */
 	buf_size = (PPLAT_DATA_OFFSET + o.data_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	gpu_buffer_alloc(&gbuf, dev, buf_size, o.alloc_kind);
+	bench_gpu_alloc(&gbuf, dev, buf_size, &o.alloc);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
-	bench_say("gpu alloc fn: %s\n", bench_alloc_kind_name(o.alloc_kind));
+	bench_say("gpu alloc fn: %s\n", o.alloc.name);
 	BENCH_CU(cuMemsetD8(gbuf.ptr, 0, buf_size));
 
 	memset(&ctx, 0, sizeof(ctx));
@@ -438,7 +438,7 @@ int main(int argc, char **argv)
 				  (unsigned long long)gbuf.ptr, strerror(ret));
 		ret = gdr_map_v2(g, ctx.mh, &map_ptr, buf_size, o.map_flag);
 		if (ret)
-			bench_die("gdr_map_v2 with -M %s: %s", bench_map_flag_name(o.map_flag),
+			bench_die("gdr_map_v2 with -M %s: %s", map_flags_name(o.map_flag),
 				  strerror(ret));
 		ctx.mapped = true;
 		bench_say("map_d_ptr: %p\n", map_ptr);
@@ -546,7 +546,7 @@ int main(int argc, char **argv)
 	bench_record_double(&rec, "median_us", st.median);
 	bench_record_str(&rec, "mapping_type",
 			 need_gdr ? bench_mapping_type_name(info.mapping_type) : "none");
-	bench_record_str(&rec, "alloc_fn", bench_alloc_kind_name(o.alloc_kind));
+	bench_record_str(&rec, "alloc_fn", o.alloc.name);
 	bench_record_u64(&rec, "gpu", (uint64_t)o.dev_id);
 	bench_record_end(&rec);
 
@@ -567,7 +567,7 @@ int main(int argc, char **argv)
 			bench_die("gdr_close: %s", strerror(ret));
 	}
 	BENCH_CU(cuMemFreeHost(ctx.host_buf));
-	gpu_buffer_free(&gbuf);
+	bench_gpu_free(&gbuf);
 	free(ctx.stage);
 	return EXIT_SUCCESS;
 }
