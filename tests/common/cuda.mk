@@ -31,7 +31,8 @@ CUDA_LDLIBS ?= $(SOFTGPU_LIBCUDA_DIR)/libcuda.so.1 -Wl,-rpath-link,$(SOFTGPU_LIB
 endif
 
 GDRAPI_CPPFLAGS := -I$(TOPDIR)/include
-GDRAPI_LDLIBS := -L$(TOPDIR)/libgdrapi -lgdrapi -Wl,-rpath-link,$(TOPDIR)/libgdrapi
+GDRAPI_LIBDIR ?= $(TOPDIR)/libgdrapi/build
+GDRAPI_LDLIBS := -L$(GDRAPI_LIBDIR) -lgdrapi -Wl,-rpath-link,$(GDRAPI_LIBDIR)
 
 TESTUTIL_LIB := $(TOPDIR)/tests/common/libtestutil.a
 TESTUTIL_CPPFLAGS := -I$(TOPDIR)/tests/common
