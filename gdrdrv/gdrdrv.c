@@ -1,0 +1,1228 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * gdrdrv: CPU mappings of pinned GPU memory.
+ *
+ * A process pins a range of its CUDA memory through /dev/gdrdrv (the NVIDIA
+ * P2P API hands us the bus addresses of the GPU pages behind it) and then
+ * mmap()s the pinned range, so that the CPU reads and writes GPU memory
+ * directly.  This is a drop-in for GDRCopy 2.6's driver: the ioctl ABI in
+ * include/uapi/gdrdrv.h is binary compatible with it.
+ *
+ * Objects and locking:
+ *  - struct gdrdrv_file: one per open file.  Owned by the opener's thread
+ *    group; every ioctl and mmap from another process fails with EACCES.
+ *    Its pinned buffers live in an xarray indexed by handle, and handles
+ *    double as mmap page offsets.  ->lock serialises handle allocation.
+ *  - struct gdrdrv_mr: one pinned range ("memory region").  Refcounted: the
+ *    handle table, each VMA mapping it, a running free callback and ioctls in
+ *    flight each hold a reference.  ->sem guards its state.
+ *  - The NVIDIA free callback takes only mr->sem.  gdrdrv never calls into
+ *    the NVIDIA driver with mr->sem held, since nvidia_p2p_put_pages() waits
+ *    for a running callback (AB-BA otherwise).
+ *  - Lock order: mmap_lock, then mr->sem, then the file's i_mmap lock (taken
+ *    by unmap_mapping_range()).
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/atomic.h>
+#include <linux/compat.h>
+#include <linux/fs.h>
+#include <linux/io.h>
+#include <linux/kref.h>
+#include <linux/mem_encrypt.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/proc_fs.h>
+#include <linux/rwsem.h>
+#include <linux/sched.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/stringify.h>
+#include <linux/timex.h>
+#include <linux/uaccess.h>
+#include <linux/xarray.h>
+#ifdef CONFIG_PPC64
+#include <asm/reg.h>
+#endif
+
+#include <uapi/gdrdrv.h>
+
+#include "conftest.h"
+#include "gdrdrv_p2p.h"
+
+#define GDRDRV_VERSION_STRING \
+	__stringify(GDRCOPY_VERSION_MAJOR) "." __stringify(GDRCOPY_VERSION_MINOR)
+
+#ifdef GDRDRV_OPENSOURCE_NVIDIA
+#define GDRDRV_FLAVOR "opensource"
+#else
+#define GDRDRV_FLAVOR "proprietary"
+#endif
+
+/*
+ * The proprietary NVIDIA driver is not GPL, and the kernel refuses a module
+ * that takes symbols from it while also using GPL-only exports.  So, in that
+ * flavour, helpers that the probes found GPL-only are avoided.
+ */
+#if defined(GDRDRV_OPENSOURCE_NVIDIA)
+#define GDRDRV_MAY_USE_GPL_ONLY 1
+#endif
+
+static int dbg_enabled;
+module_param(dbg_enabled, int, 0644);
+MODULE_PARM_DESC(dbg_enabled,
+		 "debug tracing (ratelimited); at load time also creates /proc/driver/gdrdrv/nv_get_pages_refcount (default 0)");
+
+static int info_enabled;
+module_param(info_enabled, int, 0644);
+MODULE_PARM_DESC(info_enabled, "informational tracing (default 0)");
+
+static int use_persistent_mapping = 1;
+module_param(use_persistent_mapping, int, 0444);
+MODULE_PARM_DESC(use_persistent_mapping,
+		 "pin with nvidia_p2p_get_pages_persistent() when the NVIDIA driver supports it; 0 selects callback-based pins (default 1)");
+
+static unsigned int node_mode = 0666;
+module_param(node_mode, uint, 0444);
+MODULE_PARM_DESC(node_mode,
+		 "permission bits of /dev/gdrdrv (default 0666; 0660 with node_gid to restrict access to a group)");
+
+static unsigned int node_gid;
+module_param(node_gid, uint, 0444);
+MODULE_PARM_DESC(node_gid,
+		 "group id of /dev/gdrdrv, applied by the udev rule shipped with gdrdrv (default 0, root)");
+
+#define gdrdrv_dbg(fmt, ...)						\
+	do {								\
+		if (READ_ONCE(dbg_enabled))				\
+			pr_info_ratelimited("%s: " fmt, __func__,	\
+					    ##__VA_ARGS__);		\
+		else							\
+			pr_debug_ratelimited("%s: " fmt, __func__,	\
+					     ##__VA_ARGS__);		\
+	} while (0)
+
+#define gdrdrv_info(fmt, ...)						\
+	do {								\
+		if (READ_ONCE(info_enabled) || READ_ONCE(dbg_enabled))	\
+			pr_info_ratelimited("%s: " fmt, __func__,	\
+					    ##__VA_ARGS__);		\
+	} while (0)
+
+/* Outstanding successful nvidia_p2p_get_pages*() calls, all files. */
+static atomic64_t gdrdrv_pin_count = ATOMIC64_INIT(0);
+
+/* Decided once at init: see gdrdrv_detect_platform(). */
+static bool gdrdrv_persistent;		/* persistent pins in use */
+static bool gdrdrv_cpu_could_cache;	/* CPU may map GPU memory cached */
+static bool gdrdrv_must_use_device;	/* DEVICE mappings instead of WC */
+
+/* A handle is a page offset: keep [handle, handle + pages) a valid offset. */
+#define GDRDRV_HANDLE_LIMIT ((unsigned long)(MAX_LFS_FILESIZE >> PAGE_SHIFT))
+
+struct gdrdrv_owner {
+	pid_t tgid;
+	u64 start_time;
+};
+
+struct gdrdrv_file {
+	struct gdrdrv_owner owner;
+	struct xarray mrs;		/* handle -> struct gdrdrv_mr */
+	struct mutex lock;		/* handle allocation */
+	unsigned long next_handle;
+	/* This file's own mappings, so that zapping one touches no other. */
+	struct address_space mapping;
+};
+
+struct gdrdrv_mr {
+	struct kref ref;
+	struct rw_semaphore sem;
+	struct gdrdrv_file *file;
+	unsigned long handle;
+	u64 va;				/* start, 64 KiB aligned */
+	u64 len;			/* multiple of 64 KiB */
+	u32 offset;			/* of the pinned address in its GPU page */
+	bool persistent;
+	bool force_pcie;
+	u64 p2p_token;
+	u32 va_space;
+	u64 tm_cycles;
+
+	/* Guarded by sem. */
+	struct nvidia_p2p_page_table *page_table;	/* NULL once released */
+	bool cb_fired;
+	bool can_cache;
+	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
+	u32 map_type;			/* GDRDRV_MR_*, while mapped */
+	unsigned int map_count;		/* VMAs mapping this region */
+};
+
+static void gdrdrv_mr_free(struct kref *ref)
+{
+	kfree(container_of(ref, struct gdrdrv_mr, ref));
+}
+
+static void gdrdrv_mr_put(struct gdrdrv_mr *mr)
+{
+	kref_put(&mr->ref, gdrdrv_mr_free);
+}
+
+static loff_t gdrdrv_mr_file_offset(const struct gdrdrv_mr *mr)
+{
+	return (loff_t)mr->handle << PAGE_SHIFT;
+}
+
+/* Removes the CPU's view of the region: later accesses raise SIGBUS. */
+static void gdrdrv_mr_zap(struct gdrdrv_mr *mr)
+{
+	unmap_mapping_range(&mr->file->mapping, gdrdrv_mr_file_offset(mr),
+			    mr->len, 1);
+}
+
+static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
+{
+	owner->tgid = current->tgid;
+	owner->start_time = current->group_leader->start_time;
+}
+
+/*
+ * Thread group identity without holding a reference (put_pid() is GPL-only):
+ * a tgid is reused only by a process that started later.
+ */
+static bool gdrdrv_owner_is_current(const struct gdrdrv_owner *owner)
+{
+	return owner->tgid == current->tgid &&
+	       owner->start_time == current->group_leader->start_time;
+}
+
+/* Looks a handle up and takes a reference; NULL if there is none. */
+static struct gdrdrv_mr *gdrdrv_mr_get(struct gdrdrv_file *file, u64 handle)
+{
+	struct gdrdrv_mr *mr;
+
+	if (handle > ULONG_MAX)
+		return NULL;
+	xa_lock(&file->mrs);
+	mr = xa_load(&file->mrs, (unsigned long)handle);
+	if (mr)
+		kref_get(&mr->ref);
+	xa_unlock(&file->mrs);
+	return mr;
+}
+
+static bool gdrdrv_persistent_supported(void)
+{
+#if defined(GDRDRV_P2P_PERSISTENT_API)
+	return gdrdrv_p2p_bound(nvidia_p2p_get_pages_persistent) &&
+	       gdrdrv_p2p_bound(nvidia_p2p_put_pages_persistent);
+#elif defined(GDRDRV_P2P_PERSISTENT_CAP_VAR)
+	return gdrdrv_p2p_bound(nvidia_p2p_cap_persistent_pages) &&
+	       nvidia_p2p_cap_persistent_pages;
+#else
+	return false;
+#endif
+}
+
+static bool gdrdrv_force_pcie_supported(void)
+{
+#if defined(NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING) && defined(GDRDRV_P2P_PERSISTENT_API)
+	return gdrdrv_persistent;
+#else
+	return false;
+#endif
+}
+
+/*
+ * The NVIDIA driver calls this when the CUDA allocation under a legacy pin
+ * is freed.  Only mr->sem is taken here (the NVIDIA driver holds its own
+ * locks around the call); the page table must be freed, not put.
+ */
+static void gdrdrv_free_callback(void *data)
+{
+	struct gdrdrv_mr *mr = data;
+	struct nvidia_p2p_page_table *page_table;
+
+	/* The pin holds a reference until put_pages() or this callback. */
+	kref_get(&mr->ref);
+	down_write(&mr->sem);
+	mr->cb_fired = true;
+	page_table = mr->page_table;
+	mr->page_table = NULL;
+	if (page_table) {
+		nvidia_p2p_free_page_table(page_table);
+		atomic64_dec(&gdrdrv_pin_count);
+	}
+	if (mr->map_count)
+		gdrdrv_mr_zap(mr);
+	up_write(&mr->sem);
+	gdrdrv_info("GPU memory at 0x%llx freed while pinned; mapping revoked\n",
+		    mr->va);
+	gdrdrv_mr_put(mr);
+}
+
+static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
+{
+	if (!mr->persistent)
+		return nvidia_p2p_get_pages(mr->p2p_token, mr->va_space, mr->va,
+					    mr->len, &mr->page_table,
+					    gdrdrv_free_callback, mr);
+#if defined(GDRDRV_P2P_PERSISTENT_API)
+	return nvidia_p2p_get_pages_persistent(mr->va, mr->len,
+					       &mr->page_table, nv_flags);
+#else
+	/* Older drivers: a legacy pin without callback is persistent. */
+	return nvidia_p2p_get_pages(0, 0, mr->va, mr->len, &mr->page_table,
+				    NULL, NULL);
+#endif
+}
+
+/* Releases the region's pins, unless the free callback already did. */
+static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
+{
+	struct nvidia_p2p_page_table *page_table;
+	int ret;
+
+	down_read(&mr->sem);
+	page_table = mr->page_table;
+	up_read(&mr->sem);
+	if (!page_table)
+		return;
+
+	/* Without mr->sem: put_pages() waits for a running free callback. */
+	if (!mr->persistent)
+		ret = nvidia_p2p_put_pages(mr->p2p_token, mr->va_space, mr->va,
+					   page_table);
+#if defined(GDRDRV_P2P_PERSISTENT_API)
+	else
+		ret = nvidia_p2p_put_pages_persistent(mr->va, page_table, 0);
+#else
+	else
+		ret = nvidia_p2p_put_pages(0, 0, mr->va, page_table);
+#endif
+
+	down_write(&mr->sem);
+	if (mr->page_table == page_table) {
+		/* Not released by a callback that raced with us. */
+		mr->page_table = NULL;
+		if (!ret)
+			atomic64_dec(&gdrdrv_pin_count);
+		else
+			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); the GPU memory stays pinned\n",
+					   mr->va, mr->len, ret);
+	}
+	up_write(&mr->sem);
+}
+
+static const char *gdrdrv_page_size_name(u32 page_size)
+{
+	switch (page_size) {
+	case NVIDIA_P2P_PAGE_SIZE_4KB:
+		return "4 KiB";
+	case NVIDIA_P2P_PAGE_SIZE_64KB:
+		return "64 KiB";
+	case NVIDIA_P2P_PAGE_SIZE_128KB:
+		return "128 KiB";
+	default:
+		return "unknown";
+	}
+}
+
+/* Whether the CPU may map these pages cached (coherent platforms). */
+static bool gdrdrv_page_table_cacheable(struct nvidia_p2p_page_table *pt)
+{
+#if defined(NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE)
+	u32 major = pt->version >> 16, minor = pt->version & 0xffff;
+
+	/* The flags field exists from page-table version 1.3 and 2.0 on. */
+	if ((major == 1 && minor >= 3) || major >= 2) {
+		if (pt->flags & NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE)
+			return true;
+	}
+#endif
+#if defined(GDRDRV_MAY_USE_GPL_ONLY) && !defined(CONFIG_X86)
+	/* GPU memory that the kernel sees as RAM is coherent (Grace Hopper). */
+	if (gdrdrv_cpu_could_cache &&
+	    page_is_ram(pt->pages[0]->physical_address >> PAGE_SHIFT))
+		return true;
+#endif
+	return false;
+}
+
+/* Checks a fresh page table; called with mr->sem held. */
+static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
+{
+	struct nvidia_p2p_page_table *pt = mr->page_table;
+	u32 built = NVIDIA_P2P_PAGE_TABLE_VERSION;
+
+	if ((pt->version >> 16) != (built >> 16) ||
+	    (pt->version & 0xffff) < (built & 0xffff)) {
+		pr_err_ratelimited("the NVIDIA driver returned a page table of version %u.%u; this gdrdrv was built for %u.%u and cannot read it: rebuild gdrdrv against the running NVIDIA driver's sources\n",
+				   pt->version >> 16, pt->version & 0xffff,
+				   built >> 16, built & 0xffff);
+		return -EFAULT;
+	}
+	if (pt->page_size != NVIDIA_P2P_PAGE_SIZE_64KB) {
+		gdrdrv_dbg("GPU page size %s (%u) is not supported: gdrdrv maps 64 KiB GPU pages only\n",
+			   gdrdrv_page_size_name(pt->page_size), pt->page_size);
+		return -EINVAL;
+	}
+	if (!pt->entries ||
+	    (u64)pt->entries << GDRDRV_GPU_PAGE_SHIFT < mr->len) {
+		gdrdrv_dbg("page table has %u entries for 0x%llx bytes\n",
+			   pt->entries, mr->len);
+		return -EINVAL;
+	}
+	mr->can_cache = !mr->force_pcie && gdrdrv_page_table_cacheable(pt);
+	return 0;
+}
+
+/* Gives the region a handle (= mmap page offset) and publishes it. */
+static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
+{
+	unsigned long pages = max_t(unsigned long, 1, mr->len >> PAGE_SHIFT);
+	int ret;
+
+	mutex_lock(&file->lock);
+	/* Handles advance by the region size so file ranges never overlap. */
+	if (file->next_handle > GDRDRV_HANDLE_LIMIT ||
+	    GDRDRV_HANDLE_LIMIT - file->next_handle < pages) {
+		gdrdrv_dbg("no mmap offsets left on this file; open /dev/gdrdrv again\n");
+		ret = -ENOMEM;
+		goto out;
+	}
+	mr->handle = file->next_handle;
+	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL);
+	if (!ret)
+		file->next_handle += pages;
+out:
+	mutex_unlock(&file->lock);
+	return ret;
+}
+
+static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
+		      u64 p2p_token, u32 va_space, u32 flags, u64 *handle)
+{
+	struct gdrdrv_mr *mr;
+	u64 start, end;
+	u32 nv_flags = 0;
+	cycles_t t0;
+	int ret;
+
+	if (!addr || !size || addr + size < addr ||
+	    addr + size > U64_MAX - GDRDRV_GPU_PAGE_OFFSET) {
+		gdrdrv_dbg("invalid range 0x%llx+0x%llx\n", addr, size);
+		return -EINVAL;
+	}
+	if (flags & ~GDRDRV_PIN_BUFFER_FLAGS_ALL) {
+		gdrdrv_dbg("unknown pin flags 0x%x\n", flags);
+		return -EINVAL;
+	}
+	if (gdrdrv_persistent) {
+		if (p2p_token || va_space) {
+			gdrdrv_dbg("P2P tokens are deprecated with persistent mappings and must be 0\n");
+			return -EINVAL;
+		}
+		if (flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE) {
+#if defined(NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
+			nv_flags |= NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING;
+#else
+			gdrdrv_dbg("FORCE_PCIE needs an NVIDIA driver (570+) that gdrdrv was built against\n");
+			return -EINVAL;
+#endif
+		}
+	} else if (flags) {
+		gdrdrv_dbg("pin flags need persistent mappings (use_persistent_mapping=1)\n");
+		return -EINVAL;
+	}
+
+	start = addr & GDRDRV_GPU_PAGE_MASK;
+	end = (addr + size + GDRDRV_GPU_PAGE_OFFSET) & GDRDRV_GPU_PAGE_MASK;
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return -ENOMEM;
+	kref_init(&mr->ref);
+	init_rwsem(&mr->sem);
+	mr->file = file;
+	mr->va = start;
+	mr->len = end - start;
+	mr->offset = addr & GDRDRV_GPU_PAGE_OFFSET;
+	mr->persistent = gdrdrv_persistent;
+	mr->force_pcie = flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE;
+	mr->p2p_token = p2p_token;
+	mr->va_space = va_space;
+
+	t0 = get_cycles();
+	ret = gdrdrv_get_pages(mr, nv_flags);
+	mr->tm_cycles = get_cycles() - t0;
+	if (ret) {
+		gdrdrv_dbg("nvidia_p2p_get_pages%s(0x%llx, 0x%llx) failed: %d\n",
+			   mr->persistent ? "_persistent" : "", mr->va,
+			   mr->len, ret);
+		kfree(mr);
+		return ret;
+	}
+	atomic64_inc(&gdrdrv_pin_count);
+
+	down_write(&mr->sem);
+	/* A free callback may already have run: then there is no table. */
+	ret = mr->page_table ? gdrdrv_mr_check_page_table(mr) : 0;
+	up_write(&mr->sem);
+	if (!ret)
+		ret = gdrdrv_mr_publish(file, mr);
+	if (ret) {
+		gdrdrv_mr_unpin(mr);
+		gdrdrv_mr_put(mr);
+		return ret;
+	}
+
+	gdrdrv_info("pinned 0x%llx+0x%llx as handle 0x%lx (%s)\n", mr->va,
+		    mr->len, mr->handle,
+		    mr->persistent ? "persistent" : "legacy");
+	*handle = mr->handle;
+	return 0;
+}
+
+/* Unpublishes a region, revokes its mappings, releases its pins. */
+static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
+{
+	gdrdrv_mr_zap(mr);
+	gdrdrv_mr_unpin(mr);
+	gdrdrv_mr_put(mr);
+}
+
+static int gdrdrv_unpin(struct gdrdrv_file *file, u64 handle)
+{
+	struct gdrdrv_mr *mr;
+
+	if (handle > ULONG_MAX)
+		return -EINVAL;
+	mr = xa_erase(&file->mrs, (unsigned long)handle);
+	if (!mr) {
+		gdrdrv_dbg("unknown handle 0x%llx\n", handle);
+		return -EINVAL;
+	}
+	gdrdrv_mr_destroy(mr);
+	return 0;
+}
+
+static int gdrdrv_ioc_pin_buffer(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_pin_buffer params;
+	u64 handle;
+	int ret;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	/* 'pad' is not checked: older libraries left it uninitialised. */
+	ret = gdrdrv_pin(file, params.addr, params.size, params.p2p_token,
+			 params.va_space, 0, &handle);
+	if (ret)
+		return ret;
+	params.handle = handle;
+	if (copy_to_user(arg, &params, sizeof(params))) {
+		gdrdrv_unpin(file, handle);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+static int gdrdrv_ioc_pin_buffer_v2(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_pin_buffer_v2 params;
+	u64 handle;
+	int ret;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	ret = gdrdrv_pin(file, params.addr, params.size, 0, 0, params.flags,
+			 &handle);
+	if (ret)
+		return ret;
+	params.handle = handle;
+	if (copy_to_user(arg, &params, sizeof(params))) {
+		gdrdrv_unpin(file, handle);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+static int gdrdrv_ioc_unpin_buffer(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_unpin_buffer params;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	return gdrdrv_unpin(file, params.handle);
+}
+
+static int gdrdrv_ioc_get_cb_flag(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_get_cb_flag params;
+	struct gdrdrv_mr *mr;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	mr = gdrdrv_mr_get(file, params.handle);
+	if (!mr)
+		return -EINVAL;
+	down_read(&mr->sem);
+	params.flag = mr->cb_fired;
+	up_read(&mr->sem);
+	gdrdrv_mr_put(mr);
+	return copy_to_user(arg, &params, sizeof(params)) ? -EFAULT : 0;
+}
+
+static u32 gdrdrv_tsc_khz(void)
+{
+#ifdef CONFIG_X86
+	return tsc_khz;
+#else
+	return 0;	/* the cycle counter's rate is not known here */
+#endif
+}
+
+struct gdrdrv_mr_info {
+	u64 va;
+	u64 mapped_size;
+	u64 tm_cycles;
+	u32 map_type;
+};
+
+static int gdrdrv_mr_info(struct gdrdrv_file *file, u64 handle,
+			  struct gdrdrv_mr_info *info)
+{
+	struct gdrdrv_mr *mr = gdrdrv_mr_get(file, handle);
+
+	if (!mr)
+		return -EINVAL;
+	down_read(&mr->sem);
+	info->va = mr->va;
+	info->mapped_size = mr->len;
+	info->tm_cycles = mr->tm_cycles;
+	info->map_type = mr->map_type;
+	up_read(&mr->sem);
+	gdrdrv_mr_put(mr);
+	return 0;
+}
+
+static int gdrdrv_ioc_get_info(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_get_info params;
+	struct gdrdrv_mr_info info;
+	int ret;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	ret = gdrdrv_mr_info(file, params.handle, &info);
+	if (ret)
+		return ret;
+	params.va = info.va;
+	params.mapped_size = info.mapped_size;
+	params.page_size = GDRDRV_GPU_PAGE_SIZE;
+	params.tsc_khz = gdrdrv_tsc_khz();
+	params.tm_cycles = info.tm_cycles;
+	params.mapped = info.map_type != GDRDRV_MR_NONE;
+	params.wc_mapping = info.map_type == GDRDRV_MR_WC;
+	return copy_to_user(arg, &params, sizeof(params)) ? -EFAULT : 0;
+}
+
+static int gdrdrv_ioc_get_info_v2(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_get_info_v2 params;
+	struct gdrdrv_mr_info info;
+	int ret;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	ret = gdrdrv_mr_info(file, params.handle, &info);
+	if (ret)
+		return ret;
+	params.va = info.va;
+	params.mapped_size = info.mapped_size;
+	params.page_size = GDRDRV_GPU_PAGE_SIZE;
+	params.tsc_khz = gdrdrv_tsc_khz();
+	params.tm_cycles = info.tm_cycles;
+	params.mapping_type = info.map_type;
+	params.pad = 0;
+	return copy_to_user(arg, &params, sizeof(params)) ? -EFAULT : 0;
+}
+
+static int gdrdrv_ioc_get_attr(struct gdrdrv_file *file, void __user *arg)
+{
+	struct gdrdrv_get_attr params;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	switch (params.attr) {
+	case GDRDRV_ATTR_USE_PERSISTENT_MAPPING:
+		params.val = gdrdrv_persistent;
+		break;
+	case GDRDRV_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE:
+		params.val = gdrdrv_force_pcie_supported();
+		break;
+	default:
+		return -EINVAL;
+	}
+	return copy_to_user(arg, &params, sizeof(params)) ? -EFAULT : 0;
+}
+
+/* Whether a region may be mapped with a given type; mr->sem held. */
+static int gdrdrv_mr_type_allowed(struct gdrdrv_mr *mr, u32 type)
+{
+	switch (type) {
+	case GDRDRV_MR_NONE:
+		return 0;
+	case GDRDRV_MR_WC:
+		return gdrdrv_must_use_device ? -EOPNOTSUPP : 0;
+	case GDRDRV_MR_CACHING:
+		return mr->can_cache ? 0 : -EOPNOTSUPP;
+	case GDRDRV_MR_DEVICE:
+		return gdrdrv_must_use_device ? 0 : -EOPNOTSUPP;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int gdrdrv_ioc_req_mapping_type(struct gdrdrv_file *file,
+				       void __user *arg)
+{
+	struct gdrdrv_req_mapping_type params;
+	struct gdrdrv_mr *mr;
+	int ret;
+
+	if (copy_from_user(&params, arg, sizeof(params)))
+		return -EFAULT;
+	if (params.mapping_type >= GDRDRV_MR_TYPE_COUNT)
+		return -EINVAL;
+	mr = gdrdrv_mr_get(file, params.handle);
+	if (!mr)
+		return -EINVAL;
+	down_write(&mr->sem);
+	if (mr->map_count)
+		ret = -EBUSY;
+	else
+		ret = gdrdrv_mr_type_allowed(mr, params.mapping_type);
+	if (!ret)
+		mr->req_type = params.mapping_type;
+	up_write(&mr->sem);
+	gdrdrv_mr_put(mr);
+	return ret;
+}
+
+static int gdrdrv_ioc_get_version(void __user *arg)
+{
+	struct gdrdrv_get_version params = {
+		.gdrdrv_version = GDRDRV_VERSION,
+		.minimum_gdr_api_version = GDRDRV_MINIMUM_GDR_API_VERSION,
+	};
+
+	return copy_to_user(arg, &params, sizeof(params)) ? -EFAULT : 0;
+}
+
+static long gdrdrv_ioctl(struct file *filp, unsigned int cmd,
+			 unsigned long arg)
+{
+	struct gdrdrv_file *file = filp->private_data;
+	void __user *uarg = (void __user *)arg;
+
+	if (_IOC_TYPE(cmd) != GDRDRV_IOCTL)
+		return -ENOTTY;
+	if (!gdrdrv_owner_is_current(&file->owner)) {
+		gdrdrv_dbg("process %d did not open this file; open /dev/gdrdrv in each process\n",
+			   current->tgid);
+		return -EACCES;
+	}
+
+	switch (cmd) {
+	case GDRDRV_IOC_PIN_BUFFER:
+		return gdrdrv_ioc_pin_buffer(file, uarg);
+	case GDRDRV_IOC_PIN_BUFFER_V2:
+		return gdrdrv_ioc_pin_buffer_v2(file, uarg);
+	case GDRDRV_IOC_UNPIN_BUFFER:
+		return gdrdrv_ioc_unpin_buffer(file, uarg);
+	case GDRDRV_IOC_GET_CB_FLAG:
+		return gdrdrv_ioc_get_cb_flag(file, uarg);
+	case GDRDRV_IOC_GET_INFO:
+		return gdrdrv_ioc_get_info(file, uarg);
+	case GDRDRV_IOC_GET_INFO_V2:
+		return gdrdrv_ioc_get_info_v2(file, uarg);
+	case GDRDRV_IOC_GET_ATTR:
+		return gdrdrv_ioc_get_attr(file, uarg);
+	case GDRDRV_IOC_REQ_MAPPING_TYPE:
+		return gdrdrv_ioc_req_mapping_type(file, uarg);
+	case GDRDRV_IOC_GET_VERSION:
+		return gdrdrv_ioc_get_version(uarg);
+	default:
+		return -ENOTTY;
+	}
+}
+
+#ifdef CONFIG_COMPAT
+/*
+ * 32-bit processes.  The argument layouts are the same in both ABIs (no
+ * implicit padding, no pointers), but seven command numbers encode
+ * sizeof(void *) (see the uapi header): accept their 4-byte spellings.
+ */
+static long gdrdrv_compat_ioctl(struct file *filp, unsigned int cmd,
+				unsigned long arg)
+{
+	if (_IOC_TYPE(cmd) == GDRDRV_IOCTL &&
+	    _IOC_SIZE(cmd) == sizeof(compat_uptr_t)) {
+		unsigned int native = _IOC(_IOC_DIR(cmd), GDRDRV_IOCTL,
+					   _IOC_NR(cmd), sizeof(void *));
+
+		switch (native) {
+		case GDRDRV_IOC_UNPIN_BUFFER:
+		case GDRDRV_IOC_GET_CB_FLAG:
+		case GDRDRV_IOC_GET_INFO:
+		case GDRDRV_IOC_GET_INFO_V2:
+		case GDRDRV_IOC_GET_ATTR:
+		case GDRDRV_IOC_REQ_MAPPING_TYPE:
+		case GDRDRV_IOC_GET_VERSION:
+			cmd = native;
+			break;
+		}
+	}
+	return gdrdrv_ioctl(filp, cmd, (unsigned long)compat_ptr(arg));
+}
+#endif
+
+static void gdrdrv_vma_open(struct vm_area_struct *vma)
+{
+	struct gdrdrv_mr *mr = vma->vm_private_data;
+
+	/* A VMA split or moved by mremap(): one more VMA maps the region. */
+	kref_get(&mr->ref);
+	down_write(&mr->sem);
+	mr->map_count++;
+	up_write(&mr->sem);
+}
+
+static void gdrdrv_vma_close(struct vm_area_struct *vma)
+{
+	struct gdrdrv_mr *mr = vma->vm_private_data;
+
+	down_write(&mr->sem);
+	if (!--mr->map_count)
+		mr->map_type = GDRDRV_MR_NONE;
+	up_write(&mr->sem);
+	gdrdrv_mr_put(mr);
+}
+
+static const struct vm_operations_struct gdrdrv_vm_ops = {
+	.open = gdrdrv_vma_open,
+	.close = gdrdrv_vma_close,
+};
+
+static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
+{
+#if defined(GDRDRV_HAVE_VM_FLAGS_SET) && \
+	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_SET_GPL_ONLY))
+	vm_flags_set(vma, flags);
+#elif defined(GDRDRV_HAVE_VMA_PRIVATE_VM_FLAGS)
+	/*
+	 * vm_flags_set() is GPL-only here.  The VMA is not yet visible to
+	 * anyone else during ->mmap, so the write needs no VMA lock.
+	 */
+	ACCESS_PRIVATE(vma, __vm_flags) |= flags;
+#else
+	vma->vm_flags |= flags;
+#endif
+}
+
+static pgprot_t gdrdrv_pgprot_wc(pgprot_t prot)
+{
+#if defined(CONFIG_X86)
+	/*
+	 * What pgprot_writecombine() does, which is GPL-only on x86; the cache
+	 * mode table also knows what WC becomes when PAT is off.
+	 */
+	return __pgprot((pgprot_val(prot) & ~_PAGE_CACHE_MASK) |
+			cachemode2protval(_PAGE_CACHE_MODE_WC));
+#else
+	return pgprot_writecombine(prot);
+#endif
+}
+
+/* The page protection of each mapping type, in one place. */
+static int gdrdrv_pgprot(u32 type, pgprot_t *prot)
+{
+	switch (type) {
+	case GDRDRV_MR_CACHING:
+		return 0;
+	case GDRDRV_MR_WC:
+		*prot = gdrdrv_pgprot_wc(*prot);
+		return 0;
+	case GDRDRV_MR_DEVICE:
+#if defined(CONFIG_ARM64)
+		*prot = pgprot_device(*prot);
+		return 0;
+#else
+		return -EINVAL;	/* gdrdrv_must_use_device is never set */
+#endif
+	default:
+		return -EINVAL;
+	}
+}
+
+static int gdrdrv_remap(struct vm_area_struct *vma, unsigned long addr,
+			unsigned long pfn, unsigned long size, pgprot_t prot)
+{
+#if defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_IO_REMAP_PFN_RANGE_GPL_ONLY)
+	return io_remap_pfn_range(vma, addr, pfn, size, prot);
+#else
+	/*
+	 * io_remap_pfn_range() is GPL-only on this kernel (confidential
+	 * computing: it marks the pages shared).  Clear the AMD SME bit
+	 * ourselves; Intel TDX guests are not served by this flavour.
+	 */
+	return remap_pfn_range(vma, addr, pfn, size,
+			       __pgprot(__sme_clr(pgprot_val(prot))));
+#endif
+}
+
+/*
+ * Maps the region's GPU pages: one remap per physically contiguous run.
+ * x86 PAT checks a remap that does not cover the whole VMA page by page and
+ * fails it if the cache types differ inside it; such remaps are done one
+ * host page at a time.
+ */
+static int gdrdrv_remap_mr(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
+			   pgprot_t prot)
+{
+	struct nvidia_p2p_page_table *pt = mr->page_table;
+	unsigned long addr = vma->vm_start;
+	u32 i = 0;
+	int ret;
+
+	while (addr < vma->vm_end && i < pt->entries) {
+		u64 phys = pt->pages[i]->physical_address;
+		unsigned long run = GDRDRV_GPU_PAGE_SIZE;
+		unsigned long len, done;
+
+		for (i++; i < pt->entries && addr + run < vma->vm_end &&
+		     pt->pages[i]->physical_address == phys + run; i++)
+			run += GDRDRV_GPU_PAGE_SIZE;
+		len = min(run, vma->vm_end - addr);
+
+		if (IS_ENABLED(CONFIG_X86) && len != vma->vm_end - vma->vm_start) {
+			for (done = 0; done < len; done += PAGE_SIZE) {
+				ret = gdrdrv_remap(vma, addr + done,
+						   (phys + done) >> PAGE_SHIFT,
+						   PAGE_SIZE, prot);
+				if (ret)
+					return ret;
+			}
+		} else {
+			ret = gdrdrv_remap(vma, addr, phys >> PAGE_SHIFT, len,
+					   prot);
+			if (ret)
+				return ret;
+		}
+		addr += len;
+	}
+	return addr == vma->vm_end ? 0 : -EINVAL;
+}
+
+static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
+{
+	struct gdrdrv_file *file = filp->private_data;
+	unsigned long size = vma->vm_end - vma->vm_start;
+	struct gdrdrv_mr *mr;
+	u32 type;
+	int ret;
+
+	if (!gdrdrv_owner_is_current(&file->owner))
+		return -EACCES;
+	/*
+	 * A private mapping of PFNs is a COW mapping whose pgoff the core
+	 * rewrites: it could not be revoked by offset.  MAP_SHARED only.
+	 */
+	if (!(vma->vm_flags & VM_SHARED)) {
+		gdrdrv_dbg("mappings must be MAP_SHARED\n");
+		return -EINVAL;
+	}
+
+	mr = gdrdrv_mr_get(file, vma->vm_pgoff);
+	if (!mr) {
+		gdrdrv_dbg("no pinned buffer at offset 0x%lx\n", vma->vm_pgoff);
+		return -EINVAL;
+	}
+
+	down_write(&mr->sem);
+	if (mr->map_count) {
+		gdrdrv_dbg("handle 0x%lx is already mapped (one mapping per pin)\n",
+			   mr->handle);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (mr->cb_fired || !mr->page_table) {
+		gdrdrv_dbg("handle 0x%lx: the GPU memory was freed\n", mr->handle);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (mr->offset) {
+		gdrdrv_dbg("handle 0x%lx: pinned address is not 64 KiB aligned (offset 0x%x); pin from a 64 KiB boundary to map\n",
+			   mr->handle, mr->offset);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (size > (u64)mr->page_table->entries << GDRDRV_GPU_PAGE_SHIFT) {
+		gdrdrv_dbg("handle 0x%lx: mapping 0x%lx bytes exceeds the pinned 0x%llx\n",
+			   mr->handle, size, mr->len);
+		ret = -EINVAL;
+		goto out;
+	}
+
+	type = mr->req_type;
+	if (type == GDRDRV_MR_NONE) {
+		if (mr->can_cache)
+			type = GDRDRV_MR_CACHING;
+		else if (gdrdrv_must_use_device)
+			type = GDRDRV_MR_DEVICE;
+		else
+			type = GDRDRV_MR_WC;
+	}
+	ret = gdrdrv_mr_type_allowed(mr, type);
+	if (!ret)
+		ret = gdrdrv_pgprot(type, &vma->vm_page_prot);
+	if (ret)
+		goto out;
+
+	gdrdrv_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP |
+			     VM_IO | VM_PFNMAP);
+	ret = gdrdrv_remap_mr(vma, mr, vma->vm_page_prot);
+	if (ret) {
+		/* The core zaps what was mapped; ->close is not called. */
+		gdrdrv_dbg("handle 0x%lx: remapping failed (%d)\n", mr->handle,
+			   ret);
+		ret = -EAGAIN;
+		goto out;
+	}
+	/* The VMA now holds the reference; ->close drops it. */
+	vma->vm_ops = &gdrdrv_vm_ops;
+	vma->vm_private_data = mr;
+	mr->map_count = 1;
+	mr->map_type = type;
+	up_write(&mr->sem);
+	gdrdrv_info("handle 0x%lx mapped at 0x%lx (type %u)\n", mr->handle,
+		    vma->vm_start, type);
+	return 0;
+
+out:
+	up_write(&mr->sem);
+	gdrdrv_mr_put(mr);
+	return ret;
+}
+
+static int gdrdrv_open(struct inode *inode, struct file *filp)
+{
+	struct gdrdrv_file *file;
+
+	file = kzalloc(sizeof(*file), GFP_KERNEL);
+	if (!file)
+		return -ENOMEM;
+	gdrdrv_owner_set(&file->owner);
+	xa_init(&file->mrs);
+	mutex_init(&file->lock);
+	address_space_init_once(&file->mapping);
+	file->mapping.host = inode;
+	filp->f_mapping = &file->mapping;
+	filp->private_data = file;
+	return 0;
+}
+
+/*
+ * Last reference to the file gone: no VMA can remain (each holds the file),
+ * so release every pin, whichever process closes.
+ */
+static int gdrdrv_release(struct inode *inode, struct file *filp)
+{
+	struct gdrdrv_file *file = filp->private_data;
+	struct gdrdrv_mr *mr;
+	unsigned long handle;
+
+	xa_for_each(&file->mrs, handle, mr) {
+		xa_erase(&file->mrs, handle);
+		gdrdrv_mr_destroy(mr);
+	}
+	xa_destroy(&file->mrs);
+	mutex_destroy(&file->lock);
+	kfree(file);
+	return 0;
+}
+
+static const struct file_operations gdrdrv_fops = {
+	.owner = THIS_MODULE,
+	.open = gdrdrv_open,
+	.release = gdrdrv_release,
+	.unlocked_ioctl = gdrdrv_ioctl,
+#ifdef CONFIG_COMPAT
+	.compat_ioctl = gdrdrv_compat_ioctl,
+#endif
+	.mmap = gdrdrv_mmap,
+	.llseek = noop_llseek,
+};
+
+/*
+ * The node's intended mode and group, as attributes of the device, so a udev
+ * rule can apply the group (devtmpfs alone only honours the mode).
+ */
+static ssize_t node_mode_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return sprintf(buf, "%04o\n", node_mode & 0777);
+}
+static DEVICE_ATTR_RO(node_mode);
+
+static ssize_t node_gid_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	return sprintf(buf, "%u\n", node_gid);
+}
+static DEVICE_ATTR_RO(node_gid);
+
+static struct attribute *gdrdrv_dev_attrs[] = {
+	&dev_attr_node_mode.attr,
+	&dev_attr_node_gid.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(gdrdrv_dev);
+
+static struct miscdevice gdrdrv_miscdev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = GDRDRV_DEVICE_NAME,
+	.fops = &gdrdrv_fops,
+	.groups = gdrdrv_dev_groups,
+};
+
+static struct proc_dir_entry *gdrdrv_proc_dir;
+
+static int gdrdrv_params_show(struct seq_file *m, void *v)
+{
+	seq_puts(m, "Version: " GDRDRV_VERSION_STRING "\n");
+	seq_puts(m, "Built for NVIDIA driver flavor: " GDRDRV_FLAVOR "\n");
+	seq_printf(m, "Use persistent mapping: %s\n",
+		   gdrdrv_persistent ? "yes" : "no");
+	seq_printf(m, "dbg_enabled: %d\n", READ_ONCE(dbg_enabled));
+	seq_printf(m, "info_enabled: %d\n", READ_ONCE(info_enabled));
+	return 0;
+}
+
+static int gdrdrv_refcount_show(struct seq_file *m, void *v)
+{
+	seq_printf(m, "%lld\n", (long long)atomic64_read(&gdrdrv_pin_count));
+	return 0;
+}
+
+static int gdrdrv_proc_init(void)
+{
+	gdrdrv_proc_dir = proc_mkdir_mode("driver/" GDRDRV_DEVICE_NAME, 0555,
+					  NULL);
+	if (!gdrdrv_proc_dir)
+		return -ENOMEM;
+	if (!proc_create_single("params", 0444, gdrdrv_proc_dir,
+				gdrdrv_params_show))
+		goto fail;
+	if (dbg_enabled &&
+	    !proc_create_single("nv_get_pages_refcount", 0440, gdrdrv_proc_dir,
+				gdrdrv_refcount_show))
+		goto fail;
+	return 0;
+fail:
+	proc_remove(gdrdrv_proc_dir);
+	return -ENOMEM;
+}
+
+#ifdef CONFIG_ARM64
+/* BlueField-3 DPUs need device mappings of GPU memory instead of WC. */
+static const struct pci_device_id gdrdrv_bf3_ids[] = {
+	{ PCI_DEVICE(0x15b3, 0xa2da) },
+	{ PCI_DEVICE(0x15b3, 0xa2db) },
+	{ }
+};
+#endif
+
+static void gdrdrv_detect_platform(void)
+{
+#if defined(CONFIG_ARM64)
+	gdrdrv_cpu_could_cache = true;
+	gdrdrv_must_use_device = pci_dev_present(gdrdrv_bf3_ids);
+#elif defined(CONFIG_PPC64)
+	gdrdrv_cpu_could_cache = pvr_version_is(PVR_POWER9);
+#endif
+	gdrdrv_persistent = use_persistent_mapping &&
+			    gdrdrv_persistent_supported();
+}
+
+static int __init gdrdrv_init(void)
+{
+	int ret;
+
+	if (!gdrdrv_p2p_bound(nvidia_p2p_get_pages) ||
+	    !gdrdrv_p2p_bound(nvidia_p2p_put_pages) ||
+	    !gdrdrv_p2p_bound(nvidia_p2p_free_page_table)) {
+		pr_err("the NVIDIA P2P API (nvidia_p2p_get_pages...) is not available: load the NVIDIA driver (nvidia.ko) before gdrdrv\n");
+		return -ENODEV;
+	}
+	gdrdrv_detect_platform();
+
+	gdrdrv_miscdev.mode = node_mode & 0777;
+	ret = misc_register(&gdrdrv_miscdev);
+	if (ret) {
+		pr_err("cannot register /dev/%s: %d\n", GDRDRV_DEVICE_NAME, ret);
+		return ret;
+	}
+	ret = gdrdrv_proc_init();
+	if (ret) {
+		pr_err("cannot create /proc/driver/%s: %d\n",
+		       GDRDRV_DEVICE_NAME, ret);
+		misc_deregister(&gdrdrv_miscdev);
+		return ret;
+	}
+
+	pr_info("version %s, built for the %s NVIDIA driver (nv-p2p page table %u.%u)\n",
+		GDRDRV_VERSION_STRING, GDRDRV_FLAVOR,
+		NVIDIA_P2P_PAGE_TABLE_VERSION >> 16,
+		NVIDIA_P2P_PAGE_TABLE_VERSION & 0xffff);
+	pr_info("/dev/%s mode %04o, %s pins%s%s%s\n", GDRDRV_DEVICE_NAME,
+		node_mode & 0777,
+		gdrdrv_persistent ? "persistent" : "callback-based",
+		gdrdrv_cpu_could_cache ? ", CPU-cached mappings possible" : "",
+		gdrdrv_must_use_device ? ", device mappings (BlueField-3)" : "",
+		dbg_enabled ? ", debug tracing on" : "");
+	return 0;
+}
+
+static void __exit gdrdrv_exit(void)
+{
+	s64 leaked;
+
+	proc_remove(gdrdrv_proc_dir);
+	misc_deregister(&gdrdrv_miscdev);
+	/*
+	 * Every file is closed by now (each holds the module), and closing
+	 * releases all its pins; what is left are pins the NVIDIA driver
+	 * refused to release.  Report them; never crash the machine over it.
+	 */
+	leaked = atomic64_read(&gdrdrv_pin_count);
+	if (leaked)
+		pr_warn("%lld GPU memory pin(s) were never released (the NVIDIA driver refused); that GPU memory stays pinned until the NVIDIA driver is reloaded\n",
+			(long long)leaked);
+}
+
+module_init(gdrdrv_init);
+module_exit(gdrdrv_exit);
+
+MODULE_AUTHOR("GDRCopy-compatible gdrdrv authors");
+MODULE_DESCRIPTION("CPU mappings of pinned GPU memory (GDRCopy gdrdrv " GDRDRV_VERSION_STRING " ABI)");
+MODULE_LICENSE("Dual MIT/GPL");
+MODULE_VERSION(__stringify(GDRCOPY_VERSION_MAJOR) "."
+	       __stringify(GDRCOPY_VERSION_MINOR) "."
+	       __stringify(GDRCOPY_VERSION_PATCH));
+MODULE_INFO(nvidia_flavor, GDRDRV_FLAVOR);
