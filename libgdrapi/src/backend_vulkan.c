@@ -1,0 +1,837 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The Vulkan backend: GPU memory the CPU can reach with no kernel module of
+ * ours and no root.
+ *
+ * Where the GPU exposes a memory type that is both DEVICE_LOCAL and
+ * HOST_VISIBLE (its BAR1, resizable BAR), Vulkan can allocate GPU memory and
+ * map it into the process: the very write-combined BAR1 mapping gdrdrv would
+ * make.  We allocate such memory exportable as an opaque fd, import the fd
+ * into CUDA (cuImportExternalMemory + cuExternalMemoryGetMappedBuffer) and so
+ * hold two names for the same bytes: a CUdeviceptr for CUDA and a CPU
+ * pointer.  gdr_alloc_mapped() hands both out; pins, maps and copies then
+ * work on addresses inside those allocations.
+ *
+ * libvulkan.so.1 and libcuda.so.1 are dlopen()ed: the library loads, and the
+ * other backends work, where neither exists.
+ *
+ * Differences from gdrdrv, documented in libgdrapi/README.md:
+ *  - Only memory from gdr_alloc_mapped() can be pinned (EINVAL otherwise).
+ *  - Pins are persistent (there is no free callback); gdr_unmap() leaves the
+ *    allocation's mapping in place until gdr_free_mapped() or gdr_close().
+ *  - The mapping type follows the memory type: WC, or CACHING where the
+ *    memory type is HOST_CACHED (coherent platforms).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "backend_vulkan.h"
+#include "vulkan_min.h"
+
+#define VULKAN_LIBRARY "libvulkan.so.1"
+#define CUDA_LIBRARY "libcuda.so.1"
+#define GPU_PAGE ((uint64_t)GPU_PAGE_SIZE)
+#define MAX_GPUS 64
+
+/* The CUDA driver API subset we need (values and layouts from the CUDA driver API). */
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUextMemory_st *CUexternalMemory;
+typedef unsigned long long CUdeviceptr;
+
+#define CUDA_SUCCESS 0
+#define CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD 1
+/* cuImportExternalMemory and cuExternalMemoryGetMappedBuffer arrived in CUDA 10.0. */
+#define CUDA_EXTERNAL_MEMORY_MIN_DRIVER 10000
+#define CUDA_PROC_VERSION 12000
+
+struct cuda_external_memory_handle_desc {
+	int type;
+	union {
+		int fd;
+		struct {
+			void *handle;
+			const void *name;
+		} win32;
+		const void *nv_sci_buf_object;
+	} handle;
+	unsigned long long size;
+	unsigned int flags;
+	unsigned int reserved[16];
+};
+_Static_assert(sizeof(struct cuda_external_memory_handle_desc) == 104, "CUDA_EXTERNAL_MEMORY_HANDLE_DESC");
+
+struct cuda_external_memory_buffer_desc {
+	unsigned long long offset;
+	unsigned long long size;
+	unsigned int flags;
+	unsigned int reserved[16];
+};
+_Static_assert(sizeof(struct cuda_external_memory_buffer_desc) == 88, "CUDA_EXTERNAL_MEMORY_BUFFER_DESC");
+
+struct cuda_api {
+	CUresult (*cuInit)(unsigned int flags);
+	CUresult (*cuDriverGetVersion)(int *version);
+	CUresult (*cuDeviceGetCount)(int *count);
+	CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+	CUresult (*cuDeviceGetUuid)(unsigned char uuid[16], CUdevice dev);
+	CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+	CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+	CUresult (*cuCtxGetDevice)(CUdevice *dev);
+	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+	CUresult (*cuImportExternalMemory)(CUexternalMemory *mem, const struct cuda_external_memory_handle_desc *desc);
+	CUresult (*cuExternalMemoryGetMappedBuffer)(CUdeviceptr *ptr, CUexternalMemory mem,
+						    const struct cuda_external_memory_buffer_desc *desc);
+	CUresult (*cuDestroyExternalMemory)(CUexternalMemory mem);
+	CUresult (*cuMemFree)(CUdeviceptr ptr);
+	CUresult (*cuGetErrorString)(CUresult err, const char **str);
+};
+
+struct vulkan_api {
+	gvk_void_function (*vkGetInstanceProcAddr)(gvk_instance instance, const char *name);
+	gvk_result (*vkCreateInstance)(const struct gvk_instance_create_info *info, const void *allocator,
+				       gvk_instance *instance);
+	void (*vkDestroyInstance)(gvk_instance instance, const void *allocator);
+	gvk_result (*vkEnumeratePhysicalDevices)(gvk_instance instance, uint32_t *count, gvk_physical_device *devices);
+	void (*vkGetPhysicalDeviceProperties2)(gvk_physical_device dev, struct gvk_physical_device_properties2 *props);
+	void (*vkGetPhysicalDeviceMemoryProperties)(gvk_physical_device dev,
+						    struct gvk_physical_device_memory_properties *props);
+	gvk_result (*vkCreateDevice)(gvk_physical_device phys, const struct gvk_device_create_info *info,
+				     const void *allocator, gvk_device *dev);
+	gvk_void_function (*vkGetDeviceProcAddr)(gvk_device dev, const char *name);
+};
+
+/* What a logical Vulkan device offers us; created on the first allocation on that GPU. */
+struct vulkan_device_api {
+	void (*vkDestroyDevice)(gvk_device dev, const void *allocator);
+	gvk_result (*vkAllocateMemory)(gvk_device dev, const struct gvk_memory_allocate_info *info,
+				       const void *allocator, gvk_device_memory *mem);
+	void (*vkFreeMemory)(gvk_device dev, gvk_device_memory mem, const void *allocator);
+	gvk_result (*vkMapMemory)(gvk_device dev, gvk_device_memory mem, uint64_t offset, uint64_t size,
+				  uint32_t flags, void **data);
+	void (*vkUnmapMemory)(gvk_device dev, gvk_device_memory mem);
+	gvk_result (*vkGetMemoryFdKHR)(gvk_device dev, const struct gvk_memory_get_fd_info *info, int *fd);
+};
+
+/* One GPU as both APIs see it. */
+struct vulkan_gpu {
+	gvk_physical_device phys;
+	uint8_t uuid[GVK_UUID_SIZE];
+	char name[GVK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+	int memory_type;		/* device-local + host-visible, or -1 */
+	gdr_mapping_type_t mapping_type;
+	uint64_t heap_size;
+	gvk_device device;		/* NULL until first use */
+	struct vulkan_device_api api;
+};
+
+struct vulkan_allocation {
+	struct vulkan_allocation *next;
+	struct vulkan_gpu *gpu;
+	gvk_device_memory memory;
+	CUexternalMemory external;
+	CUcontext ctx;			/* the context the CUDA pointer belongs to */
+	CUdevice cuda_device;
+	bool retained_primary;		/* we retained ctx as the device's primary context */
+	CUdeviceptr gpu_ptr;
+	void *cpu_ptr;
+	uint64_t size;
+	unsigned int pins;
+};
+
+struct vulkan_state {
+	void *vulkan_library;
+	void *cuda_library;
+	struct vulkan_api vk;
+	struct cuda_api cu;
+	gvk_instance instance;
+	unsigned int gpu_count;
+	struct vulkan_gpu gpus[MAX_GPUS];
+
+	pthread_mutex_t lock;		/* allocations and lazily created devices */
+	struct vulkan_allocation *allocations;
+};
+
+struct vulkan_pin {
+	struct vulkan_allocation *alloc;
+	uint64_t start;			/* pinned range, on GPU pages */
+	uint64_t size;
+};
+
+static const char *cuda_error(const struct vulkan_state *st, CUresult err)
+{
+	const char *str = NULL;
+
+	if (st->cu.cuGetErrorString && st->cu.cuGetErrorString(err, &str) == CUDA_SUCCESS && str)
+		return str;
+	return "unknown CUDA error";
+}
+
+typedef CUresult (*get_proc_address_fn)(const char *symbol, void **pfn, int version, unsigned long long flags,
+					 int *status);
+
+static int load_cuda(struct vulkan_state *st, char *why)
+{
+	get_proc_address_fn get_proc;
+	int version = 0;
+
+	st->cuda_library = dlopen(CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+	if (!st->cuda_library) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "cannot load %s: install the NVIDIA driver's CUDA library",
+			 CUDA_LIBRARY);
+		return ENOENT;
+	}
+	get_proc = (get_proc_address_fn)dlsym(st->cuda_library, "cuGetProcAddress_v2");
+	/* Resolve through cuGetProcAddress so we get the variant our signatures describe. */
+#define RESOLVE(fn)                                                                                    \
+	do {                                                                                           \
+		void *p_ = NULL;                                                                       \
+		int status_ = 0;                                                                       \
+		if (!get_proc || get_proc(#fn, &p_, CUDA_PROC_VERSION, 0, &status_) != CUDA_SUCCESS)   \
+			p_ = dlsym(st->cuda_library, #fn);                                             \
+		if (!p_) {                                                                             \
+			snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no %s: the CUDA driver is too old", \
+				 CUDA_LIBRARY, #fn);                                                   \
+			return ENOSYS;                                                                 \
+		}                                                                                      \
+		*(void **)&st->cu.fn = p_;                                                             \
+	} while (0)
+	RESOLVE(cuGetErrorString);
+	RESOLVE(cuDriverGetVersion);
+	RESOLVE(cuInit);
+	RESOLVE(cuDeviceGetCount);
+	RESOLVE(cuDeviceGet);
+	RESOLVE(cuDeviceGetUuid);
+	RESOLVE(cuCtxGetCurrent);
+	RESOLVE(cuCtxSetCurrent);
+	RESOLVE(cuCtxGetDevice);
+	RESOLVE(cuDevicePrimaryCtxRetain);
+	RESOLVE(cuDevicePrimaryCtxRelease);
+	RESOLVE(cuImportExternalMemory);
+	RESOLVE(cuExternalMemoryGetMappedBuffer);
+	RESOLVE(cuDestroyExternalMemory);
+	RESOLVE(cuMemFree);
+#undef RESOLVE
+	if (st->cu.cuDriverGetVersion(&version) != CUDA_SUCCESS || version < CUDA_EXTERNAL_MEMORY_MIN_DRIVER) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "the CUDA driver is %d.%d; importing Vulkan memory needs 10.0 or newer", version / 1000,
+			 version % 1000 / 10);
+		return ENOTSUP;
+	}
+	if (st->cu.cuInit(0) != CUDA_SUCCESS) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: no usable NVIDIA GPU");
+		return ENODEV;
+	}
+	return 0;
+}
+
+static int load_vulkan(struct vulkan_state *st, char *why)
+{
+	struct gvk_application_info app = {
+		.s_type = GVK_STRUCTURE_TYPE_APPLICATION_INFO,
+		.application_name = "libgdrapi",
+		.api_version = GVK_API_VERSION_1_1,
+	};
+	struct gvk_instance_create_info info = {
+		.s_type = GVK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+		.application_info = &app,
+	};
+	gvk_result vr;
+
+	st->vulkan_library = dlopen(VULKAN_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+	if (!st->vulkan_library) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "cannot load %s: install the Vulkan loader (Debian/Ubuntu: libvulkan1, RHEL/SUSE: vulkan-loader)",
+			 VULKAN_LIBRARY);
+		return ENOENT;
+	}
+	*(void **)&st->vk.vkGetInstanceProcAddr = dlsym(st->vulkan_library, "vkGetInstanceProcAddr");
+	if (!st->vk.vkGetInstanceProcAddr) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no vkGetInstanceProcAddr", VULKAN_LIBRARY);
+		return ENOSYS;
+	}
+	*(void **)&st->vk.vkCreateInstance = (void *)st->vk.vkGetInstanceProcAddr(NULL, "vkCreateInstance");
+	if (!st->vk.vkCreateInstance) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "%s cannot create instances", VULKAN_LIBRARY);
+		return ENOSYS;
+	}
+	vr = st->vk.vkCreateInstance(&info, NULL, &st->instance);
+	if (vr != GVK_SUCCESS) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "vkCreateInstance (Vulkan 1.1) failed with VkResult %d: no Vulkan driver found; install the NVIDIA Vulkan ICD or point VK_DRIVER_FILES at nvidia_icd.json",
+			 vr);
+		st->instance = NULL;
+		return ENODEV;
+	}
+#define INSTANCE_FN(fn)                                                                                \
+	do {                                                                                           \
+		*(void **)&st->vk.fn = (void *)st->vk.vkGetInstanceProcAddr(st->instance, #fn);        \
+		if (!st->vk.fn) {                                                                      \
+			snprintf(why, GDR_BACKEND_WHY_LEN, "the Vulkan instance has no %s (needs 1.1)", #fn); \
+			return ENOSYS;                                                                 \
+		}                                                                                      \
+	} while (0)
+	INSTANCE_FN(vkDestroyInstance);
+	INSTANCE_FN(vkEnumeratePhysicalDevices);
+	INSTANCE_FN(vkGetPhysicalDeviceProperties2);
+	INSTANCE_FN(vkGetPhysicalDeviceMemoryProperties);
+	INSTANCE_FN(vkCreateDevice);
+	INSTANCE_FN(vkGetDeviceProcAddr);
+#undef INSTANCE_FN
+	return 0;
+}
+
+/* Pick the memory type that is device-local and host-visible; prefer coherent ones. */
+static void choose_memory_type(struct vulkan_state *st, struct vulkan_gpu *gpu)
+{
+	const uint32_t needed = GVK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | GVK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+	struct gvk_physical_device_memory_properties props;
+	uint32_t i;
+	int best = -1;
+
+	memset(&props, 0, sizeof(props));
+	st->vk.vkGetPhysicalDeviceMemoryProperties(gpu->phys, &props);
+	for (i = 0; i < props.memory_type_count && i < GVK_MAX_MEMORY_TYPES; i++) {
+		uint32_t flags = props.memory_types[i].property_flags;
+
+		if ((flags & needed) != needed)
+			continue;
+		if (best < 0 || ((flags & GVK_MEMORY_PROPERTY_HOST_COHERENT_BIT) &&
+				 !(props.memory_types[best].property_flags & GVK_MEMORY_PROPERTY_HOST_COHERENT_BIT)))
+			best = (int)i;
+	}
+	gpu->memory_type = best;
+	if (best >= 0) {
+		uint32_t flags = props.memory_types[best].property_flags;
+		uint32_t heap = props.memory_types[best].heap_index;
+
+		gpu->mapping_type = (flags & GVK_MEMORY_PROPERTY_HOST_CACHED_BIT) ? GDR_MAPPING_TYPE_CACHING
+										     : GDR_MAPPING_TYPE_WC;
+		gpu->heap_size = heap < GVK_MAX_MEMORY_HEAPS ? props.memory_heaps[heap].size : 0;
+	}
+}
+
+static int find_gpus(struct vulkan_state *st, char *why)
+{
+	gvk_physical_device phys[MAX_GPUS];
+	uint32_t count = MAX_GPUS, i, usable = 0;
+	gvk_result vr;
+
+	vr = st->vk.vkEnumeratePhysicalDevices(st->instance, &count, phys);
+	if ((vr != GVK_SUCCESS && count == 0) || count == 0) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "Vulkan sees no GPU (VkResult %d)", vr);
+		return ENODEV;
+	}
+	for (i = 0; i < count && i < MAX_GPUS; i++) {
+		struct vulkan_gpu *gpu = &st->gpus[st->gpu_count];
+		struct gvk_physical_device_id_properties id = {
+			.s_type = GVK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+		};
+		struct gvk_physical_device_properties2 props = {
+			.s_type = GVK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+			.next = &id,
+		};
+
+		st->vk.vkGetPhysicalDeviceProperties2(phys[i], &props);
+		memset(gpu, 0, sizeof(*gpu));
+		gpu->phys = phys[i];
+		memcpy(gpu->uuid, id.device_uuid, sizeof(gpu->uuid));
+		memcpy(gpu->name, props.properties + GVK_PHYSICAL_DEVICE_NAME_OFFSET, sizeof(gpu->name) - 1);
+		choose_memory_type(st, gpu);
+		gdr_dbg("vulkan backend: %s: %s", gpu->name,
+			gpu->memory_type >= 0 ? "has device-local host-visible memory" :
+						"no device-local host-visible memory (BAR1 not exposed)");
+		if (gpu->memory_type >= 0)
+			usable++;
+		st->gpu_count++;
+	}
+	if (!usable) {
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "no Vulkan GPU exposes memory that is both device-local and host-visible (enable resizable BAR / a large BAR1 in the firmware)");
+		return ENOTSUP;
+	}
+	return 0;
+}
+
+static void vulkan_release(struct vulkan_state *st)
+{
+	unsigned int i;
+
+	for (i = 0; i < st->gpu_count; i++)
+		if (st->gpus[i].device)
+			st->gpus[i].api.vkDestroyDevice(st->gpus[i].device, NULL);
+	if (st->instance && st->vk.vkDestroyInstance)
+		st->vk.vkDestroyInstance(st->instance, NULL);
+	if (st->vulkan_library)
+		dlclose(st->vulkan_library);
+	if (st->cuda_library)
+		dlclose(st->cuda_library);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+static int vulkan_open(struct gdr *g, char *why)
+{
+	struct vulkan_state *st = calloc(1, sizeof(*st));
+	int rc;
+
+	if (!st) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "out of memory");
+		return ENOMEM;
+	}
+	pthread_mutex_init(&st->lock, NULL);
+	rc = load_vulkan(st, why);
+	if (rc == 0)
+		rc = find_gpus(st, why);
+	if (rc == 0)
+		rc = load_cuda(st, why);
+	if (rc) {
+		vulkan_release(st);
+		return rc;
+	}
+	gdr_info("vulkan backend: GPU memory is allocated with gdr_alloc_mapped() and reached through BAR1; no kernel module needed");
+	g->backend_priv = st;
+	return 0;
+}
+
+/* Caller holds st->lock.  Create the logical device with external-memory export on first use. */
+static int gpu_device(struct vulkan_state *st, struct vulkan_gpu *gpu)
+{
+	static const char *const extensions[] = { "VK_KHR_external_memory", "VK_KHR_external_memory_fd" };
+	static const float priority = 1.0f;
+	struct gvk_device_queue_create_info queue = {
+		.s_type = GVK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queue_family_index = 0,
+		.queue_count = 1,
+		.queue_priorities = &priority,
+	};
+	struct gvk_device_create_info info = {
+		.s_type = GVK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.queue_create_info_count = 1,
+		.queue_create_infos = &queue,
+		.enabled_extension_count = 2,
+		.enabled_extension_names = extensions,
+	};
+	gvk_result vr;
+
+	if (gpu->device)
+		return 0;
+	vr = st->vk.vkCreateDevice(gpu->phys, &info, NULL, &gpu->device);
+	if (vr != GVK_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: vkCreateDevice with VK_KHR_external_memory_fd on %s failed (VkResult %d): the Vulkan driver cannot export memory to CUDA",
+			gpu->name, vr);
+		gpu->device = NULL;
+		return ENOTSUP;
+	}
+#define DEVICE_FN(fn) (*(void **)&gpu->api.fn = (void *)st->vk.vkGetDeviceProcAddr(gpu->device, #fn))
+	DEVICE_FN(vkDestroyDevice);
+	DEVICE_FN(vkAllocateMemory);
+	DEVICE_FN(vkFreeMemory);
+	DEVICE_FN(vkMapMemory);
+	DEVICE_FN(vkUnmapMemory);
+	DEVICE_FN(vkGetMemoryFdKHR);
+#undef DEVICE_FN
+	if (!gpu->api.vkDestroyDevice || !gpu->api.vkAllocateMemory || !gpu->api.vkFreeMemory ||
+	    !gpu->api.vkMapMemory || !gpu->api.vkUnmapMemory || !gpu->api.vkGetMemoryFdKHR) {
+		gdr_err("gdr_alloc_mapped: the Vulkan device %s lacks memory or fd-export entry points", gpu->name);
+		if (gpu->api.vkDestroyDevice)
+			gpu->api.vkDestroyDevice(gpu->device, NULL);
+		gpu->device = NULL;
+		return ENOTSUP;
+	}
+	return 0;
+}
+
+/* The CUDA device of the calling thread's context (or GPU 0) and the matching Vulkan GPU. */
+static int target_gpu(struct vulkan_state *st, CUdevice *cuda_device, struct vulkan_gpu **gpu)
+{
+	unsigned char uuid[16];
+	CUcontext ctx = NULL;
+	unsigned int i;
+	CUresult cr;
+
+	if (st->cu.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) {
+		cr = st->cu.cuCtxGetDevice(cuda_device);
+	} else {
+		cr = st->cu.cuDeviceGet(cuda_device, 0);
+	}
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: cannot tell which GPU to allocate on: %s", cuda_error(st, cr));
+		return ENODEV;
+	}
+	cr = st->cu.cuDeviceGetUuid(uuid, *cuda_device);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: cuDeviceGetUuid failed: %s", cuda_error(st, cr));
+		return ENODEV;
+	}
+	for (i = 0; i < st->gpu_count; i++) {
+		if (memcmp(st->gpus[i].uuid, uuid, sizeof(uuid)) != 0)
+			continue;
+		if (st->gpus[i].memory_type < 0) {
+			gdr_err("gdr_alloc_mapped: %s exposes no device-local host-visible memory to Vulkan (BAR1 too small or resizable BAR off)",
+				st->gpus[i].name);
+			return ENOTSUP;
+		}
+		*gpu = &st->gpus[i];
+		return 0;
+	}
+	gdr_err("gdr_alloc_mapped: CUDA device %d is not among the GPUs Vulkan sees; check VK_DRIVER_FILES and CUDA_VISIBLE_DEVICES",
+		*cuda_device);
+	return ENODEV;
+}
+
+/* Import the exported fd into CUDA in the calling thread's context, borrowing the primary one if none. */
+static int import_into_cuda(struct vulkan_state *st, struct vulkan_allocation *a, int fd)
+{
+	struct cuda_external_memory_handle_desc handle = {
+		.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+		.handle.fd = fd,
+		.size = a->size,
+	};
+	struct cuda_external_memory_buffer_desc buffer = { .offset = 0, .size = a->size };
+	CUresult cr;
+
+	if (st->cu.cuCtxGetCurrent(&a->ctx) != CUDA_SUCCESS || !a->ctx) {
+		cr = st->cu.cuDevicePrimaryCtxRetain(&a->ctx, a->cuda_device);
+		if (cr != CUDA_SUCCESS) {
+			gdr_err("gdr_alloc_mapped: cannot retain the primary context: %s", cuda_error(st, cr));
+			close(fd);
+			return ENODEV;
+		}
+		a->retained_primary = true;
+		st->cu.cuCtxSetCurrent(a->ctx);
+	}
+	cr = st->cu.cuImportExternalMemory(&a->external, &handle);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: cuImportExternalMemory(OPAQUE_FD) failed: %s", cuda_error(st, cr));
+		close(fd);	/* CUDA owns the fd only when the import succeeds */
+		a->external = NULL;
+	} else {
+		cr = st->cu.cuExternalMemoryGetMappedBuffer(&a->gpu_ptr, a->external, &buffer);
+		if (cr != CUDA_SUCCESS)
+			gdr_err("gdr_alloc_mapped: cuExternalMemoryGetMappedBuffer failed: %s", cuda_error(st, cr));
+	}
+	if (a->retained_primary)
+		st->cu.cuCtxSetCurrent(NULL);
+	if (cr != CUDA_SUCCESS) {
+		if (a->external)
+			st->cu.cuDestroyExternalMemory(a->external);
+		if (a->retained_primary)
+			st->cu.cuDevicePrimaryCtxRelease(a->cuda_device);
+		return EIO;
+	}
+	return 0;
+}
+
+/* Caller holds st->lock; a is unlinked already. */
+static void release_allocation(struct vulkan_state *st, struct vulkan_allocation *a)
+{
+	CUcontext current = NULL;
+	bool switched = false;
+
+	if (st->cu.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != a->ctx) {
+		st->cu.cuCtxSetCurrent(a->ctx);
+		switched = true;
+	}
+	st->cu.cuMemFree(a->gpu_ptr);
+	st->cu.cuDestroyExternalMemory(a->external);
+	if (switched)
+		st->cu.cuCtxSetCurrent(current);
+	if (a->retained_primary)
+		st->cu.cuDevicePrimaryCtxRelease(a->cuda_device);
+	a->gpu->api.vkUnmapMemory(a->gpu->device, a->memory);
+	a->gpu->api.vkFreeMemory(a->gpu->device, a->memory, NULL);
+	free(a);
+}
+
+int gdr_vulkan_alloc(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr)
+{
+	struct vulkan_state *st = g->backend_priv;
+	struct gvk_export_memory_allocate_info export_info = {
+		.s_type = GVK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+		.handle_types = GVK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+	};
+	struct gvk_memory_allocate_info alloc_info = {
+		.s_type = GVK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+		.next = &export_info,
+	};
+	struct gvk_memory_get_fd_info fd_info = {
+		.s_type = GVK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
+		.handle_type = GVK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+	};
+	struct vulkan_allocation *a;
+	gvk_result vr;
+	int fd = -1, rc;
+
+	if (size == 0 || size > UINT64_MAX - GPU_PAGE) {
+		gdr_err("gdr_alloc_mapped: size %zu is not a valid allocation size", size);
+		return EINVAL;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return ENOMEM;
+	a->size = (size + GPU_PAGE - 1) & ~(GPU_PAGE - 1);
+
+	pthread_mutex_lock(&st->lock);
+	rc = target_gpu(st, &a->cuda_device, &a->gpu);
+	if (rc == 0)
+		rc = gpu_device(st, a->gpu);
+	if (rc)
+		goto fail;
+	alloc_info.allocation_size = a->size;
+	alloc_info.memory_type_index = (uint32_t)a->gpu->memory_type;
+	vr = a->gpu->api.vkAllocateMemory(a->gpu->device, &alloc_info, NULL, &a->memory);
+	if (vr != GVK_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: vkAllocateMemory of %llu bytes of BAR1-visible memory on %s failed (VkResult %d): BAR1 or GPU memory exhausted?",
+			(unsigned long long)a->size, a->gpu->name, vr);
+		rc = ENOMEM;
+		goto fail;
+	}
+	vr = a->gpu->api.vkMapMemory(a->gpu->device, a->memory, 0, a->size, 0, &a->cpu_ptr);
+	if (vr != GVK_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: vkMapMemory failed (VkResult %d)", vr);
+		rc = ENOMEM;
+		goto fail_free;
+	}
+	fd_info.memory = a->memory;
+	vr = a->gpu->api.vkGetMemoryFdKHR(a->gpu->device, &fd_info, &fd);
+	if (vr != GVK_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: vkGetMemoryFdKHR failed (VkResult %d)", vr);
+		rc = ENOTSUP;
+		goto fail_unmap;
+	}
+	rc = import_into_cuda(st, a, fd);
+	if (rc)
+		goto fail_unmap;
+	if (a->gpu_ptr & (GPU_PAGE - 1)) {
+		gdr_err("gdr_alloc_mapped: CUDA placed the imported memory at %#llx, not on a 64 KiB GPU page", a->gpu_ptr);
+		rc = EIO;
+		goto fail_release;
+	}
+	a->next = st->allocations;
+	st->allocations = a;
+	pthread_mutex_unlock(&st->lock);
+	*gpu_ptr = a->gpu_ptr;
+	*cpu_ptr = a->cpu_ptr;
+	gdr_dbg("gdr_alloc_mapped: %llu bytes on %s: GPU %#llx, CPU %p", (unsigned long long)a->size, a->gpu->name,
+		a->gpu_ptr, a->cpu_ptr);
+	return 0;
+
+fail_release:
+	release_allocation(st, a);
+	pthread_mutex_unlock(&st->lock);
+	return rc;
+fail_unmap:
+	a->gpu->api.vkUnmapMemory(a->gpu->device, a->memory);
+fail_free:
+	a->gpu->api.vkFreeMemory(a->gpu->device, a->memory, NULL);
+fail:
+	pthread_mutex_unlock(&st->lock);
+	free(a);
+	return rc;
+}
+
+int gdr_vulkan_free(struct gdr *g, uint64_t gpu_ptr)
+{
+	struct vulkan_state *st = g->backend_priv;
+	struct vulkan_allocation **link, *a;
+	int rc = EINVAL;
+
+	pthread_mutex_lock(&st->lock);
+	for (link = &st->allocations; (a = *link) != NULL; link = &a->next) {
+		if (a->gpu_ptr != gpu_ptr)
+			continue;
+		if (a->pins) {
+			gdr_err("gdr_free_mapped: %#llx is still pinned %u time(s); unpin it first",
+				(unsigned long long)gpu_ptr, a->pins);
+			rc = EBUSY;
+			break;
+		}
+		*link = a->next;
+		release_allocation(st, a);
+		rc = 0;
+		break;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (rc == EINVAL)
+		gdr_err("gdr_free_mapped: %#llx was not returned by gdr_alloc_mapped()", (unsigned long long)gpu_ptr);
+	return rc;
+}
+
+static void vulkan_close(struct gdr *g)
+{
+	struct vulkan_state *st = g->backend_priv;
+	struct vulkan_allocation *a;
+
+	pthread_mutex_lock(&st->lock);
+	while ((a = st->allocations) != NULL) {
+		st->allocations = a->next;
+		gdr_warn("gdr_close: freeing %llu bytes at %#llx that gdr_free_mapped() never freed",
+			 (unsigned long long)a->size, a->gpu_ptr);
+		release_allocation(st, a);
+	}
+	pthread_mutex_unlock(&st->lock);
+	vulkan_release(st);
+	g->backend_priv = NULL;
+}
+
+static int vulkan_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_request *req)
+{
+	struct vulkan_state *st = g->backend_priv;
+	uint64_t addr = req->addr, end;
+	struct vulkan_allocation *a;
+	struct vulkan_pin *pin;
+
+	if (addr + req->size < addr) {
+		gdr_err("gdr_pin_buffer: [%#llx, +%zu) wraps around", (unsigned long long)addr, req->size);
+		return EINVAL;
+	}
+	end = addr + req->size;
+	pin = calloc(1, sizeof(*pin));
+	if (!pin)
+		return ENOMEM;
+	pthread_mutex_lock(&st->lock);
+	for (a = st->allocations; a; a = a->next)
+		if (addr >= a->gpu_ptr && end <= a->gpu_ptr + a->size)
+			break;
+	if (!a) {
+		pthread_mutex_unlock(&st->lock);
+		free(pin);
+		gdr_err("gdr_pin_buffer: [%#llx, +%zu) is not inside memory from gdr_alloc_mapped(); the vulkan backend can only pin that (use gdrdrv to pin cuMemAlloc memory)",
+			(unsigned long long)addr, req->size);
+		return EINVAL;
+	}
+	a->pins++;
+	pthread_mutex_unlock(&st->lock);
+
+	pin->alloc = a;
+	pin->start = addr & ~(GPU_PAGE - 1);
+	pin->size = ((end + GPU_PAGE - 1) & ~(GPU_PAGE - 1)) - pin->start;
+	mh->backend_priv = pin;
+	mh->pinned_addr = req->addr;
+	mh->pinned_size = req->size;
+	mh->pin_flags = req->flags;
+	return 0;
+}
+
+static int vulkan_unpin(struct gdr *g, struct gdr_memh *mh)
+{
+	struct vulkan_state *st = g->backend_priv;
+	struct vulkan_pin *pin = mh->backend_priv;
+
+	pthread_mutex_lock(&st->lock);
+	pin->alloc->pins--;
+	pthread_mutex_unlock(&st->lock);
+	free(pin);
+	mh->backend_priv = NULL;
+	return 0;
+}
+
+static int vulkan_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mapping_type_t requested, void **va,
+		      gdr_mapping_type_t *type)
+{
+	struct vulkan_pin *pin = mh->backend_priv;
+	gdr_mapping_type_t have = pin->alloc->gpu->mapping_type;
+
+	(void)g;
+	if (requested != GDR_MAPPING_TYPE_NONE && requested != have) {
+		const char *want_str = "?", *have_str = "?";
+
+		gdr_get_mapping_type_string(requested, &want_str);
+		gdr_get_mapping_type_string(have, &have_str);
+		gdr_err("gdr_map: the vulkan backend maps this memory as %s only, not %s", have_str, want_str);
+		return EINVAL;
+	}
+	if (mh->pinned_addr != pin->start) {
+		gdr_err("gdr_map: buffer %#lx does not start on a 64 KiB GPU page and cannot be mapped (as with gdrdrv); pin from an aligned address and add the offset",
+			mh->pinned_addr);
+		return EINVAL;
+	}
+	if (size > pin->size) {
+		gdr_err("gdr_map: %zu bytes asked, but the pin covers %llu", size, (unsigned long long)pin->size);
+		return EINVAL;
+	}
+	*va = (char *)pin->alloc->cpu_ptr + (pin->start - pin->alloc->gpu_ptr);
+	*type = have;
+	return 0;
+}
+
+static int vulkan_unmap(struct gdr *g, struct gdr_memh *mh, void *va, size_t size)
+{
+	/* The allocation's mapping stays until gdr_free_mapped(); nothing to undo. */
+	(void)g;
+	(void)mh;
+	(void)va;
+	(void)size;
+	return 0;
+}
+
+static int vulkan_get_info(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info)
+{
+	struct vulkan_pin *pin = mh->backend_priv;
+
+	(void)g;
+	memset(info, 0, sizeof(*info));
+	info->va = pin->start;
+	info->mapped_size = pin->size;
+	info->page_size = (uint32_t)GPU_PAGE;
+	info->mapping_type = atomic_load(&mh->map_va) ? pin->alloc->gpu->mapping_type : GDR_MAPPING_TYPE_NONE;
+	return 0;
+}
+
+static int vulkan_get_attr(struct gdr *g, gdr_attr_t attr, int *value)
+{
+	(void)g;
+	switch (attr) {
+	case GDR_ATTR_USE_PERSISTENT_MAPPING:
+		*value = 1;	/* the allocation keeps the memory; there is no free callback */
+		return 0;
+	case GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE:
+		*value = 1;	/* every mapping already goes through PCIe BAR1 */
+		return 0;
+	case GDR_ATTR_USING_DMA_BUF_MMAP:
+		*value = 0;
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
+static int vulkan_get_cb_flag(struct gdr *g, struct gdr_memh *mh, int *flag)
+{
+	(void)g;
+	(void)mh;
+	*flag = 0;
+	return 0;
+}
+
+static int vulkan_driver_version(struct gdr *g, int *major, int *minor)
+{
+	(void)g;
+	(void)major;
+	(void)minor;
+	gdr_err("gdr_driver_get_version: the vulkan backend uses no gdrdrv, so there is no driver version (gdr_get_backend_name() says which backend is in use)");
+	return ENODEV;
+}
+
+const struct gdr_backend_ops gdr_backend_vulkan = {
+	.name = "vulkan",
+	.open = vulkan_open,
+	.close = vulkan_close,
+	.pin = vulkan_pin,
+	.unpin = vulkan_unpin,
+	.map = vulkan_map,
+	.unmap = vulkan_unmap,
+	.get_info = vulkan_get_info,
+	.get_attr = vulkan_get_attr,
+	.get_cb_flag = vulkan_get_cb_flag,
+	.driver_version = vulkan_driver_version,
+};
