@@ -33,7 +33,6 @@ KERNEL_ARGS = (
     "printk.time=1",
     # TCG on a shared host is slow; a stall report there is not the driver's fault.
     "rcupdate.rcu_cpu_stall_suppress=1",
-    "nokaslr",
 )
 
 

@@ -253,12 +253,13 @@ def default_steps(abi: str, prefix: str = "/usr/local", jobs: int = 2) -> list[B
         return f"make -j{jobs} -C {src} {target} {common}"
 
     return [
-        BuildStep("softgpu", make("softgpu")),
-        BuildStep("driver", make("driver"), ("softgpu",)),
+        BuildStep("softgpu_kmod", make("softgpu_kmod")),
+        BuildStep("softgpu_lib", make("softgpu_lib")),
+        BuildStep("driver", make("driver"), ("softgpu_kmod",)),
         BuildStep("lib", make("lib")),
-        BuildStep("exes", make("exes"), ("lib", "softgpu")),
-        BuildStep("ktests", make("ktests"), ("softgpu",)),
-        BuildStep("softgpu_install", make("softgpu_install"), ("softgpu",)),
+        BuildStep("exes", make("exes"), ("lib", "softgpu_lib")),
+        BuildStep("ktests", make("ktests"), ("softgpu_lib",)),
+        BuildStep("softgpu_install", make("softgpu_install"), ("softgpu_kmod", "softgpu_lib")),
         BuildStep("driver_install", make("driver_install"), ("driver",)),
         BuildStep("lib_install", make("lib_install"), ("lib",)),
         BuildStep("exes_install", make("exes_install"), ("exes",)),

@@ -125,7 +125,7 @@ def vm_test(options: VmTestOptions) -> int:
         log_dir=options.log_dir or default_log_dir(root),
     )
     status = exit_status(result, loads)
-    if result.kernel_log_findings or status != 0:
+    if result.kernel_log_findings or result.results.get("done") != "1":
         _print_kernel_log(result)
     print("\n".join(summary_lines(root, result, loads, time.monotonic() - start)), flush=True)
     return status

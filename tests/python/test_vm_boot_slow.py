@@ -1,0 +1,65 @@
+"""Boots bookworm's kernel for real (TCG): the command's exit status comes back.
+
+Slow: the first run builds the bookworm root (about 1.5 min, cached), each
+boot takes 10-20 s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gdrkit import vm
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mmdebstrap, chroot)"),
+    pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86"),
+]
+
+
+@pytest.fixture(scope="module")
+def bookworm() -> vm.SuiteRoot:
+    return vm.prepare_suite_root("bookworm")
+
+
+def shm_files() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith("gdrkit-vram-")}
+
+
+def test_command_output_and_status(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
+    before = shm_files()
+    result = vm.boot(
+        bookworm.kernel_image, bookworm.modules_dir, bookworm.root_dir,
+        "cat /proc/version; grep -l 0x1110 /sys/bus/pci/devices/*/device; echo LD=${LD_LIBRARY_PATH-unset}",
+        log_dir=tmp_path, timeout=300,
+    )  # fmt: skip
+    console = result.console_log.read_text(errors="replace")
+    assert result.status == 0, console[-3000:]
+    assert f"Linux version {bookworm.abi.removesuffix('-amd64')}" in console or bookworm.abi in console
+    assert "/device" in console, "the ivshmem PCI device (1af4:1110) is visible"
+    assert "LD=unset" in console
+    assert result.kernel_log_findings == [], result.kernel_log_findings
+    assert result.problems() == []
+    assert shm_files() == before, "the ivshmem backing file is removed"
+
+
+def test_failing_status_comes_back(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
+    result = vm.boot(
+        bookworm.kernel_image, bookworm.modules_dir, bookworm.root_dir, "exit 3", log_dir=tmp_path, timeout=300,
+        ivshmem_mb=0,
+    )  # fmt: skip
+    assert result.status == 3
+    assert result.results.get("done") == "1"
+
+
+def test_timeout_kills_the_vm(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
+    before = shm_files()
+    result = vm.boot(
+        bookworm.kernel_image, bookworm.modules_dir, bookworm.root_dir, "sleep 600", log_dir=tmp_path, timeout=25,
+    )  # fmt: skip
+    assert result.timed_out and result.status is None
+    assert shm_files() == before

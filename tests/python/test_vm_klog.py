@@ -1,0 +1,88 @@
+"""The kernel-log oracle: which lines fail a VM run."""
+
+from __future__ import annotations
+
+import pytest
+
+from gdrkit.vm import klog
+
+FAILING_LINES = [
+    ("[   12.345678] BUG: unable to handle page fault for address: ffffc90000000000", "bug"),
+    ("[    3.000001] Oops: 0002 [#1] PREEMPT SMP NOPTI", "oops"),
+    ("[    5.100000] WARNING: CPU: 1 PID: 97 at mm/memory.c:2530 remap_pfn_range+0x1/0x2", "warning"),
+    ("[    5.200000] BUG: KASAN: slab-use-after-free in gdrdrv_release+0x10/0x20", "bug"),
+    ("[    5.200000] UBSAN: shift-out-of-bounds in drivers/x/y.c:12:3", "ubsan"),
+    ("[    6.000000] WARNING: possible circular locking dependency detected", "warning"),
+    ("[    6.000000] inconsistent lock state", "lockdep"),
+    ("[    6.000000] possible circular locking dependency detected", "lockdep"),
+    ("[    7.000000] BUG: Bad page state in process gdrdrv_ktest  pfn:1f000", "bug"),
+    ("[    7.000000] page:ffffea0000000000 bad page map in process x", "bad-page"),
+    ("[    8.000000] general protection fault, probably for non-canonical address 0xdead", "gpf"),
+    ("[    8.000001] Call Trace:", "call-trace"),
+    ("[    8.000001]  <TASK>Call Trace", "call-trace"),
+    ("[    9.000000] x86/PAT: gdrdrv_ktest:120 conflicting memory types e0000000-e0010000 uncached-minus<->write-combining", "pat"),
+    ("[    9.000000] x86/PAT: gdrdrv_ktest:120 freeing invalid memtype [mem 0xe0000000-0xe000ffff]", "pat"),
+    ("[    9.000000] x86/PAT: gdrdrv_ktest:120 map pfn expected mapping type write-combining for [mem 0x1-0x2]", "pat"),
+    ("[   10.000000] Kernel panic - not syncing: Fatal exception", "panic"),
+    ("[   10.000000] kernel BUG at drivers/gdrdrv/gdrdrv.c:1234!", "bug"),
+]
+
+CLEAN_LINES = [
+    "[    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org)",
+    "[    2.312946] Unstable clock detected, switching default tracing clock to \"global\"",
+    "[    3.027666] 9pnet: Installing 9P2000 support",
+    "[    4.000000] softgpu: loading out-of-tree module taints kernel.",
+    "[    4.000000] softgpu: module verification failed: signature and/or required key missing - tainting kernel",
+    "[    0.100000] [Firmware Bug]: TSC doesn't count with P0 frequency!",
+    "[    0.200000] ACPI BIOS Error (bug): Could not resolve symbol",
+    "[    4.500000] gdrdrv: debug: pinned 65536 bytes",
+]
+
+
+@pytest.mark.parametrize(("line", "rule"), FAILING_LINES)
+def test_each_failure_class_is_found(line: str, rule: str) -> None:
+    finding = klog.scan_line(line)
+    assert finding is not None, line
+    assert finding.rule == rule
+    assert not finding.line.startswith("["), "the timestamp is stripped"
+
+
+@pytest.mark.parametrize("line", CLEAN_LINES)
+def test_ordinary_boot_and_module_lines_pass(line: str) -> None:
+    assert klog.scan_line(line) is None
+
+
+def test_whole_log_in_order() -> None:
+    text = "\r\n".join([CLEAN_LINES[0], FAILING_LINES[2][0], CLEAN_LINES[2], FAILING_LINES[11][0]])
+    findings = klog.scan_kernel_log(text)
+    assert [f.rule for f in findings] == ["warning", "call-trace"]
+
+
+def test_console_reading_ignores_program_output() -> None:
+    console = "\n".join(
+        [
+            "[    1.000000] Run /init as init process",
+            "WARNING: this line is printed by a test program, not the kernel",
+            "# BUG: a TAP diagnostic",
+            "[    2.000000] WARNING: CPU: 0 PID: 1 at kernel/x.c:1 f+0x0/0x1",
+        ]
+    )
+    assert [f.rule for f in klog.scan_kernel_log(console, kernel_lines_only=True)] == ["warning"]
+    assert len(klog.scan_kernel_log(console)) == 3
+
+
+def test_syslog_prefixed_dmesg_lines_count_as_kernel_lines() -> None:
+    assert klog.is_kernel_line("<4>[    2.000000] WARNING: x")
+    assert klog.strip_timestamp("<4>[    2.000000] WARNING: x") == "WARNING: x"
+
+
+def test_merge_keeps_each_line_once() -> None:
+    a = klog.scan_kernel_log(FAILING_LINES[0][0] + "\n" + FAILING_LINES[1][0])
+    b = klog.scan_kernel_log(FAILING_LINES[1][0] + "\n" + FAILING_LINES[2][0])
+    merged = klog.merge_findings(a, b)
+    assert [f.rule for f in merged] == ["bug", "oops", "warning"]
+
+
+def test_log_tail() -> None:
+    text = "\n".join(f"line {i}" for i in range(100))
+    assert klog.log_tail(text, 3) == "line 97\nline 98\nline 99"

@@ -1,0 +1,114 @@
+"""Suite roots: the mmdebstrap and chroot command lines, source sync, build steps."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gdrkit.vm import rootfs
+from gdrkit.vm.rootfs import BuildStep, SuiteRoot
+from gdrkit.vm.suites import SUITES, KernelChoice
+
+TRIXIE = KernelChoice(SUITES["trixie"], "6.12.57+deb13-amd64")
+
+
+def test_mmdebstrap_builds_a_lean_root_with_the_exact_kernel() -> None:
+    argv = rootfs.mmdebstrap_command(TRIXIE, Path("/cache/partial"), ["libcmocka-dev"])
+    assert argv[:2] == ["mmdebstrap", "--variant=minbase"]
+    include = next(a for a in argv if a.startswith("--include=")).removeprefix("--include=").split(",")
+    assert {"build-essential", "kmod", "libcmocka-dev"} <= set(include)
+    assert "linux-image-6.12.57+deb13-amd64" in include and "linux-headers-6.12.57+deb13-amd64" in include
+    assert "linux-image-amd64" not in include, "the exact ABI, not whatever the metapackage points at now"
+    assert '--aptopt=APT::Install-Recommends "false"' in argv
+    assert "--dpkgopt=path-exclude=/usr/share/doc/*" in argv
+    assert "--dpkgopt=path-exclude=/etc/kernel/postinst.d/initramfs-tools" in argv
+    suite_at = argv.index("trixie")
+    assert argv[suite_at + 1] == "/cache/partial"
+    assert argv[suite_at + 2 :] == SUITES["trixie"].sources_lines()
+
+
+def test_chroot_runs_in_private_namespaces_with_a_clean_environment() -> None:
+    argv = rootfs.chroot_command(Path("/r"), "make")
+    assert argv[0] == "unshare"
+    assert {"--mount", "--pid", "--fork", "--kill-child"} <= set(argv)
+    assert "--mount-proc=/r/proc" in argv
+    assert argv[argv.index("chroot") + 1] == "/r"
+    assert argv[argv.index("/usr/bin/env") + 1] == "-i"
+    assert not any(a.startswith("LD_LIBRARY_PATH") for a in argv)
+    assert argv[-3:] == ["/bin/sh", "-c", "make"]
+
+
+def test_suite_root_paths() -> None:
+    root = SuiteRoot("trixie", "6.12.57+deb13-amd64", Path("/c/roots/trixie-6.12.57+deb13-amd64"))
+    assert root.kernel_image == root.root_dir / "boot/vmlinuz-6.12.57+deb13-amd64"
+    assert root.modules_dir == root.root_dir / "lib/modules/6.12.57+deb13-amd64"
+    assert root.source_dir == root.root_dir / "src"
+    assert rootfs.root_name(TRIXIE) == "trixie-6.12.57+deb13-amd64"
+
+
+def test_default_steps_build_softgpu_before_the_driver_and_install_with_kver() -> None:
+    steps = rootfs.default_steps("6.1.0-41-amd64")
+    names = [s.name for s in steps]
+    assert names.index("softgpu_kmod") < names.index("driver")
+    assert "softgpu_kmod" in next(s for s in steps if s.name == "driver").needs
+    assert names[-2:] == ["ldconfig", "depmod"]
+    assert steps[-1].script == "depmod -a 6.1.0-41-amd64"
+    driver = next(s for s in steps if s.name == "driver_install").script
+    assert "KVER=6.1.0-41-amd64" in driver and "prefix=/usr/local" in driver
+    assert "P2P_SYMVERS=/src/tests/softgpu/kmod/Module.symvers" in driver
+    assert all("-j2" in s.script for s in steps if s.script.startswith("make"))
+
+
+def test_run_steps_skips_what_depends_on_a_failure() -> None:
+    steps = [BuildStep("a", "good"), BuildStep("b", "bad"), BuildStep("c", "good", ("b",)), BuildStep("d", "good", ("a",))]
+    ran: list[str] = []
+
+    def execute(script: str) -> tuple[int, str]:
+        ran.append(script)
+        return (0, "fine") if script == "good" else (2, "error: x.c:1: oops")
+
+    report = rootfs.run_steps(steps, execute)
+    assert [(s.name, s.status) for s in report.steps] == [("a", "ok"), ("b", "failed"), ("c", "skipped"), ("d", "ok")]
+    assert ran == ["good", "bad", "good"]
+    assert [s.name for s in report.failed] == ["b", "c"]
+    assert report.failed[0].output == "error: x.c:1: oops" and report.failed[0].reason == "exit 2"
+    assert "needs b" in report.summary()
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / ".gitignore").write_text("*.o\n")
+    (repo / "Makefile").write_text("all:\n")
+    (repo / "sub/a.c").write_text("int a;\n")
+    (repo / "sub/a.o").write_text("object")
+    git(repo, "add", ".gitignore", "Makefile")
+    return repo
+
+
+def test_source_files_are_tracked_plus_unignored(repo: Path) -> None:
+    assert rootfs.source_files(repo) == [".gitignore", "Makefile", "sub/a.c"]
+
+
+def test_sync_source_is_incremental_and_drops_deleted_files(repo: Path, tmp_path: Path) -> None:
+    root = SuiteRoot("bookworm", "6.1.0-41-amd64", tmp_path / "root")
+    assert rootfs.sync_source(root, repo) == 3
+    assert (root.source_dir / "sub/a.c").read_text() == "int a;\n"
+    assert not (root.source_dir / "sub/a.o").exists()
+    (root.source_dir / "sub/built.o").write_text("build product")
+    assert rootfs.sync_source(root, repo) == 0
+    (repo / "sub/a.c").write_text("int a = 1;\n")
+    (repo / "sub/a.c").unlink()
+    (repo / "sub/b.c").write_text("int b;\n")
+    assert rootfs.sync_source(root, repo) == 1
+    assert not (root.source_dir / "sub/a.c").exists()
+    assert (root.source_dir / "sub/b.c").exists()
+    assert (root.source_dir / "sub/built.o").exists(), "build products stay for incremental builds"

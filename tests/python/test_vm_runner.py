@@ -1,0 +1,120 @@
+"""The vm-test flow and its verdict (root, build and VM faked)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gdrkit.system import UserError
+from gdrkit.vm import klog, runner
+from gdrkit.vm.qemu import VmResult
+from gdrkit.vm.rootfs import BuildReport, StepResult, SuiteRoot
+
+LOADS = runner.default_loads("mode=ram", "use_persistent_mapping=0")
+CLEAN = {"load_softgpu": "0", "load_gdrdrv": "0", "command_status": "0", "refcount": "0",
+         "unload_gdrdrv": "0", "unload_softgpu": "0", "done": "1"}  # fmt: skip
+
+
+def vm(status: int | None, results: dict[str, str], findings: list[klog.Finding] | None = None, **kw: Any) -> VmResult:
+    return VmResult(status, Path("/logs/console.log"), findings or [], 12.0, results=results, **kw)
+
+
+def test_default_loads() -> None:
+    assert [(m.name, m.args) for m in LOADS] == [
+        ("softgpu", ("mode=ram",)),
+        ("gdrdrv", ("dbg_enabled=1", "use_persistent_mapping=0")),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "change", "findings", "expected"),
+    [
+        (0, {}, [], 0),
+        (3, {"command_status": "3"}, [], 3),
+        (0, {"refcount": "1"}, [], 1),
+        (0, {"unload_gdrdrv": "1"}, [], 1),
+        (0, {}, [klog.Finding("warning", "WARNING: x")], 1),
+        (None, {"command_status": "skipped", "load_gdrdrv": "1"}, [], 1),
+        (None, {"done": ""}, [], 1),
+    ],
+)
+def test_exit_status(status: int | None, change: dict[str, str], findings: list[klog.Finding], expected: int) -> None:
+    assert runner.exit_status(vm(status, {**CLEAN, **change}, findings), LOADS) == expected
+
+
+def test_timeout_exit_status() -> None:
+    assert runner.exit_status(vm(None, {}, timed_out=True), LOADS) == runner.TIMEOUT_STATUS
+
+
+def test_summary_names_everything_asked_for() -> None:
+    root = SuiteRoot("trixie", "6.12.57+deb13-amd64", Path("/r"))
+    text = "\n".join(runner.summary_lines(root, vm(0, {**CLEAN, "refcount": "2"}), LOADS, 30.0))
+    for expected in ("6.12.57+deb13-amd64 (trixie)", "30.0s total", "command status:  0",
+                     "gdrdrv=0", "softgpu=0", "refcount:        2", "kernel log:      clean", "FAIL",
+                     "nv_get_pages_refcount is 2"):  # fmt: skip
+        assert expected in text, expected
+
+
+class Fakes:
+    def __init__(self, report: BuildReport, result: VmResult) -> None:
+        self.report, self.result = report, result
+        self.boot_kwargs: dict[str, Any] = {}
+        self.built = False
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        root = SuiteRoot("bookworm", "6.1.0-41-amd64", tmp_path)
+        monkeypatch.setattr(runner, "prepare_suite_root", lambda kernel, **kw: root)
+        monkeypatch.setattr(runner, "build_in_root", self.build)
+        monkeypatch.setattr(runner, "boot", self.boot)
+
+    def build(self, root: SuiteRoot) -> BuildReport:
+        self.built = True
+        return self.report
+
+    def boot(self, *args: Any, **kwargs: Any) -> VmResult:
+        self.boot_kwargs = {"args": args, **kwargs}
+        return self.result
+
+
+def test_vm_test_returns_the_command_status(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fakes = Fakes(BuildReport([StepResult("driver", "ok")]), vm(5, {**CLEAN, "command_status": "5"}))
+    fakes.install(monkeypatch, tmp_path)
+    status = runner.vm_test(runner.VmTestOptions(command="exit 5", log_dir=tmp_path / "logs"))
+    assert status == 5 and fakes.built
+    assert fakes.boot_kwargs["check_refcount"] is True
+    assert [m.name for m in fakes.boot_kwargs["loads"]] == ["softgpu", "gdrdrv"]
+    assert "command status:  5" in capsys.readouterr().out
+
+
+def test_vm_test_stops_on_build_failures_unless_keep_going(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = BuildReport([StepResult("driver", "failed", 1.0, "gdrdrv.c:10: error: unknown type", "exit 2")])
+    fakes = Fakes(report, vm(0, CLEAN))
+    fakes.install(monkeypatch, tmp_path)
+    with pytest.raises(UserError, match="driver") as info:
+        runner.vm_test(runner.VmTestOptions(log_dir=tmp_path))
+    assert info.value.hint and "--keep-going" in info.value.hint
+    assert "gdrdrv.c:10: error: unknown type" in capsys.readouterr().out, "the compiler error is shown"
+    assert fakes.boot_kwargs == {}
+    assert runner.vm_test(runner.VmTestOptions(keep_going=True, log_dir=tmp_path)) == 0
+
+
+def test_vm_test_plain_boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fakes = Fakes(BuildReport(), vm(0, {"command_status": "0", "done": "1"}))
+    fakes.install(monkeypatch, tmp_path)
+    options = runner.VmTestOptions(load_modules=False, build=False, log_dir=tmp_path)
+    assert runner.vm_test(options) == 0
+    assert not fakes.built
+    assert fakes.boot_kwargs["loads"] == () and fakes.boot_kwargs["check_refcount"] is False
+
+
+def test_vm_test_prints_the_kernel_log_tail_on_findings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kernel_log = tmp_path / "kernel.log"
+    kernel_log.write_text("[ 1.0] boot\n[ 2.0] BUG: Bad page state in process x\n")
+    result = vm(0, CLEAN, [klog.Finding("bug", "BUG: Bad page state in process x")], kernel_log=kernel_log)
+    Fakes(BuildReport(), result).install(monkeypatch, tmp_path)
+    assert runner.vm_test(runner.VmTestOptions(build=False, log_dir=tmp_path)) == 1
+    captured = capsys.readouterr()
+    assert "kernel log tail" in captured.out and "[ 2.0] BUG: Bad page state" in captured.out
+    assert "[bug] BUG: Bad page state" in captured.err
