@@ -238,10 +238,11 @@ static void verify(const struct copylat_ctx *ctx, enum copy_kind kind, size_t si
 			  copy_names[kind], size, bad);
 }
 
-static void run_test(struct copylat_ctx *ctx, enum copy_kind kind, unsigned int iters)
+static void run_test(struct copylat_ctx *ctx, enum copy_kind kind,
+		     const struct bench_buckets *planned)
 {
 	const char *name = copy_names[kind];
-	struct bench_buckets plan = bench_plan_buckets(iters, is_to_gpu(kind) ? "-w" : "-r");
+	const struct bench_buckets plan = *planned;
 	const uint32_t gpu_seed = 0xc0ffee;
 	size_t size;
 
@@ -284,6 +285,7 @@ static void run_test(struct copylat_ctx *ctx, enum copy_kind kind, unsigned int 
 int main(int argc, char **argv)
 {
 	struct bench_locality loc;
+	struct bench_buckets write_plan, read_plan;
 	struct copylat_opts o;
 	struct copylat_ctx ctx;
 	struct gpu_mem gbuf;
@@ -297,6 +299,8 @@ int main(int argc, char **argv)
 
 	bench_init("gdrcopy_copylat", argc, argv);
 	parse_args(argc, argv, &o);
+	write_plan = bench_plan_buckets(o.write_iters, "-w");
+	read_plan = bench_plan_buckets(o.read_iters, "-r");
 
 	dev = bench_select_gpu(o.dev_id, true);
 	bench_get_locality(dev, &loc);
@@ -353,16 +357,16 @@ int main(int argc, char **argv)
 	bench_warn("Measuring the API invocation overhead as observed by the CPU. Data might "
 		   "not be ordered all the way to the GPU internal visibility.");
 
-	run_test(&ctx, COPY_GDR_TO, o.write_iters);
+	run_test(&ctx, COPY_GDR_TO, &write_plan);
 	if (o.plain_memcpy)
-		run_test(&ctx, COPY_MEMCPY_TO, o.write_iters);
+		run_test(&ctx, COPY_MEMCPY_TO, &write_plan);
 	if (o.cumemcpy)
-		run_test(&ctx, COPY_CUMEMCPY_H2D, o.write_iters);
-	run_test(&ctx, COPY_GDR_FROM, o.read_iters);
+		run_test(&ctx, COPY_CUMEMCPY_H2D, &write_plan);
+	run_test(&ctx, COPY_GDR_FROM, &read_plan);
 	if (o.plain_memcpy)
-		run_test(&ctx, COPY_MEMCPY_FROM, o.read_iters);
+		run_test(&ctx, COPY_MEMCPY_FROM, &read_plan);
 	if (o.cumemcpy)
-		run_test(&ctx, COPY_CUMEMCPY_D2H, o.read_iters);
+		run_test(&ctx, COPY_CUMEMCPY_D2H, &read_plan);
 
 	bench_say("\nunmapping buffer\n");
 	ret = gdr_unmap(g, ctx.mh, map_ptr, rounded);
