@@ -7,7 +7,6 @@
  */
 #include <sched.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "emulated_kernels.h"
 #include "../../bench/pplat_protocol.h"
@@ -127,14 +126,3 @@ const struct softgpu_emulated_kernel softgpu_emulated_kernels[] = {
 	{ NULL, NULL },
 };
 
-/* Weak: libcuda's launch code may bring its own lookup over the same table. */
-__attribute__((weak))
-const struct softgpu_emulated_kernel *softgpu_find_emulated_kernel(const char *name)
-{
-	const struct softgpu_emulated_kernel *k;
-
-	for (k = softgpu_emulated_kernels; k->name; k++)
-		if (!strcmp(k->name, name))
-			return k;
-	return NULL;
-}
