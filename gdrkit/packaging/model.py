@@ -45,6 +45,7 @@ class Package:
     symbols_file: bool
     contents: tuple[str, ...]
     kver: str = ""  # the kernel of a prebuilt module package
+    group: str = ""  # rpm Group
 
     @property
     def is_module(self) -> bool:
@@ -160,14 +161,14 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         node = data["device_node"]
         device_node = DeviceNode(name=node["name"], mode=str(node["mode"]), group=node["group"])
         lib = data["library"]
-        library = Library(
-            soname=lib["soname"],
-            symbols=tuple(
-                Symbol(name, lib["symbol_node"], str(since))
-                for since, names in lib["symbols"].items()
-                for name in _strings(names, f"library.symbols.{since}")
-            ),
-        )
+        symbols: list[Symbol] = []
+        for node, entry in lib["version_nodes"].items():
+            since = str(entry["since"])
+            # The node itself is a symbol of the library too.
+            symbols.append(Symbol(node, node, since))
+            for name in _strings(entry["symbols"], f"library.version_nodes.{node}"):
+                symbols.append(Symbol(name, node, since))
+        library = Library(soname=lib["soname"], symbols=tuple(symbols))
         raw = {kind: tuple(data[kind]) for kind in ("deb", "rpm")}
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise die(
@@ -285,6 +286,7 @@ def _package(entry: Mapping[str, Any], values: Mapping[str, str]) -> Package:
         symbols_file=bool(entry.get("symbols_file", False)),
         contents=strings("contents"),
         kver=values.get("kver", ""),
+        group=text("group"),
     )
 
 
