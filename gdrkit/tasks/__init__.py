@@ -6,9 +6,9 @@ gathers them.
 
 from invoke import Collection
 
-from gdrkit.tasks import suite, vm
+from gdrkit.tasks import pkg, suite, vm
 
 ns = Collection()
-for module in (suite, vm):
+for module in (suite, vm, pkg):
     for task in module.TASKS:
         ns.add_task(task)

@@ -1,0 +1,164 @@
+"""What `invoke build-deb/build-rpm/build-packages/build` do, as plan then act.
+
+`plan_request()` decides (which kinds, families, kernels, packages) without
+touching the system; `execute()` carries a plan out and returns one summary
+row per built package.  The Invoke tasks in gdrkit/tasks/pkg.py only parse
+arguments and call these.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gdrkit.packaging import build, model
+from gdrkit.packaging.families import Family, family
+from gdrkit.system import die, log, run
+from gdrkit.version import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class Request:
+    kinds: tuple[str, ...] = ("deb", "rpm")
+    with_dkms: bool = True
+    with_kmod: bool = True
+    kernels: tuple[str, ...] = ()
+    rpm_family: str = "rhel"
+    output: Path = build.DIST
+    ref: str = "HEAD"
+    repo: Path = REPO_ROOT
+    nvidia_src_dir: str = ""
+    device_mode: str = ""
+    device_group: str = ""
+    jobs: int = 2
+    lint: bool = True
+    install_deps: bool = True
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    plan: model.Plan
+    output: Path
+
+
+@dataclass
+class BuildPlan:
+    request: Request
+    source: build.Source
+    kernels: tuple[str, ...]
+    jobs: list[Job] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Row:
+    file: str
+    size: int
+    contents: str
+    lint_errors: int
+
+
+def plan_request(request: Request, source: build.Source | None = None) -> BuildPlan:
+    if not request.with_dkms and not request.with_kmod:
+        raise die("nothing to build for the kernel module", "drop --no-dkms or --no-kmod")
+    src = source or build.source_at(request.ref, request.repo)
+    kernels = request.kernels
+    if request.with_kmod and not kernels:
+        kernels = tuple(build.default_kernels())
+        if not kernels:
+            log("no kernel headers installed: skipping the prebuilt module packages")
+    if not request.with_kmod:
+        kernels = ()
+    result = BuildPlan(request=request, source=src, kernels=kernels)
+    for kind in request.kinds:
+        fam: Family = family("debian" if kind == "deb" else request.rpm_family)
+        if fam.package_type != kind:
+            raise die(f"family {fam.name} builds {fam.package_type}, not {kind}")
+        plan = model.plan(
+            fam,
+            kernels=kernels,
+            with_dkms=request.with_dkms,
+            source_date_epoch=src.epoch,
+            device_mode=request.device_mode,
+            device_group=request.device_group,
+        )
+        # RPMs of different families have equal file names: keep them apart.
+        out = request.output if kind == "deb" or fam.name == "rhel" else request.output / fam.name
+        result.jobs.append(Job(plan, out))
+    return result
+
+
+def execute(build_plan: BuildPlan) -> list[Row]:
+    request = build_plan.request
+    if request.install_deps:
+        build.ensure_build_deps(build_plan.kernels, dry_run=request.dry_run)
+    if request.nvidia_src_dir:
+        if not Path(request.nvidia_src_dir, "nv-p2p.h").exists() and not request.dry_run:
+            raise die(
+                f"{request.nvidia_src_dir} has no nv-p2p.h",
+                "pass the NVIDIA driver's kernel source directory, e.g. /usr/src/nvidia-550.54.15/nvidia",
+            )
+        os.environ["NVIDIA_SRC_DIR"] = request.nvidia_src_dir
+    rows: list[Row] = []
+    for job in build_plan.jobs:
+        builder = build.build_debs if job.plan.package_type == "deb" else build.build_rpms
+        started = time.monotonic()
+        built = builder(job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run)
+        if request.dry_run:
+            continue
+        problems = build.verify_contents(job.plan, built)
+        _, report = build.lint(built) if request.lint else (0, "")
+        for line in report.splitlines():
+            if ": E: " in line or line.startswith("E: "):
+                print(line)
+        for path in built:
+            name = build.package_name(path)
+            mine = [p for p in problems if p.startswith(f"{name}:")]
+            lint_errors = sum(
+                1
+                for line in report.splitlines()
+                if (line.startswith(f"E: {name}:") or line.startswith(f"{name}.") and ": E: " in line)
+            )
+            rows.append(Row(str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path),
+                            path.stat().st_size, "ok" if not mine else "; ".join(mine), lint_errors))
+        log(f"{job.plan.package_type}: {len(built)} packages in {time.monotonic() - started:.0f} s")
+        others = [p for p in problems if not any(p.startswith(f"{build.package_name(b)}:") for b in built)]
+        if others:
+            raise die("built packages differ from packages/gdrcopy.yaml:\n  " + "\n  ".join(others))
+    return rows
+
+
+def summary_table(rows: list[Row]) -> str:
+    header = ("package file", "size", "contents", "lint errors")
+    body = [(r.file, f"{r.size / 1024:.0f} KiB", r.contents, str(r.lint_errors)) for r in rows]
+    widths = [max(len(x[i]) for x in [header, *body]) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)) for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def check_rows(rows: list[Row]) -> None:
+    bad = [r for r in rows if r.contents != "ok" or r.lint_errors]
+    if bad:
+        raise die(
+            f"{len(bad)} package(s) failed their checks (see the table above)",
+            "fix the contents in packages/gdrcopy.yaml or the build, and the lint errors printed above",
+        )
+
+
+def build_tree(kernel: str = "", *, with_driver: bool = True, jobs: int = 2, dry_run: bool = False) -> None:
+    """`invoke build`: the library, test programs and module in the working tree."""
+    run(["make", f"-j{jobs}", "lib", "exes"], cwd=REPO_ROOT, dry_run=dry_run)
+    if not with_driver:
+        return
+    kver = kernel or (build.default_kernels() or [""])[0]
+    if not kver:
+        raise die(
+            "no kernel headers installed to build gdrdrv against",
+            f"install them: apt-get install linux-headers-{os.uname().release}, or pass --kernel",
+        )
+    if not dry_run and not Path(f"/lib/modules/{kver}/build").exists():
+        raise die(f"no headers for kernel {kver} (/lib/modules/{kver}/build)", f"apt-get install linux-headers-{kver}")
+    run(["make", f"-j{jobs}", "driver", f"KVER={kver}"], cwd=REPO_ROOT, dry_run=dry_run)
