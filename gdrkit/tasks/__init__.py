@@ -6,9 +6,9 @@ gathers them.
 
 from invoke import Collection
 
-from gdrkit.tasks import pkg, suite, vm
+from gdrkit.tasks import matrix, pkg, suite, vm
 
 ns = Collection()
-for module in (suite, vm, pkg):
+for module in (suite, vm, pkg, matrix):
     for task in module.TASKS:
         ns.add_task(task)

@@ -1,0 +1,130 @@
+"""ci/matrix.yaml: the distro matrix, loaded and checked.
+
+The file is the one place the matrix lives: `./toolkit matrix` runs it
+here, and the GitHub workflow asks `./toolkit matrix-list --json` for its
+job list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gdrkit.system import die
+from gdrkit.version import REPO_ROOT
+
+MATRIX_FILE = REPO_ROOT / "ci" / "matrix.yaml"
+FAMILIES = ("debian", "rhel", "suse")
+DEBIAN_SUITES = ("bullseye", "bookworm", "trixie", "sid")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the matrix."""
+
+    name: str
+    family: str
+    local_suite: str | None  # image built with mmdebstrap from this Debian suite
+    registry_image: str | None  # or pulled from a registry
+    kernel_suite: str | None  # the module is built for this suite's kernel
+    kernel_package: str | None  # or for the image's own kernel headers package
+    boot: bool
+    ci_local: bool
+
+    @property
+    def needs_registry(self) -> bool:
+        return self.registry_image is not None
+
+    @property
+    def image_description(self) -> str:
+        if self.local_suite is not None:
+            return f"mmdebstrap {self.local_suite}"
+        return f"registry {self.registry_image}"
+
+    def as_job(self) -> dict[str, object]:
+        """What the GitHub workflow's job matrix needs of this entry."""
+        return {"name": self.name, "family": self.family, "boot": self.boot, "registry": self.needs_registry}
+
+
+def _one_of(value: Any, keys: Sequence[str], where: str) -> tuple[str, str]:
+    if not isinstance(value, Mapping) or len(value) != 1:
+        raise die(f"{where}: expected a mapping with exactly one of {', '.join(keys)}")
+    key, item = next(iter(value.items()))
+    if key not in keys or not isinstance(item, str) or not item:
+        raise die(f"{where}: expected one of {', '.join(keys)} with a non-empty string value, got {key!r}")
+    return str(key), item
+
+
+def _entry(raw: Any, index: int, source: Path) -> Entry:
+    where = f"{source}: entry {index + 1}"
+    if not isinstance(raw, Mapping):
+        raise die(f"{where}: expected a mapping")
+    known = {"name", "image", "family", "kernel", "boot", "ci_local"}
+    unknown = set(raw) - known
+    missing = known - set(raw)
+    if unknown or missing:
+        raise die(
+            f"{where}: unknown keys {sorted(unknown)} / missing keys {sorted(missing)}",
+            f"each entry has exactly: {', '.join(sorted(known))}",
+        )
+    name = raw["name"]
+    if not isinstance(name, str) or not name.replace("-", "").replace(".", "").isalnum():
+        raise die(f"{where}: name {name!r} must be letters, digits, '-' and '.'")
+    where = f"{source}: entry {name!r}"
+    family = raw["family"]
+    if family not in FAMILIES:
+        raise die(f"{where}: family {family!r} is not one of {', '.join(FAMILIES)}")
+    image_kind, image = _one_of(raw["image"], ("mmdebstrap", "registry"), f"{where}: image")
+    kernel_kind, kernel = _one_of(raw["kernel"], ("debian_suite", "package"), f"{where}: kernel")
+    for kind, value in ((image_kind, image), (kernel_kind, kernel)):
+        if kind in ("mmdebstrap", "debian_suite") and value not in DEBIAN_SUITES:
+            raise die(f"{where}: {value!r} is not a Debian suite we know ({', '.join(DEBIAN_SUITES)})")
+    for flag in ("boot", "ci_local"):
+        if not isinstance(raw[flag], bool):
+            raise die(f"{where}: {flag} must be true or false")
+    if raw["ci_local"] and image_kind != "mmdebstrap":
+        raise die(f"{where}: ci_local entries must not need a registry (none is reachable in CI here)")
+    if raw["boot"] and kernel_kind != "debian_suite":
+        raise die(f"{where}: only Debian suite kernels can be booted here (boot: false)")
+    return Entry(
+        name=name,
+        family=family,
+        local_suite=image if image_kind == "mmdebstrap" else None,
+        registry_image=image if image_kind == "registry" else None,
+        kernel_suite=kernel if kernel_kind == "debian_suite" else None,
+        kernel_package=kernel if kernel_kind == "package" else None,
+        boot=raw["boot"],
+        ci_local=raw["ci_local"],
+    )
+
+
+def load(path: Path = MATRIX_FILE) -> list[Entry]:
+    """Every entry of the matrix file, validated; names are unique."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise die(f"cannot read the matrix {path}: {error}")
+    if not isinstance(data, Mapping) or not isinstance(data.get("entries"), list):
+        raise die(f"{path}: expected a top-level 'entries' list")
+    entries = [_entry(raw, i, path) for i, raw in enumerate(data["entries"])]
+    names = [e.name for e in entries]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise die(f"{path}: duplicate entry names {duplicates}")
+    return entries
+
+
+def select(entries: Sequence[Entry], only: Sequence[str] = (), ci_local: bool = False) -> list[Entry]:
+    """The entries named in `only` (all when empty), or those marked ci_local."""
+    chosen = [e for e in entries if not ci_local or e.ci_local]
+    if only:
+        known = {e.name for e in entries}
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise die(f"no matrix entry named {', '.join(unknown)}", f"known: {', '.join(sorted(known))}")
+        chosen = [e for e in chosen if e.name in only]
+    return chosen

