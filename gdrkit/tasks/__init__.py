@@ -4,7 +4,7 @@ Each module of this package holds the tasks of one area; this file only
 gathers them.
 """
 
-from invoke import Collection
+from invoke.collection import Collection
 
 from gdrkit.tasks import matrix, pkg, suite, vm
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from invoke import Context, task
+from invoke.context import Context
+from invoke.tasks import task
 from invoke.exceptions import Exit
 
 from gdrkit.matrix import model, workflow

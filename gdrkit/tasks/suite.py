@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 
-from invoke import Context, task
+from invoke.context import Context
+from invoke.tasks import task
 from invoke.exceptions import Exit
 
 from gdrkit.version import REPO_ROOT
