@@ -59,7 +59,7 @@ static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
 
 	if (only && *only && strcmp(only, ops->name) != 0)
 		return "skipped because GDRCOPY_BACKEND selects another backend";
-	if (dmabuf && strcmp(dmabuf, "1") == 0 && strcmp(ops->name, "gdrdrv") == 0)
+	if (dmabuf && strcmp(dmabuf, "1") == 0 && strcmp(ops->name, "dmabuf") != 0)
 		return "skipped because GDRCOPY_USE_DMABUF_MMAP=1";
 	return NULL;
 }

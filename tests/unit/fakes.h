@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-process stand-ins for what libgdrapi talks to, reached through the
+ * linker's --wrap: a gdrdrv behind open/close/ioctl/mmap/munmap of the
+ * device path, and a CUDA driver behind dlopen/dlsym/dlclose.  They follow
+ * the documented driver semantics (include/uapi/gdrdrv.h) closely enough
+ * that the library cannot tell, and count what the library asked for.
+ * Thread-safe: the thread tests hammer them.
+ */
+#ifndef UNIT_FAKES_H
+#define UNIT_FAKES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAKE_VERSION(major, minor) (((uint32_t)(major) << 16) | (minor))
+
+struct fake_gdrdrv_config {
+	int open_errno;			/* open() fails with this */
+	int version_errno;		/* GET_VERSION fails with this */
+	uint32_t version;		/* driver version (major << 16 | minor) */
+	uint32_t minimum_api;		/* minimum_gdr_api_version it reports */
+	uint32_t default_type;		/* GDRDRV_MR_* when no type is requested */
+	uint32_t unsupported_types;	/* bit mask: REQ_MAPPING_TYPE -> EOPNOTSUPP */
+	int pin_errno;			/* every pin fails with this */
+	int attr_errno;			/* GET_ATTR fails with this */
+	bool persistent;		/* GDRDRV_ATTR_USE_PERSISTENT_MAPPING */
+	bool force_pcie;		/* FORCE_PCIE supported */
+	uint32_t tsc_khz;
+};
+
+/* A 2.6 driver, WC mappings, persistent. */
+struct fake_gdrdrv_config fake_gdrdrv_default(void);
+
+/*
+ * Reset both fakes and install cfg.  device is the path the library opens
+ * (the fake answers open() of exactly that path).
+ */
+void fake_reset(const struct fake_gdrdrv_config *cfg);
+
+/* Counters and state the tests check. */
+unsigned int fake_ioctl_count(unsigned int nr);	/* by ioctl number (1..8, 0xff) */
+unsigned int fake_open_count(void);
+int fake_last_open_flags(void);
+unsigned int fake_live_files(void);
+unsigned int fake_live_pins(void);
+unsigned int fake_live_mappings(void);
+uint64_t fake_last_pin_token(void);
+uint32_t fake_last_pin_va_space(void);
+uint32_t fake_last_pin_flags(void);
+/* Fire the "GPU memory freed" callback for the pin covering addr. */
+void fake_gdrdrv_invalidate(unsigned long addr);
+
+struct fake_cuda_config {
+	bool present;			/* dlopen("libcuda.so.1") works */
+	int driver_version;		/* e.g. 13030 */
+	bool dmabuf_supported;		/* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+	bool coherent;			/* PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES */
+	int mmap_errno;			/* mmap of an exported fd fails with this */
+	bool have_context;		/* the calling thread has a current context */
+};
+
+void fake_cuda_set(const struct fake_cuda_config *cfg);
+/* GPU memory the fake CUDA recognises: [base, base + size). */
+void fake_cuda_add_range(unsigned long base, size_t size);
+unsigned int fake_cuda_live_fds(void);
+unsigned long long fake_cuda_last_export_flags(void);
+unsigned int fake_cuda_primary_retains(void);
+unsigned int fake_cuda_primary_releases(void);
+bool fake_cuda_loaded(void);
+
+/* Capture what the library logs to stderr between begin and end. */
+void log_capture_begin(void);
+/* Returns the captured text (static buffer, NUL-terminated). */
+const char *log_capture_end(void);
+
+#endif /* UNIT_FAKES_H */

@@ -1,0 +1,769 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The public API against the fake gdrdrv: gdr_open's diagnosis of every
+ * failure, the driver-version feature gates, and the error paths of pin,
+ * map, unmap, unpin, info, attributes and close.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_common.h"
+#include "uapi/gdrdrv.h"
+
+/* The GDRCopy <= 2.3 entry point, which gdrapi.h hides behind a macro. */
+#undef gdr_get_info
+struct gdr_info_v1 {
+	uint64_t va;
+	uint64_t mapped_size;
+	uint32_t page_size;
+	uint64_t tm_cycles;
+	uint32_t cycles_per_ms;
+	unsigned mapped:1;
+	unsigned wc_mapping:1;
+};
+int gdr_get_info(gdr_t g, gdr_mh_t handle, struct gdr_info_v1 *info);
+
+#define NR(ioc) _IOC_NR(ioc)
+
+static struct sandbox sandbox;
+
+static int setup(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	sandbox_init(&sandbox);
+	fake_reset(&cfg);
+	unsetenv("GDRCOPY_USE_DMABUF_MMAP");
+	unsetenv("GDRCOPY_BACKEND");
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	assert_int_equal(fake_live_files(), 0);	/* every test closes what it opened */
+	sandbox_cleanup(&sandbox);
+	return 0;
+}
+
+static void use_config(const struct fake_gdrdrv_config *cfg)
+{
+	fake_reset(cfg);
+}
+
+/* gdr_open expected to fail: returns the log. */
+static const char *open_must_fail(int expected_errno)
+{
+	const char *log;
+	gdr_t g;
+
+	log_capture_begin();
+	errno = 0;
+	g = gdr_open();
+	{
+		int err = errno;
+
+		log = log_capture_end();
+		assert_null(g);
+		assert_int_equal(err, expected_errno);
+	}
+	return log;
+}
+
+/* ---- gdr_open ---- */
+
+static void test_open_succeeds_with_cloexec(void **state)
+{
+	const char *log;
+	gdr_t g;
+
+	(void)state;
+	log_capture_begin();
+	g = gdr_open();
+	log = log_capture_end();
+	assert_non_null(g);
+	assert_int_equal(fake_last_open_flags() & (O_ACCMODE | O_CLOEXEC), O_RDWR | O_CLOEXEC);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_VERSION)), 1);
+	assert_contains(log, "INFO: gdr_open: using the gdrdrv backend");
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_open_module_not_loaded(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.open_errno = ENOENT;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, -1);
+	log = open_must_fail(ENOENT);
+	assert_contains(log, "ERR:  ");
+	assert_contains(log, "gdrdrv kernel module is not loaded");
+	assert_contains(log, "modprobe gdrdrv");
+	/* The dma-buf backend was tried too, and says why it failed. */
+	assert_contains(log, "dmabuf: cannot load libcuda.so.1");
+}
+
+static void test_open_node_missing_module_loaded(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+	char expect[256];
+
+	(void)state;
+	cfg.open_errno = ENOENT;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, 237);
+	log = open_must_fail(ENOENT);
+	snprintf(expect, sizeof(expect), "mknod -m 666 %s c 237 0", sandbox.device);
+	assert_contains(log, "gdrdrv is loaded (major 237");
+	assert_contains(log, expect);
+}
+
+static void test_open_module_registered_nothing(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.open_errno = ENOENT;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, -1);
+	assert_int_equal(mkdir(sandbox.sys_module, 0755), 0);
+	log = open_must_fail(ENOENT);
+	assert_contains(log, "failed to initialise");
+	assert_contains(log, "dmesg");
+}
+
+static void test_open_permission_denied(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.open_errno = EACCES;
+	use_config(&cfg);
+	sandbox_write(sandbox.device, "");
+	assert_int_equal(chmod(sandbox.device, 0640), 0);
+	log = open_must_fail(EACCES);
+	assert_contains(log, "permission denied");
+	assert_contains(log, "mode 0640");
+	assert_contains(log, "group ");
+	assert_contains(log, "chmod 666");
+}
+
+static void test_open_eperm_reported_as_eacces(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	cfg.open_errno = EPERM;	/* what a container's device cgroup gives */
+	use_config(&cfg);
+	sandbox_write(sandbox.device, "");
+	assert_contains(open_must_fail(EACCES), "--device");
+}
+
+static void test_open_no_driver_behind_node(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	cfg.open_errno = ENXIO;
+	use_config(&cfg);
+	sandbox_write(sandbox.device, "");
+	sandbox_set_major(&sandbox, 240);
+	assert_contains(open_must_fail(ENODEV), "stale");
+}
+
+static void test_open_stale_major(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.version_errno = ENOTTY;	/* another driver answers on the old major */
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, 240);	/* the fake node is 1:3 */
+	log = open_must_fail(ENODEV);
+	assert_contains(log, "is char 1:3 but gdrdrv has major 240");
+	assert_contains(log, "c 240 0");
+}
+
+static void test_open_pre_2_0_driver(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.version_errno = ENOTTY;	/* 1.x had no GET_VERSION */
+	use_config(&cfg);
+	log = open_must_fail(ENOTTY);
+	assert_contains(log, "does not answer GET_VERSION");
+	assert_contains(log, "older than 2.0");
+	assert_int_equal(fake_live_files(), 0);
+}
+
+static void test_open_driver_too_old(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.version = FAKE_VERSION(1, 9);
+	use_config(&cfg);
+	log = open_must_fail(EPROTO);
+	assert_contains(log, "gdrdrv 1.9 is loaded");
+	assert_contains(log, "needs gdrdrv 2.0 or newer");
+	assert_int_equal(fake_live_files(), 0);
+}
+
+static void test_open_library_too_old_for_driver(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.version = FAKE_VERSION(3, 1);
+	cfg.minimum_api = FAKE_VERSION(2, 7);
+	use_config(&cfg);
+	log = open_must_fail(EPROTO);
+	assert_contains(log, "gdrdrv 3.1 needs libgdrapi 2.7 or newer but this is libgdrapi 2.6");
+}
+
+static void test_open_dmabuf_forced_skips_gdrdrv(void **state)
+{
+	const char *log;
+
+	(void)state;
+	setenv("GDRCOPY_USE_DMABUF_MMAP", "1", 1);
+	log = open_must_fail(ENOENT);
+	unsetenv("GDRCOPY_USE_DMABUF_MMAP");
+	assert_int_equal(fake_open_count(), 0);
+	assert_contains(log, "gdrdrv: skipped because GDRCOPY_USE_DMABUF_MMAP=1");
+	assert_contains(log, "libcuda.so.1");
+}
+
+static void test_open_dmabuf_env_must_be_exactly_1(void **state)
+{
+	gdr_t g;
+
+	(void)state;
+	setenv("GDRCOPY_USE_DMABUF_MMAP", "yes", 1);
+	g = gdr_open();
+	unsetenv("GDRCOPY_USE_DMABUF_MMAP");
+	assert_non_null(g);
+	assert_int_equal(fake_open_count(), 1);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* ---- feature gates ---- */
+
+struct pinned {
+	gdr_t g;
+	gdr_mh_t mh;
+	void *va;
+};
+
+static void open_with(uint32_t version, struct pinned *p)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	cfg.version = version;
+	cfg.persistent = version >= FAKE_VERSION(2, 5);
+	use_config(&cfg);
+	p->g = gdr_open();
+	assert_non_null(p->g);
+}
+
+static void test_gates_driver_2_3(void **state)
+{
+	struct pinned p;
+	gdr_info_t info;
+	int value = -1, major, minor;
+
+	(void)state;
+	open_with(FAKE_VERSION(2, 3), &p);
+	assert_int_equal(gdr_driver_get_version(p.g, &major, &minor), 0);
+	assert_int_equal(major, 2);
+	assert_int_equal(minor, 3);
+
+	/* Legacy pin ioctl, with the tokens passed through. */
+	assert_int_equal(gdr_pin_buffer(p.g, FAKE_GPU_VA, GPU_PAGE, 0x1234, 7, &p.mh), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_PIN_BUFFER)), 1);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_PIN_BUFFER_V2)), 0);
+	assert_int_equal(fake_last_pin_token(), 0x1234);
+	assert_int_equal(fake_last_pin_va_space(), 7);
+
+	/* No pin flags before 2.5. */
+	{
+		gdr_mh_t other;
+
+		assert_int_equal(gdr_pin_buffer_v2(p.g, FAKE_GPU_VA + GPU_PAGE, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE,
+						   &other),
+				 EINVAL);
+	}
+
+	/* No REQ_MAPPING_TYPE; the type comes from the old GET_INFO. */
+	assert_int_equal(gdr_map(p.g, p.mh, &p.va, GPU_PAGE), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_REQ_MAPPING_TYPE)), 0);
+	assert_int_equal(gdr_get_info_v2(p.g, p.mh, &info), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO_V2)), 0);
+	assert_true(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO)) >= 2);
+	assert_int_equal(info.mapping_type, GDR_MAPPING_TYPE_WC);
+	assert_int_equal(info.mapped, 1);
+	assert_int_equal(info.wc_mapping, 1);
+	assert_int_equal(gdr_unmap(p.g, p.mh, p.va, GPU_PAGE), 0);
+
+	/* A type it cannot select: mapped, found wrong, undone. */
+	assert_int_equal(gdr_map_v2(p.g, p.mh, &p.va, GPU_PAGE, GDR_MAP_FLAG_REQ_CACHE_MAPPING), EINVAL);
+	assert_int_equal(fake_live_mappings(), 0);
+	assert_int_equal(gdr_map_v2(p.g, p.mh, &p.va, GPU_PAGE, GDR_MAP_FLAG_REQ_WC_MAPPING), 0);
+	assert_int_equal(gdr_unmap(p.g, p.mh, p.va, GPU_PAGE), 0);
+
+	/* Attributes are known without asking: no persistent mapping, no FORCE_PCIE. */
+	assert_int_equal(gdr_get_attribute(p.g, GDR_ATTR_USE_PERSISTENT_MAPPING, &value), 0);
+	assert_int_equal(value, 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_ATTR)), 0);
+
+	assert_int_equal(gdr_close(p.g), 0);
+}
+
+static void test_gates_driver_2_4(void **state)
+{
+	struct pinned p;
+	gdr_info_t info;
+
+	(void)state;
+	open_with(FAKE_VERSION(2, 4), &p);
+	assert_int_equal(gdr_pin_buffer_v2(p.g, FAKE_GPU_VA, GPU_PAGE, GDR_PIN_FLAG_DEFAULT, &p.mh), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_PIN_BUFFER)), 1);
+	assert_int_equal(gdr_map(p.g, p.mh, &p.va, GPU_PAGE), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_REQ_MAPPING_TYPE)), 0);
+	assert_true(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO_V2)) >= 1);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO)), 0);
+	assert_int_equal(gdr_get_info_v2(p.g, p.mh, &info), 0);
+	assert_int_equal(info.mapping_type, GDR_MAPPING_TYPE_WC);
+	assert_int_equal(gdr_close(p.g), 0);
+	assert_int_equal(fake_live_mappings(), 0);
+}
+
+static void test_gates_driver_2_5(void **state)
+{
+	struct pinned p;
+	int value = -1;
+
+	(void)state;
+	open_with(FAKE_VERSION(2, 5), &p);
+	/* Legacy call, new ioctl: tokens are dropped (persistent mode rejects them). */
+	assert_int_equal(gdr_pin_buffer(p.g, FAKE_GPU_VA, GPU_PAGE, 0x1234, 7, &p.mh), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_PIN_BUFFER_V2)), 1);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_PIN_BUFFER)), 0);
+	assert_int_equal(fake_last_pin_flags(), 0);
+
+	/* Even a default map first clears any old type request. */
+	assert_int_equal(gdr_map(p.g, p.mh, &p.va, GPU_PAGE), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_REQ_MAPPING_TYPE)), 1);
+	assert_int_equal(gdr_unmap(p.g, p.mh, p.va, GPU_PAGE), 0);
+	assert_int_equal(gdr_map_v2(p.g, p.mh, &p.va, GPU_PAGE, GDR_MAP_FLAG_REQ_CACHE_MAPPING), 0);
+	{
+		gdr_info_t info;
+
+		assert_int_equal(gdr_get_info_v2(p.g, p.mh, &info), 0);
+		assert_int_equal(info.mapping_type, GDR_MAPPING_TYPE_CACHING);
+		assert_int_equal(info.mapped, 1);
+		assert_int_equal(info.wc_mapping, 0);
+	}
+
+	assert_int_equal(gdr_get_attribute(p.g, GDR_ATTR_USE_PERSISTENT_MAPPING, &value), 0);
+	assert_int_equal(value, 1);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_ATTR)), 1);
+	assert_int_equal(gdr_close(p.g), 0);
+}
+
+static void test_force_pcie_pin(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	gdr_mh_t mh;
+	int value = -1;
+	gdr_t g;
+
+	(void)state;
+	use_config(&cfg);
+	g = gdr_open();
+	assert_non_null(g);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &value), 0);
+	assert_int_equal(value, 0);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE, &mh), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+
+	cfg.force_pcie = true;
+	use_config(&cfg);
+	g = gdr_open();
+	assert_non_null(g);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &value), 0);
+	assert_int_equal(value, 1);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE, &mh), 0);
+	assert_int_equal(fake_last_pin_flags(), GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* ---- pin / map / unmap / unpin ---- */
+
+static gdr_t open_default(void)
+{
+	gdr_t g = gdr_open();
+
+	assert_non_null(g);
+	return g;
+}
+
+static void test_pin_argument_errors(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer(g, FAKE_GPU_VA, GPU_PAGE, 0, 0, NULL), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, 0, 0, &mh), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0x80, &mh), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(NULL, FAKE_GPU_VA, GPU_PAGE, 0, &mh), EINVAL);
+	/* The driver's own refusal (addr 0) comes back as is. */
+	assert_int_equal(gdr_pin_buffer_v2(g, 0, GPU_PAGE, 0, &mh), EINVAL);
+	assert_int_equal(fake_live_pins(), 0);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_pin_bar1_exhausted(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+	gdr_mh_t mh;
+	gdr_t g;
+	int rc;
+
+	(void)state;
+	cfg.pin_errno = ENOMEM;
+	use_config(&cfg);
+	g = open_default();
+	log_capture_begin();
+	rc = gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh);
+	log = log_capture_end();
+	assert_int_equal(rc, ENOMEM);
+	assert_contains(log, "BAR1");
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_map_errors(void **state)
+{
+	gdr_t g = open_default(), g2 = open_default();
+	gdr_mh_t mh, unaligned, bogus = { 0 };
+	const char *log;
+	void *va, *va2;
+	int rc;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, 4 * GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map_v2(g, mh, &va, GPU_PAGE, 7), EINVAL);
+	assert_int_equal(gdr_map_v2(g, mh, &va, GPU_PAGE, -1), EINVAL);
+	assert_int_equal(gdr_map(g, mh, NULL, GPU_PAGE), EINVAL);
+	assert_int_equal(gdr_map(g, mh, &va, 0), EINVAL);
+	assert_int_equal(gdr_map(g, bogus, &va, GPU_PAGE), EINVAL);
+	assert_int_equal(gdr_map(g2, mh, &va, GPU_PAGE), EINVAL);	/* another instance's handle */
+	assert_int_equal(gdr_unmap(g, mh, (void *)0x1000, GPU_PAGE), EINVAL);	/* not mapped */
+
+	assert_int_equal(gdr_map(g, mh, &va, 4 * GPU_PAGE), 0);
+	assert_int_equal(gdr_map(g, mh, &va2, GPU_PAGE), EAGAIN);	/* one mapping per buffer */
+	assert_int_equal(gdr_unmap(g, mh, (char *)va + 4096, GPU_PAGE), EINVAL);
+	assert_int_equal(fake_live_mappings(), 1);
+	assert_int_equal(gdr_unmap(g, mh, va, 4 * GPU_PAGE), 0);
+	assert_int_equal(fake_live_mappings(), 0);
+	assert_int_equal(gdr_unmap(g, mh, va, 4 * GPU_PAGE), EINVAL);
+
+	/* Larger than pinned: the driver says no. */
+	assert_int_equal(gdr_map(g, mh, &va, 5 * GPU_PAGE), EINVAL);
+
+	/* gdrdrv maps only pins that start on a GPU page. */
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA + 16 * GPU_PAGE + 8, 64, 0, &unaligned), 0);
+	log_capture_begin();
+	rc = gdr_map(g, unaligned, &va, 64);
+	log = log_capture_end();
+	assert_int_equal(rc, EINVAL);
+	assert_contains(log, "64 KiB boundary");
+	assert_int_equal(gdr_close(g), 0);
+	assert_int_equal(gdr_close(g2), 0);
+}
+
+static void test_map_type_refused_by_driver(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	gdr_mh_t mh;
+	void *va;
+	gdr_t g;
+
+	(void)state;
+	cfg.unsupported_types = 1u << GDRDRV_MR_DEVICE;
+	use_config(&cfg);
+	g = open_default();
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map_v2(g, mh, &va, GPU_PAGE, GDR_MAP_FLAG_REQ_DEVICE_MAPPING), EOPNOTSUPP);
+	assert_int_equal(fake_live_mappings(), 0);
+	assert_int_equal(gdr_map_v2(g, mh, &va, GPU_PAGE, GDR_MAP_FLAG_DEFAULT), 0);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_unpin_errors_and_unmap_on_unpin(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh, bogus = { 0 };
+	void *va;
+
+	(void)state;
+	assert_int_equal(gdr_unpin_buffer(g, bogus), EINVAL);
+	assert_int_equal(gdr_unpin_buffer(NULL, bogus), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	/* Unpinning a mapped buffer unmaps it first: nothing dangles. */
+	assert_int_equal(gdr_unpin_buffer(g, mh), 0);
+	assert_int_equal(fake_live_mappings(), 0);
+	assert_int_equal(fake_live_pins(), 0);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_get_info(void **state)
+{
+	gdr_t g = open_default();
+	gdr_info_t info;
+	gdr_mh_t mh;
+	void *va;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA + 3 * GPU_PAGE + 100, 2 * GPU_PAGE, 0, &mh), 0);
+	memset(&info, 0xff, sizeof(info));
+	assert_int_equal(gdr_get_info_v2(g, mh, &info), 0);
+	assert_int_equal(info.va, FAKE_GPU_VA + 3 * GPU_PAGE);
+	assert_int_equal(info.mapped_size, 3 * GPU_PAGE);
+	assert_int_equal(info.page_size, GPU_PAGE);
+	assert_int_equal(info.cycles_per_ms, 2000000);
+	assert_int_equal(info.tm_cycles, 1234);
+	assert_int_equal(info.mapped, 0);
+	assert_int_equal(info.wc_mapping, 0);
+	assert_int_equal(info.mapping_type, GDR_MAPPING_TYPE_NONE);
+	assert_int_equal(gdr_get_info_v2(g, mh, NULL), EINVAL);
+	assert_int_equal(gdr_unpin_buffer(g, mh), 0);
+
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	assert_int_equal(gdr_get_info_v2(g, mh, &info), 0);
+	assert_int_equal(info.mapped, 1);
+	assert_int_equal(info.wc_mapping, 1);
+	assert_int_equal(info.mapping_type, GDR_MAPPING_TYPE_WC);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_get_info_v1_symbol(void **state)
+{
+	gdr_t g = open_default();
+	struct gdr_info_v1 info;
+	unsigned int v2_before;
+	gdr_mh_t mh;
+	void *va;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	v2_before = fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO_V2));
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(gdr_get_info(g, mh, &info), 0);
+	/* The old symbol keeps the old ioctl, as GDRCopy does. */
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO)), 1);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO_V2)), v2_before);
+	assert_int_equal(info.va, FAKE_GPU_VA);
+	assert_int_equal(info.mapped_size, GPU_PAGE);
+	assert_int_equal(info.page_size, GPU_PAGE);
+	assert_int_equal(info.mapped, 1);
+	assert_int_equal(info.wc_mapping, 1);
+	assert_int_equal(gdr_get_info(g, mh, NULL), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_get_attribute(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	int value = 42;
+	gdr_t g = open_default();
+
+	(void)state;
+	assert_int_equal(gdr_get_attribute(g, 0, &value), EINVAL);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_MAX, &value), EINVAL);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, NULL), EINVAL);
+	assert_int_equal(gdr_get_attribute(NULL, GDR_ATTR_USE_PERSISTENT_MAPPING, &value), EINVAL);
+	assert_int_equal(value, 42);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &value), 0);
+	assert_int_equal(value, 0);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &value), 0);
+	assert_int_equal(value, 1);
+	assert_int_equal(gdr_close(g), 0);
+
+	/* A driver that does not know an attribute does not have that feature (GDRCopy's dead fallback, fixed). */
+	cfg.attr_errno = EINVAL;
+	use_config(&cfg);
+	g = open_default();
+	value = 42;
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &value), 0);
+	assert_int_equal(value, 0);
+	assert_int_equal(gdr_close(g), 0);
+
+	/* Any other failure is reported, with the value untouched. */
+	cfg.attr_errno = EIO;
+	use_config(&cfg);
+	g = open_default();
+	value = 42;
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &value), EIO);
+	assert_int_equal(value, 42);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_callback_flag(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+	int flag = -1;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_get_callback_flag(g, mh, &flag), 0);
+	assert_int_equal(flag, 0);
+	fake_gdrdrv_invalidate(FAKE_GPU_VA + 10);
+	assert_int_equal(gdr_get_callback_flag(g, mh, &flag), 0);
+	assert_int_equal(flag, 1);
+	assert_int_equal(gdr_get_callback_flag(g, mh, NULL), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_close_unpins_everything(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh[5];
+	void *va;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 5; i++)
+		assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA + i * 2 * GPU_PAGE, 2 * GPU_PAGE, 0, &mh[i]), 0);
+	assert_int_equal(gdr_map(g, mh[1], &va, GPU_PAGE), 0);
+	assert_int_equal(gdr_map(g, mh[3], &va, 2 * GPU_PAGE), 0);
+	assert_int_equal(gdr_unpin_buffer(g, mh[4]), 0);
+	assert_int_equal(fake_live_pins(), 4);
+	assert_int_equal(fake_live_mappings(), 2);
+	assert_int_equal(gdr_close(g), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_UNPIN_BUFFER)), 5);
+	assert_int_equal(fake_live_files(), 0);
+	assert_int_equal(gdr_close(NULL), EINVAL);
+}
+
+static void test_versions_and_strings(void **state)
+{
+	const char *name = NULL;
+	int major = -1, minor = -1;
+	gdr_t g = open_default();
+
+	(void)state;
+	gdr_runtime_get_version(&major, &minor);
+	assert_int_equal(major, 2);
+	assert_int_equal(minor, 6);
+	assert_int_equal(gdr_driver_get_version(g, &major, &minor), 0);
+	assert_int_equal(major, 2);
+	assert_int_equal(minor, 6);
+	assert_int_equal(gdr_driver_get_version(g, NULL, &minor), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+
+	assert_int_equal(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_NONE, &name), 0);
+	assert_string_equal(name, "None");
+	assert_int_equal(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_WC, &name), 0);
+	assert_string_equal(name, "Write Combining");
+	assert_int_equal(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_CACHING, &name), 0);
+	assert_string_equal(name, "Caching");
+	assert_int_equal(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_DEVICE, &name), 0);
+	assert_string_equal(name, "Device");
+	assert_int_equal(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_MAX, &name), EINVAL);
+	assert_int_equal(gdr_get_mapping_type_string((gdr_mapping_type_t)-1, &name), EINVAL);
+	assert_int_equal(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_WC, NULL), EINVAL);
+}
+
+static void test_copy_through_mapping(void **state)
+{
+	gdr_t g = open_default();
+	unsigned char in[300], out[300];
+	gdr_mh_t mh;
+	char *va;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(in); i++)
+		in[i] = (unsigned char)(i * 7 + 1);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_copy_to_mapping(mh, (void *)0x1000, in, 1), EINVAL);	/* not mapped */
+	assert_int_equal(gdr_map(g, mh, (void **)&va, GPU_PAGE), 0);
+	assert_int_equal(gdr_copy_to_mapping(mh, va + 13, in, sizeof(in)), 0);
+	assert_memory_equal(va + 13, in, sizeof(in));
+	memset(out, 0, sizeof(out));
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va + 13, sizeof(out)), 0);
+	assert_memory_equal(out, in, sizeof(in));
+	assert_int_equal(gdr_copy_to_mapping(mh, va, in, 0), 0);
+	/* Outside the mapping. */
+	assert_int_equal(gdr_copy_to_mapping(mh, va + GPU_PAGE - 10, in, 11), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va - 1, 2), EINVAL);
+	assert_int_equal(gdr_unmap(g, mh, va, GPU_PAGE), 0);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va, 1), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_host_page_from_sysconf(void **state)
+{
+	(void)state;
+	assert_int_equal(gdr_host_page()->size, (size_t)sysconf(_SC_PAGESIZE));
+	assert_int_equal((size_t)1 << gdr_host_page()->shift, gdr_host_page()->size);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_open_succeeds_with_cloexec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_module_not_loaded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_node_missing_module_loaded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_module_registered_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_permission_denied, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_eperm_reported_as_eacces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_no_driver_behind_node, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_stale_major, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_pre_2_0_driver, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_driver_too_old, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_library_too_old_for_driver, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_dmabuf_forced_skips_gdrdrv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_dmabuf_env_must_be_exactly_1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gates_driver_2_3, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gates_driver_2_4, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gates_driver_2_5, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_force_pcie_pin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pin_argument_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pin_bar1_exhausted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_map_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_map_type_refused_by_driver, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unpin_errors_and_unmap_on_unpin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_info, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_info_v1_symbol, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_attribute, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_callback_flag, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_unpins_everything, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_versions_and_strings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_through_mapping, setup, teardown),
+		cmocka_unit_test(test_host_page_from_sysconf),
+	};
+
+	enable_library_logging();
+	return cmocka_run_group_tests_name("api", tests, NULL, NULL);
+}

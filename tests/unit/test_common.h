@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* What every unit test file needs: cmocka, the fakes and a sandbox of system paths. */
+#ifndef UNIT_TEST_COMMON_H
+#define UNIT_TEST_COMMON_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gdrapi.h"
+#include "internal.h"
+#include "fakes.h"
+
+/*
+ * A temporary directory standing in for /dev, /proc and /sys, so that the
+ * library's diagnosis of a missing or inaccessible node can be tested.
+ */
+struct sandbox {
+	char dir[128];
+	char device[192];
+	char proc_devices[192];
+	char sys_module[192];
+	struct gdrdrv_sys_paths paths;
+};
+
+static inline void sandbox_write(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* /proc/devices with gdrdrv at major (or without it when major < 0). */
+static inline void sandbox_set_major(struct sandbox *s, int major)
+{
+	char text[256];
+
+	/* A block device of the same name must not count: only the character section does. */
+	if (major >= 0)
+		snprintf(text, sizeof(text), "Character devices:\n  1 mem\n  4 tty\n%3d gdrdrv\n\nBlock devices:\n  8 sd\n",
+			 major);
+	else
+		snprintf(text, sizeof(text), "Character devices:\n  1 mem\n  4 tty\n\nBlock devices:\n  8 sd\n251 gdrdrv\n");
+	sandbox_write(s->proc_devices, text);
+}
+
+static inline void sandbox_init(struct sandbox *s)
+{
+	snprintf(s->dir, sizeof(s->dir), "/tmp/gdrapi-unit-XXXXXX");
+	assert_non_null(mkdtemp(s->dir));
+	snprintf(s->device, sizeof(s->device), "%s/gdrdrv-node", s->dir);
+	snprintf(s->proc_devices, sizeof(s->proc_devices), "%s/devices", s->dir);
+	snprintf(s->sys_module, sizeof(s->sys_module), "%s/module-gdrdrv", s->dir);
+	s->paths.device = s->device;
+	s->paths.proc_devices = s->proc_devices;
+	s->paths.sys_module = s->sys_module;
+	sandbox_set_major(s, 1);	/* /dev/null's major: what the fake node really is */
+	gdrdrv_sys_paths = &s->paths;
+}
+
+static inline void sandbox_cleanup(struct sandbox *s)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", s->dir);
+}
+
+/* Logging on at INFO so that tests can check the messages. */
+static inline void enable_library_logging(void)
+{
+	setenv("GDRCOPY_ENABLE_LOGGING", "1", 1);
+	setenv("GDRCOPY_LOG_LEVEL", "2", 1);
+	unsetenv("GDRCOPY_USE_DMABUF_MMAP");
+	unsetenv("GDRCOPY_BACKEND");
+}
+
+#define assert_contains(haystack, needle)                                                        \
+	do {                                                                                     \
+		const char *h_ = (haystack);                                                     \
+		if (!strstr(h_, (needle)))                                                       \
+			fail_msg("expected \"%s\" in:\n%s", (needle), h_);                       \
+	} while (0)
+
+#define GPU_PAGE (64UL * 1024)
+/* Fake GPU virtual addresses: anything non-zero the fake driver accepts. */
+#define FAKE_GPU_VA 0x7f0000000000UL
+
+#endif /* UNIT_TEST_COMMON_H */

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The copy engine against plain memory: every routine set this CPU can run,
+ * both directions, every size 0..4096 and some large ones, device- and
+ * host-side misalignment 0..63.  Each copy must produce exactly the source
+ * bytes and touch nothing outside the destination range.
+ */
+#include <errno.h>
+
+#include "test_common.h"
+#include "copy.h"
+
+#define GUARD 128		/* bytes checked on each side of the destination */
+#define GUARD_BYTE 0xa5
+#define MAX_SMALL 4096
+#define LARGE ((size_t)4 << 20)
+
+static unsigned char *src_buf, *dst_buf;
+static size_t buf_len;
+
+static int setup_buffers(void **state)
+{
+	size_t i;
+
+	(void)state;
+	buf_len = LARGE + 4 * GUARD + 128;
+	assert_int_equal(posix_memalign((void **)&src_buf, 4096, buf_len), 0);
+	assert_int_equal(posix_memalign((void **)&dst_buf, 4096, buf_len), 0);
+	/* A pattern with no period that divides a vector width. */
+	for (i = 0; i < buf_len; i++)
+		src_buf[i] = (unsigned char)((i * 131 + (i >> 8) * 7 + 3) & 0xff);
+	memset(dst_buf, GUARD_BYTE, buf_len);
+	return 0;
+}
+
+static int teardown_buffers(void **state)
+{
+	(void)state;
+	free(src_buf);
+	free(dst_buf);
+	return 0;
+}
+
+enum direction { TO_WC, FROM_WC };
+
+static unsigned long failures;
+
+/* One copy, then check and restore the destination. */
+static void copy_and_check(const struct gdr_copy_routines *r, enum direction dir, size_t size, size_t dst_align,
+			   size_t src_align)
+{
+	unsigned char *dst = dst_buf + GUARD + dst_align;
+	const unsigned char *src = src_buf + GUARD + src_align;
+	size_t i;
+
+	if (dir == TO_WC)
+		gdr_wc_copy_to(r, dst, src, size);
+	else
+		gdr_wc_copy_from(r, dst, src, size);
+
+	if (memcmp(dst, src, size) != 0) {
+		if (failures++ < 5)
+			print_error("%s %s: size %zu dst+%zu src+%zu: wrong bytes\n", r->name,
+				    dir == TO_WC ? "to" : "from", size, dst_align, src_align);
+	}
+	for (i = 0; i < GUARD + dst_align; i++)
+		if (dst_buf[i] != GUARD_BYTE) {
+			if (failures++ < 5)
+				print_error("%s %s: size %zu dst+%zu src+%zu: wrote %zu bytes before the range\n",
+					    r->name, dir == TO_WC ? "to" : "from", size, dst_align, src_align,
+					    GUARD + dst_align - i);
+			break;
+		}
+	for (i = 0; i < GUARD; i++)
+		if (dst[size + i] != GUARD_BYTE) {
+			if (failures++ < 5)
+				print_error("%s %s: size %zu dst+%zu src+%zu: wrote byte %zu after the range\n",
+					    r->name, dir == TO_WC ? "to" : "from", size, dst_align, src_align, i);
+			break;
+		}
+	memset(dst_buf + GUARD, GUARD_BYTE, dst_align + size);
+}
+
+static void exercise(const struct gdr_copy_routines *r, enum direction dir)
+{
+	static const size_t large[] = { 65536, 65536 + 13, 262144 - 1, (1 << 20) + 7, LARGE - 64 };
+	static const size_t large_align[][2] = { { 0, 0 }, { 1, 0 }, { 0, 17 }, { 63, 5 }, { 32, 33 }, { 16, 48 } };
+	size_t size, d, s, i, j;
+
+	failures = 0;
+	/* Small sizes: every pair of alignments. */
+	for (size = 0; size <= 160; size++)
+		for (d = 0; d < 64; d++)
+			for (s = 0; s < 64; s++)
+				copy_and_check(r, dir, size, d, s);
+	/* Up to a page: every size, every device-side alignment, host alignment varied with it. */
+	for (size = 161; size <= MAX_SMALL; size++)
+		for (d = 0; d < 64; d += (size % 7) + 1)
+			copy_and_check(r, dir, size, d, (size * 7 + d * 13) % 64);
+	for (i = 0; i < sizeof(large) / sizeof(large[0]); i++)
+		for (j = 0; j < sizeof(large_align) / sizeof(large_align[0]); j++)
+			copy_and_check(r, dir, large[i], large_align[j][0], large_align[j][1]);
+	if (failures)
+		fail_msg("routine set %s, %s WC memory: %lu bad copies", r->name, dir == TO_WC ? "to" : "from",
+			 failures);
+}
+
+static void run_set(void **state)
+{
+	const char *name = *state;
+	struct gdr_copy_routines r;
+
+	if (!gdr_copy_routines_get(name, &r)) {
+		print_message("routine set %s: not runnable on this CPU, skipped\n", name);
+		skip();
+	}
+	print_message("routine set %s: stores %s; loads %s\n", name, r.store_desc, r.load_desc);
+	exercise(&r, TO_WC);
+	exercise(&r, FROM_WC);
+}
+
+/* The public type-driven entry points, with the engine the environment picks. */
+static void test_copy_by_type(void **state)
+{
+	static const gdr_mapping_type_t types[] = {
+		GDR_MAPPING_TYPE_WC, GDR_MAPPING_TYPE_CACHING, GDR_MAPPING_TYPE_DEVICE,
+	};
+	unsigned char out[777];
+	size_t t, off;
+
+	(void)state;
+	for (t = 0; t < 3; t++)
+		for (off = 0; off < 9; off++) {
+			memset(out, 0, sizeof(out));
+			assert_int_equal(gdr_copy_to_mapped_memory(types[t], out + off, src_buf + 3, 700), 0);
+			assert_memory_equal(out + off, src_buf + 3, 700);
+			assert_int_equal(out[off + 700], 0);
+			memset(out, 0, sizeof(out));
+			assert_int_equal(gdr_copy_from_mapped_memory(types[t], out + off, src_buf + off, 701), 0);
+			assert_memory_equal(out + off, src_buf + off, 701);
+		}
+	assert_int_equal(gdr_copy_to_mapped_memory(GDR_MAPPING_TYPE_NONE, out, src_buf, 1), EINVAL);
+	assert_int_equal(gdr_copy_from_mapped_memory(GDR_MAPPING_TYPE_MAX, out, src_buf, 1), EINVAL);
+	assert_int_equal(gdr_copy_to_mapped_memory((gdr_mapping_type_t)-3, out, src_buf, 1), EINVAL);
+	assert_int_equal(gdr_copy_to_mapped_memory(GDR_MAPPING_TYPE_WC, out, src_buf, 0), 0);
+}
+
+static void test_unknown_routine_name(void **state)
+{
+	struct gdr_copy_routines r;
+
+	(void)state;
+	assert_false(gdr_copy_routines_get("avx1024", &r));
+	assert_true(gdr_copy_routines_get("auto", &r));
+	assert_non_null(r.store16);
+	assert_non_null(r.load16);
+}
+
+/* One test per routine set, named after it. */
+#define ROUTINE_SET_TEST(set) \
+	{ .name = "copy_routines_" #set, .test_func = run_set, .initial_state = (void *)#set }
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		ROUTINE_SET_TEST(generic),
+		ROUTINE_SET_TEST(memcpy),
+		ROUTINE_SET_TEST(sse),
+		ROUTINE_SET_TEST(avx2),
+		ROUTINE_SET_TEST(avx512),
+		ROUTINE_SET_TEST(movdir64b),
+		ROUTINE_SET_TEST(auto),
+		cmocka_unit_test(test_copy_by_type),
+		cmocka_unit_test(test_unknown_routine_name),
+	};
+
+	enable_library_logging();
+	return cmocka_run_group_tests_name("copy", tests, setup_buffers, teardown_buffers);
+}
