@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from invoke.context import Context
 from invoke.tasks import task
@@ -39,4 +40,46 @@ def lint_workflow(c: Context) -> None:
         raise Exit("actionlint found problems in the workflow", code=1)
 
 
-TASKS = [matrix_list, ci_install_workflow, lint_workflow]
+
+
+
+@task(
+    iterable=["only"],
+    help={
+        "only": "run only this entry (repeatable); default: every entry",
+        "offline": "do not try image registries: their entries are skipped, with that reason",
+        "ci_local": "only the entries marked ci_local (what .ci/run runs)",
+        "junit": "also write JUnit XML to this file",
+        "refresh": "rebuild cached images",
+    },
+)
+def matrix(
+    c: Context, only: list[str] | None = None, offline: bool = False, ci_local: bool = False, junit: str = "", refresh: bool = False
+) -> None:
+    """Build, install, DKMS-build, boot and sanity-test the packages on every distro of ci/matrix.yaml."""
+    from gdrkit.matrix import report, runner
+
+    entries = model.select(model.load(), only or [], ci_local=ci_local)
+    results = runner.run_entries(entries, offline=offline, refresh=refresh)
+    print(report.format_table(results), flush=True)
+    if junit:
+        report.write_junit(results, Path(junit))
+    if any(r.failed for r in results):
+        raise Exit("matrix: some entries failed (see the table)", code=1)
+
+
+@task(iterable=["only"], help={"only": "sweep only this entry (repeatable)", "offline": "skip registry entries"})
+def compile_sweep(c: Context, only: list[str] | None = None, offline: bool = False) -> None:
+    """Compile gdrdrv against every kernel-headers package each distro of the matrix offers."""
+    from gdrkit.matrix import runner
+
+    failed = []
+    for entry in model.select(model.load(), only or []):
+        for kernel, status in runner.compile_sweep(entry, offline=offline).items():
+            verdict = {0: "built", 1: "FAILED", 2: "headers not installable"}.get(status, "?")
+            print(f"{entry.name:<22} {kernel:<40} {verdict}", flush=True)
+            if status == 1:
+                failed.append(f"{entry.name}/{kernel}")
+    if failed:
+        raise Exit(f"gdrdrv failed to build for: {', '.join(failed)}", code=1)
+TASKS = [matrix_list, matrix, compile_sweep, ci_install_workflow, lint_workflow]

@@ -103,3 +103,50 @@ def test_the_workflow_passes_actionlint_and_a_broken_one_does_not(tmp_path: Path
     broken.write_text(workflow.WORKFLOW.read_text().replace("${{ matrix.entry.name }}", "${{ matrix.nope.name }}", 1))
     status, output = workflow.lint([broken])
     assert status != 0 and "nope" in output
+
+
+def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
+    from gdrkit.matrix import runner
+
+    output = "noise\nGDRKIT-STEP install 0\nmore\nGDRKIT-STEP dkms 1\n"
+    assert runner.step_statuses(output) == {"install": 0, "dkms": 1}
+    for name in (
+        "libgdrapi_2.6.1-1_amd64.deb",
+        "gdrcopy-tests_2.6.1-1_amd64.deb",
+        "gdrdrv-dkms_2.6.1-1_all.deb",
+        "gdrcopy_2.6.1-1_all.deb",
+        "gdrdrv-modules-6.1.0-56-amd64_2.6.1-1_amd64.deb",
+        "gdrcopy-2.6.1-1.x86_64.rpm",
+    ):
+        (tmp_path / name).write_text("")
+    debs = [p.name for p in runner.built_files(tmp_path, "debian")]
+    assert debs == [
+        "gdrcopy-tests_2.6.1-1_amd64.deb",
+        "gdrcopy_2.6.1-1_all.deb",
+        "gdrdrv-dkms_2.6.1-1_all.deb",
+        "libgdrapi_2.6.1-1_amd64.deb",
+    ]
+    script = runner.install_script("debian", ["/src/dist/a.deb"], "6.12.57+deb13-amd64")
+    assert "dkms autoinstall -k 6.12.57+deb13-amd64" in script and "mark dkms" in script
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.pulled: list[str] = []
+
+    def pull(self, reference: str) -> tuple[bool, str]:
+        self.pulled.append(reference)
+        return False, "Get https://registry-1.docker.io/v2/: dial tcp: lookup failed"
+
+
+def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Path) -> None:
+    from gdrkit.matrix import runner
+
+    rocky = next(e for e in model.load() if e.name == "rockylinux-9")
+    engine = FakeEngine()
+    offline = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=True, refresh=False).run()  # type: ignore[arg-type]
+    assert engine.pulled == [] and offline.skipped
+    assert offline.skip_reason() == "needs an image registry (--offline given)"
+    online = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=False, refresh=False).run()  # type: ignore[arg-type]
+    assert engine.pulled == ["rockylinux:9"] and online.skipped
+    assert "no registry reachable here" in online.skip_reason()

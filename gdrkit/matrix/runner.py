@@ -1,0 +1,343 @@
+"""Run matrix entries: image, build, install, DKMS, load, sanity.
+
+For an entry whose image we build here (a Debian suite):
+  image    the suite's root (gdrkit.vm: minbase + that suite's kernel image and
+           exact headers) imported into Docker, plus the package build tools
+  build    `./toolkit build-deb --kernel <abi>` inside a container, on a clean
+           clone of the committed tree (packages are built from a commit)
+  install  `apt-get install` of the built packages in a fresh container
+  dkms     DKMS has built and installed gdrdrv for the entry's kernel
+  load     that kernel booted under qemu with the container's filesystem as
+           root: softgpu (the test GPU, built for that kernel) and the
+           DKMS-built gdrdrv load, and unload at the end
+  sanity   the installed gdrcopy_sanity passes there; clean kernel log
+Entries that need a registry image are skipped, with the reason, when
+--offline is given or the pull fails; where a registry is reachable they
+run image, build, install and dkms the same way with their own package
+manager (their kernels are not booted here).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdrkit.containers import Engine
+from gdrkit.matrix.model import Entry
+from gdrkit.matrix.report import STEPS, EntryResult, Outcome
+from gdrkit.system import UserError, cache_dir, log, run
+from gdrkit.version import REPO_ROOT
+
+STEP_MARK = re.compile(r"^GDRKIT-STEP (\w+) (\d+)$", re.MULTILINE)
+DETAIL_TAIL_LINES = 30
+# Built packages the matrix installs (the prebuilt-kmod package is for another kernel flow).
+INSTALL_PACKAGES = ("libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy")
+# Prove the module under test is the one DKMS built from the package, then run the packaged sanity.
+SANITY_COMMAND = (
+    "modinfo -n gdrdrv | grep -q /updates/ || { echo \"gdrdrv is not the DKMS-built module: $(modinfo -n gdrdrv)\"; exit 1; }; "
+    "command -v gdrcopy_sanity | grep -qx /usr/bin/gdrcopy_sanity || { echo 'gdrcopy_sanity is not the packaged one'; exit 1; }; "
+    "gdrcopy_sanity"
+)
+# A suite root may hold what vm-test built and installed there; the image must hold only packages.
+SCRUB_BUILT = (
+    "rm -rf /src /usr/local/lib/* /usr/local/bin/* /usr/local/include/* /lib/modules/*/extra "
+    "/lib/modules/*/kernel/drivers/misc/gdrdrv.ko* && for k in /lib/modules/*; do depmod -a \"${k##*/}\"; done"
+)
+
+# What each family needs in its image to build and install our packages.
+FAMILY_SETUP = {
+    "debian": SCRUB_BUILT + " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+    "ca-certificates git make gcc libc6-dev python3 python3-venv dkms debhelper dpkg-dev fakeroot rpm "
+    "&& apt-get clean && rm -rf /var/lib/apt/lists/*",
+    "rhel": "dnf install -y git make gcc python3 rpm-build kernel-devel dkms || "
+    "(dnf install -y epel-release && dnf install -y git make gcc python3 rpm-build kernel-devel dkms)",
+    "suse": "zypper --non-interactive install git make gcc python3 rpm-build kernel-default-devel dkms",
+}
+FAMILY_BUILD = {"debian": "build-deb", "rhel": "build-rpm", "suse": "build-rpm"}
+FAMILY_INSTALL = {
+    "debian": "DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive "
+    "apt-get install -y -q --no-install-recommends {files}",
+    "rhel": "dnf install -y {files}",
+    "suse": "zypper --non-interactive --no-gpg-checks install {files}",
+}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where one entry's clone, packages and exported root live."""
+
+    root: Path
+
+    @property
+    def source(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def dist(self) -> Path:
+        return self.root / "src" / "dist"
+
+    @property
+    def rootfs(self) -> Path:
+        return self.root / "rootfs"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+
+def tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def step_statuses(output: str) -> dict[str, int]:
+    """The `GDRKIT-STEP name status` marks a container script printed."""
+    return {name: int(status) for name, status in STEP_MARK.findall(output)}
+
+
+def image_tag(entry: Entry, abi: str) -> str:
+    return f"gdrkit-matrix/{entry.name}:{abi.replace('+', '_')}"
+
+
+def clone_committed_tree(dest: Path, repo: Path = REPO_ROOT) -> None:
+    """A clean clone of HEAD: what is committed is what gets packaged and tested."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(dest)])
+
+
+def install_script(family: str, files: Sequence[str], abi: str) -> str:
+    """Install the packages, make sure DKMS built gdrdrv for `abi`, build softgpu for it."""
+    install = FAMILY_INSTALL[family].format(files=" ".join(shlex.quote(f) for f in files))
+    return "\n".join(
+        [
+            "set -u",
+            'mark() { echo "GDRKIT-STEP $1 $2"; }',
+            f"{install}; rc=$?; mark install $rc; [ $rc = 0 ] || exit 1",
+            # The package's postinst builds for the kernels it finds; in a container
+            # `uname -r` is the host's, so ask for the entry's kernel explicitly when needed.
+            f"dkms status -m gdrdrv -k {abi} | grep -q installed || dkms autoinstall -k {abi}",
+            f"dkms status -m gdrdrv -k {abi}; dkms status -m gdrdrv -k {abi} | grep -q installed; "
+            "rc=$?; mark dkms $rc; [ $rc = 0 ] || exit 1",
+            # softgpu is test-only: the stand-in GPU, built for the same kernel from the source tree.
+            f"make -C /src -j2 softgpu_install KVER={abi} prefix=/usr/local >/tmp/softgpu-build.log 2>&1 "
+            f"&& depmod -a {abi} && ldconfig; rc=$?; [ $rc = 0 ] || tail -n 40 /tmp/softgpu-build.log; "
+            "mark softgpu $rc; exit $rc",
+        ]
+    )
+
+
+def built_files(dist: Path, family: str) -> list[Path]:
+    """The built packages to install, one file per package in INSTALL_PACKAGES."""
+    suffix = ".deb" if family == "debian" else ".rpm"
+    chosen = []
+    for path in sorted(dist.glob(f"*{suffix}")):
+        name = path.name.split("_")[0] if suffix == ".deb" else re.sub(r"-\d.*$", "", path.name)
+        if name in INSTALL_PACKAGES:
+            chosen.append(path)
+    return chosen
+
+
+class EntryRun:
+    """One entry's run; each step records its outcome and returns False to stop."""
+
+    def __init__(self, entry: Entry, engine: Engine, workspace: Workspace, *, offline: bool, refresh: bool) -> None:
+        self.entry = entry
+        self.engine = engine
+        self.ws = workspace
+        self.offline = offline
+        self.refresh = refresh
+        self.result = EntryResult(entry.name)
+        self.image = ""
+        self.abi = ""
+
+    def timed(self, step: str, outcome: Outcome, detail: str, started: float) -> bool:
+        self.result.record(step, outcome, detail, time.monotonic() - started)
+        return outcome is Outcome.PASSED
+
+    def step_image(self) -> bool:
+        started = time.monotonic()
+        entry = self.entry
+        if entry.registry_image is not None:
+            if self.offline:
+                self.result.skip_rest("needs an image registry (--offline given)")
+                return False
+            pulled, why = self.engine.pull(entry.registry_image)
+            if not pulled:
+                self.result.skip_rest(f"no registry reachable here: {why.splitlines()[0]}")
+                return False
+            base = entry.registry_image
+            self.abi = ""  # the image's own kernel headers decide
+        else:
+            from gdrkit.vm import prepare_suite_root
+
+            assert entry.kernel_suite is not None
+            root = prepare_suite_root(entry.kernel_suite)
+            self.abi = root.abi
+            base = f"gdrkit-matrix/{entry.name}-base:{root.abi.replace('+', '_')}"
+            if self.refresh or not self.engine.has_image(base):
+                self.engine.import_directory(root.root_dir, base)
+        self.image = image_tag(entry, self.abi or "registry")
+        if self.refresh or not self.engine.has_image(self.image):
+            log(f"{entry.name}: preparing image {self.image}")
+            result, container = self.engine.run(base, FAMILY_SETUP[entry.family], keep=True)
+            if result.status != 0:
+                self.engine.remove(container)
+                return self.timed("image", Outcome.FAILED, tail(result.output), started)
+            self.engine.commit(container, self.image)
+            self.engine.remove(container)
+        return self.timed("image", Outcome.PASSED, self.image, started)
+
+    def step_build(self) -> bool:
+        started = time.monotonic()
+        clone_committed_tree(self.ws.source)
+        kernel = f" --kernel {shlex.quote(self.abi)}" if self.abi else ""
+        script = f"cd /src && ./toolkit {FAMILY_BUILD[self.entry.family]}{kernel}"
+        result, _ = self.engine.run(self.image, script, mounts={self.ws.source: "/src"})
+        if result.status != 0:
+            return self.timed("build", Outcome.FAILED, tail(result.output), started)
+        files = built_files(self.ws.dist, self.entry.family)
+        names = {f.name for f in files}
+        if len(files) < len(INSTALL_PACKAGES):
+            return self.timed("build", Outcome.FAILED, f"expected packages {INSTALL_PACKAGES}, built {sorted(names)}", started)
+        return self.timed("build", Outcome.PASSED, ", ".join(sorted(names)), started)
+
+    def step_install(self) -> bool:
+        started = time.monotonic()
+        files = [f"/src/dist/{f.name}" for f in built_files(self.ws.dist, self.entry.family)]
+        abi = self.abi or "$(ls /lib/modules | sort -V | tail -n 1)"
+        result, container = self.engine.run(
+            self.image, install_script(self.entry.family, files, abi), mounts={self.ws.source: "/src"}, keep=True
+        )
+        marks = step_statuses(result.output)
+        detail = tail(result.output)
+        seconds = time.monotonic() - started
+        self.result.record("install", Outcome.PASSED if marks.get("install") == 0 else Outcome.FAILED, detail, seconds)
+        if marks.get("install") != 0:
+            self.engine.remove(container)
+            return False
+        self.result.record("dkms", Outcome.PASSED if marks.get("dkms") == 0 else Outcome.FAILED, detail)
+        if marks.get("dkms") != 0:
+            self.engine.remove(container)
+            return False
+        if not self.entry.boot:
+            self.engine.remove(container)
+            self.result.skip_rest("this entry's kernel is not booted here (boot: false)")
+            return False
+        if marks.get("softgpu") != 0:
+            self.engine.remove(container)
+            self.result.record("load", Outcome.FAILED, "building softgpu for this kernel failed:\n" + detail)
+            return False
+        if self.ws.rootfs.exists():
+            shutil.rmtree(self.ws.rootfs)
+        self.engine.export_to(container, self.ws.rootfs)
+        self.engine.remove(container)
+        return True
+
+    def step_boot(self) -> None:
+        from gdrkit.vm import boot, default_loads
+
+        started = time.monotonic()
+        loads = default_loads()
+        kernel_image = self.ws.rootfs / "boot" / f"vmlinuz-{self.abi}"
+        result = boot(
+            kernel_image,
+            self.ws.rootfs / "lib" / "modules" / self.abi,
+            self.ws.rootfs,
+            SANITY_COMMAND,
+            loads=loads,
+            check_refcount=True,
+            log_dir=self.ws.logs,
+        )
+        console = result.console_log.read_text(errors="replace") if result.console_log.exists() else ""
+        seconds = time.monotonic() - started
+        if result.load_failures() or "load_softgpu" not in result.results:
+            detail = "; ".join(result.problems(loads)) or "the guest did not get to load the modules"
+            self.result.record("load", Outcome.FAILED, detail + "\n" + tail(console), seconds)
+            self.result.skip_rest("modules did not load")
+            return
+        self.result.record("load", Outcome.PASSED, "softgpu and the DKMS-built gdrdrv loaded")
+        problems = result.problems(loads)
+        if result.status == 0 and not problems:
+            summary = [line for line in console.splitlines() if line.startswith("Total:")]
+            self.result.record("sanity", Outcome.PASSED, summary[-1] if summary else "", seconds)
+        else:
+            why = f"gdrcopy_sanity exit status {result.status}" + (f"; {'; '.join(problems)}" if problems else "")
+            self.result.record("sanity", Outcome.FAILED, why + "\n" + tail(console), seconds)
+
+    def run(self) -> EntryResult:
+        started = time.monotonic()
+        try:
+            if self.step_image() and self.step_build() and self.step_install():
+                self.step_boot()
+        except (UserError, subprocess.SubprocessError) as error:
+            # The step that was running is the first one without a result.
+            step = next((s for s in STEPS if s not in self.result.steps), STEPS[-1])
+            self.result.record(step, Outcome.FAILED, str(error))
+        failed_at = self.result.first_failure()
+        if failed_at:
+            self.result.skip_rest(f"{failed_at[0]} failed")
+        self.result.seconds = time.monotonic() - started
+        return self.result
+
+
+def run_entries(entries: Sequence[Entry], *, offline: bool, refresh: bool = False) -> list[EntryResult]:
+    """Run every entry in turn (each in its own workspace under the cache); never stops early."""
+    from gdrkit.containers import engine as docker_engine
+
+    results = []
+    with docker_engine() as engine:
+        for index, entry in enumerate(entries, 1):
+            log(f"matrix [{index}/{len(entries)}] {entry.name}")
+            workspace = Workspace(cache_dir() / "matrix" / entry.name)
+            workspace.root.mkdir(parents=True, exist_ok=True)
+            result = EntryRun(entry, engine, workspace, offline=offline, refresh=refresh).run()
+            results.append(result)
+            log(f"matrix {entry.name}: " + ", ".join(f"{s}={result.outcome(s).value}" for s in STEPS))
+    return results
+
+
+# Every kernel-headers package the entry's distribution offers, each installed and
+# gdrdrv compiled against it (no load): catches API drift on kernels we cannot boot.
+SWEEP_SCRIPTS = {
+    "debian": "apt-get update -q >/dev/null; "
+    "for pkg in $(apt-cache search --names-only '^linux-headers-[0-9].*-(amd64|generic)$' | cut -d' ' -f1); do "
+    "kver=${pkg#linux-headers-}; "
+    "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $pkg >/dev/null 2>&1 "
+    "|| { echo \"GDRKIT-SWEEP $kver 2\"; continue; }; "
+    "make -C /src/gdrdrv clean >/dev/null 2>&1; "
+    "if make -C /src/gdrdrv KVER=$kver >/tmp/build.log 2>&1; then echo \"GDRKIT-SWEEP $kver 0\"; "
+    "else tail -n 20 /tmp/build.log; echo \"GDRKIT-SWEEP $kver 1\"; fi; done",
+    "rhel": "for v in $(dnf -q --showduplicates list kernel-devel | awk '/kernel-devel/ {print $2}'); do "
+    "dnf install -y -q kernel-devel-$v >/dev/null 2>&1 || { echo \"GDRKIT-SWEEP $v 2\"; continue; }; "
+    "kver=$(ls /usr/src/kernels | grep \"^$v\" | head -n 1); make -C /src/gdrdrv clean >/dev/null 2>&1; "
+    "if make -C /src/gdrdrv KVER=$kver KDIR=/usr/src/kernels/$kver >/tmp/build.log 2>&1; then echo \"GDRKIT-SWEEP $kver 0\"; "
+    "else tail -n 20 /tmp/build.log; echo \"GDRKIT-SWEEP $kver 1\"; fi; done",
+    "suse": "for v in $(zypper -q se -s --match-exact kernel-default-devel | awk -F'|' '/kernel-default-devel/ {gsub(/ /,\"\",$4); print $4}'); do "
+    "zypper -q --non-interactive install --oldpackage kernel-default-devel-$v >/dev/null 2>&1 || { echo \"GDRKIT-SWEEP $v 2\"; continue; }; "
+    "for kdir in /usr/src/linux-*-obj/x86_64/default; do make -C /src/gdrdrv clean >/dev/null 2>&1; "
+    "if make -C /src/gdrdrv KDIR=$kdir KVER=$v >/tmp/build.log 2>&1; then echo \"GDRKIT-SWEEP $v 0\"; "
+    "else tail -n 20 /tmp/build.log; echo \"GDRKIT-SWEEP $v 1\"; fi; done; done",
+}
+SWEEP_MARK = re.compile(r"^GDRKIT-SWEEP (\S+) (\d+)$", re.MULTILINE)
+
+
+def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
+    """{kernel: 0 built, 1 failed to build, 2 headers would not install}; empty when skipped."""
+    from gdrkit.containers import engine as docker_engine
+
+    with docker_engine() as engine:
+        workspace = Workspace(cache_dir() / "matrix" / entry.name)
+        workspace.root.mkdir(parents=True, exist_ok=True)
+        entry_run = EntryRun(entry, engine, workspace, offline=offline, refresh=False)
+        if not entry_run.step_image():
+            log(f"{entry.name}: skipped: {entry_run.result.skip_reason()}")
+            return {}
+        clone_committed_tree(workspace.source)
+        result, _ = engine.run(entry_run.image, SWEEP_SCRIPTS[entry.family], mounts={workspace.source: "/src"})
+        return {kernel: int(status) for kernel, status in SWEEP_MARK.findall(result.output)}
