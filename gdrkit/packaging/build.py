@@ -107,7 +107,8 @@ def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
         driver = dest / plan.kernel_module.name
         if not driver.is_dir():
             raise die(f"no {plan.kernel_module.name}/ directory at commit {source.commit[:12]}")
-        shutil.copytree(driver, dkms_root, dirs_exist_ok=True)
+        # Dotfiles (.gitignore, editor state) are not module sources.
+        shutil.copytree(driver, dkms_root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"))
         for src, dst in plan.kernel_module.extra_sources.items():
             target = dkms_root / dst
             target.parent.mkdir(parents=True, exist_ok=True)
