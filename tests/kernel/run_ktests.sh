@@ -1,0 +1,111 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# run_ktests.sh - run gdrdrv_ktest in every configuration the VM offers:
+# softgpu backed by the ivshmem BAR (write-combined mappings) and by RAM
+# (cacheable), each with gdrdrv's persistent and legacy (callback) pins.
+# Reloads softgpu and gdrdrv between configurations; run it as root inside a
+# test VM, never on a host with a real GPU.
+#
+# usage: run_ktests.sh [-s SOFTGPU_KO] [-g GDRDRV_KO] [-b] [-- KTEST_ARGS...]
+#   -s PATH  softgpu.ko to insmod (default: $SOFTGPU_KO, else modprobe softgpu)
+#   -g PATH  gdrdrv.ko to insmod (default: $GDRDRV_KO, else modprobe gdrdrv)
+#   -b       also run gdrdrv_pinbench (first configuration only)
+# Prints each run's TAP output, then the totals as "N passed, N failed,
+# N skipped"; exits non-zero if a test failed or a configuration could not
+# be set up.
+set -u
+
+SOFTGPU_KO=${SOFTGPU_KO:-}
+GDRDRV_KO=${GDRDRV_KO:-}
+BENCH=0
+while getopts s:g:bh opt; do
+	case $opt in
+	s) SOFTGPU_KO=$OPTARG ;;
+	g) GDRDRV_KO=$OPTARG ;;
+	b) BENCH=1 ;;
+	h) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = -- ] && shift
+
+here=$(dirname "$0")
+find_prog() {
+	if [ -x "$here/$1" ]; then echo "$here/$1"; else command -v "$1"; fi
+}
+KTEST=$(find_prog gdrdrv_ktest) || { echo "run_ktests.sh: gdrdrv_ktest not found next to me or in PATH" >&2; exit 2; }
+PINBENCH=$(find_prog gdrdrv_pinbench || true)
+
+loaded() { grep -q "^$1 " /proc/modules; }
+
+unload() {
+	for m in gdrdrv softgpu; do
+		if loaded $m && ! rmmod $m; then
+			echo "run_ktests.sh: cannot unload $m (in use?)" >&2
+			return 1
+		fi
+	done
+}
+
+load() {	# load MODULE KO_PATH PARAMS...
+	name=$1 ko=$2
+	shift 2
+	if [ -n "$ko" ]; then insmod "$ko" "$@"; else modprobe "$name" "$@"; fi
+}
+
+has_ivshmem() {
+	for d in /sys/bus/pci/devices/*; do
+		[ "$(cat "$d/vendor" 2>/dev/null)" = 0x1af4 ] &&
+			[ "$(cat "$d/device" 2>/dev/null)" = 0x1110 ] && return 0
+	done
+	return 1
+}
+
+modes=ram
+has_ivshmem && modes="bar ram"
+
+total_pass=0 total_fail=0 total_skip=0 broken=0
+for mode in $modes; do
+	for persistent in 1 0; do
+		echo "# === softgpu $mode, gdrdrv use_persistent_mapping=$persistent ==="
+		sg_params=
+		[ "$mode" = ram ] && sg_params=force_ram=1
+		if ! unload || ! load softgpu "$SOFTGPU_KO" $sg_params ||
+		   ! load gdrdrv "$GDRDRV_KO" use_persistent_mapping=$persistent; then
+			echo "# could not set up this configuration"
+			broken=$((broken + 1))
+			continue
+		fi
+		out=$(mktemp)
+		if [ -n "$GDRDRV_KO" ]; then
+			"$KTEST" -k "$GDRDRV_KO" "$@" | tee "$out"
+		else
+			"$KTEST" "$@" | tee "$out"
+		fi
+		summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+		rm -f "$out"
+		if [ -z "$summary" ]; then
+			echo "# gdrdrv_ktest printed no summary (crashed?)"
+			broken=$((broken + 1))
+			continue
+		fi
+		p=$(echo "$summary" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+		f=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+		s=$(echo "$summary" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+		total_pass=$((total_pass + p))
+		total_fail=$((total_fail + f))
+		total_skip=$((total_skip + ${s:-0}))
+		if [ "$BENCH" = 1 ] && [ -n "$PINBENCH" ]; then
+			echo "# === gdrdrv_pinbench (softgpu $mode, persistent=$persistent) ==="
+			"$PINBENCH" || broken=$((broken + 1))
+			BENCH=0
+		fi
+	done
+done
+unload
+
+echo "# configurations: $modes x persistent 1,0; $broken could not run"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" = 0 ] && [ "$broken" = 0 ]
