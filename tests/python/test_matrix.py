@@ -150,3 +150,15 @@ def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Pa
     online = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=False, refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == ["rockylinux:9"] and online.skipped
     assert "no registry reachable here" in online.skip_reason()
+
+
+@pytest.mark.slow
+def test_local_matrix_entries_pass_end_to_end() -> None:
+    """Build, install, DKMS, boot and sanity on every ci_local entry (bookworm and trixie)."""
+    from gdrkit.matrix import runner
+
+    entries = model.select(model.load(), ci_local=True)
+    results = runner.run_entries(entries, offline=True)
+    table = report.format_table(results)
+    print(table)
+    assert not any(r.failed or r.skipped for r in results), table

@@ -1,0 +1,110 @@
+"""The real thing, in real Debian kernels: gdrdrv + softgpu + libgdrapi + the test programs.
+
+For each suite the project is built once inside that suite's root (its own
+compiler, its kernel's exact headers), then each test boots the kernel under
+qemu (TCG) with the root as filesystem and runs one command.  A test passes
+only if the command succeeds AND the modules loaded and unloaded, the
+driver's pin counter is back to 0, and the kernel log has no oops, BUG,
+WARNING, lockdep or PAT complaint (gdrkit.vm decides that).
+
+Suites: GDRKIT_VM_SUITES (comma separated), default bookworm,trixie -- the
+two .ci/run covers; bullseye and sid run the same way when named.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from gdrkit.vm import ModuleLoad, SuiteRoot, boot, build_in_root, default_loads, prepare_suite_root
+
+pytestmark = pytest.mark.slow
+
+SUITES = [s for s in os.environ.get("GDRKIT_VM_SUITES", "bookworm,trixie").split(",") if s]
+SANITY_SUMMARY = re.compile(r"^Total: (\d+), Passed: (\d+), Failed: (\d+), Waived: (\d+)$", re.MULTILINE)
+KTEST_SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module", params=SUITES)
+def root(request: pytest.FixtureRequest) -> Iterator[SuiteRoot]:
+    suite_root = prepare_suite_root(str(request.param))
+    report = build_in_root(suite_root)
+    failures = "\n\n".join(f"{step.name}:\n{step.output[-3000:]}" for step in report.failed)
+    assert not report.failed, f"building in the {suite_root.suite} root failed:\n{failures}"
+    yield suite_root
+
+
+@dataclass
+class Run:
+    status: int | None
+    console: str
+    problems: list[str]
+
+
+def run_in_vm(root: SuiteRoot, command: str, loads: tuple[ModuleLoad, ...] | None = None) -> Run:
+    loads = default_loads() if loads is None else loads
+    result = boot(
+        root.kernel_image,
+        root.modules_dir,
+        root.root_dir,
+        command,
+        loads=loads,
+        check_refcount=any(load.name == "gdrdrv" for load in loads),
+    )
+    console = result.console_log.read_text(errors="replace")
+    return Run(result.status, console, result.problems(loads))
+
+
+def assert_clean(run: Run, what: str) -> None:
+    assert run.status == 0, f"{what} exited {run.status}:\n{run.console[-6000:]}"
+    assert not run.problems, f"{what}: {run.problems}\n{run.console[-6000:]}"
+
+
+def sanity_counts(console: str) -> tuple[int, int, int, int]:
+    found = SANITY_SUMMARY.findall(console)
+    assert found, f"no sanity summary line in:\n{console[-4000:]}"
+    total, passed, failed, waived = (int(x) for x in found[-1])
+    return total, passed, failed, waived
+
+
+def test_kernel_level_tests(root: SuiteRoot) -> None:
+    run = run_in_vm(root, "gdrdrv_ktest")
+    assert KTEST_SUMMARY.search(run.console), run.console[-4000:]
+    assert_clean(run, "gdrdrv_ktest")
+
+
+@pytest.mark.parametrize(
+    "backend, environment",
+    [("gdrdrv", ""), ("dmabuf", "GDRCOPY_USE_DMABUF_MMAP=1 ")],
+)
+def test_sanity_passes_on_each_backend(root: SuiteRoot, backend: str, environment: str) -> None:
+    run = run_in_vm(root, f"{environment}gdrcopy_sanity -v")
+    total, passed, failed, waived = sanity_counts(run.console)
+    assert failed == 0 and total >= 36, f"{backend}: {total=} {passed=} {failed=} {waived=}"
+    # Every waived test must say why.
+    assert run.console.count("waived: ") >= waived, run.console[-4000:]
+    assert_clean(run, f"gdrcopy_sanity ({backend} backend)")
+
+
+def test_sanity_on_a_coherent_platform(root: SuiteRoot) -> None:
+    # softgpu in RAM mode reports CPU-cacheable page tables: gdrdrv maps CACHING.
+    loads = default_loads(softgpu_args="force_ram=1")
+    run = run_in_vm(root, "gdrcopy_sanity -v", loads)
+    total, passed, failed, waived = sanity_counts(run.console)
+    assert failed == 0 and total >= 36, f"{total=} {passed=} {failed=} {waived=}"
+    assert_clean(run, "gdrcopy_sanity (RAM-backed, cacheable)")
+
+
+def test_benchmarks_run(root: SuiteRoot) -> None:
+    run = run_in_vm(root, "sh /src/tests/bench/smoke.sh")
+    assert_clean(run, "benchmark smoke run")
+
+
+def test_pin_count_benchmark_prints_the_ratio(root: SuiteRoot) -> None:
+    run = run_in_vm(root, "gdrdrv_pinbench")
+    assert_clean(run, "gdrdrv_pinbench")
+    assert "ratio" in run.console.lower(), run.console[-3000:]
