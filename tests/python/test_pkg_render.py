@@ -1,0 +1,68 @@
+"""Every rendered packaging file, for every family, equals its golden copy.
+
+Update the golden files after an intended change with
+    GDRKIT_UPDATE_GOLDEN=1 ./toolkit test -k test_pkg_render
+and review the diff in git.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gdrkit.packaging import families, model, render
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+UPDATE = os.environ.get("GDRKIT_UPDATE_GOLDEN") == "1"
+KERNEL = "6.1.0-56-amd64"
+EPOCH = 1767225600  # 2026-01-01T00:00:00Z: golden files must not follow the clock
+
+
+def _rendered(family_name: str) -> dict[str, render.RenderedFile]:
+    plan = model.plan(families.family(family_name), kernels=(KERNEL,), source_date_epoch=EPOCH)
+    return render.render(plan)
+
+
+@pytest.mark.parametrize("family_name", sorted(families.Family.registry))
+def test_rendered_files_match_golden(family_name: str) -> None:
+    files = _rendered(family_name)
+    root = GOLDEN / family_name
+    if UPDATE:
+        for old in root.rglob("*"):
+            if old.is_file():
+                old.unlink()
+        render.write(files, root)
+    expected = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    assert expected == set(files), "rendered file set changed: GDRKIT_UPDATE_GOLDEN=1 to accept"
+    for rel, rendered in files.items():
+        golden = (root / rel).read_text()
+        assert rendered.text == golden, f"{family_name}/{rel} differs from its golden file"
+
+
+def test_maintainer_scripts_and_rules_are_executable() -> None:
+    files = _rendered("debian")
+    for rel, rendered in files.items():
+        if rel == "debian/rules" or rel.endswith((".postinst", ".prerm", ".postrm")):
+            assert rendered.mode == 0o755, rel
+
+
+def test_rendering_fails_on_an_undefined_variable(tmp_path: Path) -> None:
+    env = render.environment()
+    with pytest.raises(Exception, match="undefined"):
+        env.from_string("{{ nothing_by_this_name }}").render()
+
+
+def test_device_mode_and_group_reach_the_udev_rule() -> None:
+    plan = model.plan(families.family("rhel"), device_mode="0666", device_group="gpu", source_date_epoch=EPOCH)
+    rule = render.system_files(plan)["pkgroot/usr/lib/udev/rules.d/60-gdrdrv.rules"].text
+    assert 'KERNEL=="gdrdrv", MODE="0666", GROUP="gpu"' in rule
+
+
+def test_no_dkms_package_means_no_dkms_conf() -> None:
+    plan = model.plan(families.family("debian"), with_dkms=False, kernels=(KERNEL,), source_date_epoch=EPOCH)
+    files = render.render(plan)
+    assert not any(path.endswith("dkms.conf") for path in files)
+    assert "Package: gdrdrv-dkms\n" not in files["debian/control"].text
+    assert f"gdrdrv-modules-{KERNEL}" in files["debian/control"].text
