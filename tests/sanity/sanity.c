@@ -302,11 +302,17 @@ static struct shared_result *shared_result;
 
 static void report_to_harness(enum test_outcome outcome, const char *message)
 {
+	char *c;
+
 	/* The first report wins: it is the root cause, later ones are consequences. */
 	if (shared_result->message[0])
 		return;
 	shared_result->outcome = outcome;
 	snprintf(shared_result->message, sizeof(shared_result->message), "%s", message);
+	/* One line per test in the output: fold embedded newlines. */
+	for (c = shared_result->message; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = (c[1] ? ' ' : '\0');
 }
 
 enum result_kind { RESULT_PASSED, RESULT_FAILED, RESULT_WAIVED };
