@@ -102,6 +102,15 @@ def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     _extract(source, dest)
     files = render.render(plan)
     render.write(files, dest)
+    if plan.package_type == "deb":
+        for package in plan.packages:
+            if package.symbols_file:
+                # The library's own symbols file: dpkg-gensymbols fails the
+                # build if the built library lost a symbol listed there.
+                symbols = dest / package.symbols_file
+                if not symbols.exists():
+                    raise die(f"{package.symbols_file} is missing at commit {source.commit[:12]}")
+                shutil.copy2(symbols, dest / "debian" / f"{package.name}.symbols")
     if plan.with_dkms:
         dkms_root = dest / "pkgroot" / plan.dkms_src.lstrip("/")
         driver = dest / plan.kernel_module.name

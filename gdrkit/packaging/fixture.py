@@ -6,7 +6,7 @@ a container) must be testable on its own, whatever state the C parts are in.
 targets and variables as ours (lib, exes, install, driver, driver_install,
 clean), a real (trivial) gdrdrv kernel module that includes its headers the
 way gdrdrv's Kbuild does, a library exporting exactly the symbols of
-packages/gdrcopy.yaml with their version nodes, and test programs that link
+libgdrapi/libgdrapi.symbols with their version nodes, and test programs that link
 libcuda.so.1 (from a stub), so the libcuda dependency exclusion is exercised.
 """
 
@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gdrkit.packaging import model
 from gdrkit.system import run
+from gdrkit.version import REPO_ROOT
+
+REPO_SYMBOLS = REPO_ROOT / "libgdrapi" / "libgdrapi.symbols"
 
 _TOP_MAKEFILE = """\
 prefix ?= /usr/local
@@ -116,9 +118,8 @@ int main(void)
 """
 
 
-def make_tree(root: Path, version: str = "", description: model.Description | None = None) -> Path:
+def make_tree(root: Path, version: str = "", symbols_file: Path = REPO_SYMBOLS) -> Path:
     """Write the fixture repository at `root` and commit it; returns root."""
-    desc = description or model.load()
     from gdrkit import version as project_version
 
     major, minor, patch = (version or project_version.VERSION).split(".")
@@ -136,27 +137,33 @@ def make_tree(root: Path, version: str = "", description: model.Description | No
         "cuda.c": "int cuInit(unsigned int flags) { return (int)flags; }\n",
         "prog.c": _PROG_C,
     }
+    # The library's ABI, from its own Debian symbols file.
+    symbols_text = symbols_file.read_text()
+    files["libgdrapi/libgdrapi.symbols"] = symbols_text
     header = ["void gdr_runtime_get_version(int *major, int *minor);"]
     body = [f"void gdr_runtime_get_version(int *major, int *minor) {{ *major = {major}; *minor = {minor}; }}"]
     nodes: dict[str, list[str]] = {}
-    for symbol in desc.library.symbols:
-        if symbol.name == symbol.node:
-            nodes.setdefault(symbol.node, [])
+    for line in symbols_text.splitlines():
+        if not line.startswith(" ") or "@" not in line:
             continue
-        nodes.setdefault(symbol.node, []).append(symbol.name)
-        if symbol.name != "gdr_runtime_get_version":
-            header.append(f"int {symbol.name}(void);")
-            body.append(f"int {symbol.name}(void) {{ return 0; }}")
+        name, node = line.split()[0].split("@")
+        if name == node:
+            continue  # the version node itself
+        if node != "Base":
+            nodes.setdefault(node, []).append(name)
+        if name != "gdr_runtime_get_version":
+            header.append(f"int {name}(void);")
+            body.append(f"int {name}(void) {{ return 0; }}")
     files["include/gdrapi.h"] = "\n".join(header) + "\n"
     files["lib.c"] = '#include "include/gdrapi.h"\n' + "\n".join(body) + "\n"
+    # Base symbols stay unversioned, as in the real library; later nodes chain.
     stanzas = []
     previous = ""
-    for index, (node, names) in enumerate(nodes.items()):
+    for node, names in nodes.items():
         exported = "".join(f"\t\t{name};\n" for name in names)
-        local = "\tlocal:\n\t\t*;\n" if index == 0 else ""
-        stanzas.append(f"{node} {{\n\tglobal:\n{exported}{local}}} {previous};\n".replace(" ;", ";"))
+        stanzas.append(f"{node} {{\n\tglobal:\n{exported}}}{(' ' + previous) if previous else ''};\n")
         previous = node
-    files["lib.map"] = "".join(stanzas)
+    files["lib.map"] = "".join(stanzas) or "{ global: *; };\n"
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

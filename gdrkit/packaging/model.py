@@ -42,7 +42,7 @@ class Package:
     replaces: tuple[str, ...]
     requires_exclude: tuple[str, ...]
     shlibs_exclude: tuple[str, ...]
-    symbols_file: bool
+    symbols_file: str  # source path of a Debian symbols file, or ""
     contents: tuple[str, ...]
     kver: str = ""  # the kernel of a prebuilt module package
     group: str = ""  # rpm Group
@@ -99,26 +99,12 @@ class DeviceNode:
 
 
 @dataclass(frozen=True)
-class Symbol:
-    name: str
-    node: str
-    since: str
-
-
-@dataclass(frozen=True)
-class Library:
-    soname: str
-    symbols: tuple[Symbol, ...]
-
-
-@dataclass(frozen=True)
 class Description:
     """The whole of packages/gdrcopy.yaml, placeholders not yet filled."""
 
     project: Project
     kernel_module: KernelModule
     device_node: DeviceNode
-    library: Library
     raw_packages: Mapping[str, tuple[Mapping[str, Any], ...]]
 
 
@@ -160,15 +146,6 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         )
         node = data["device_node"]
         device_node = DeviceNode(name=node["name"], mode=str(node["mode"]), group=node["group"])
-        lib = data["library"]
-        symbols: list[Symbol] = []
-        for node, entry in lib["version_nodes"].items():
-            since = str(entry["since"])
-            # The node itself is a symbol of the library too.
-            symbols.append(Symbol(node, node, since))
-            for name in _strings(entry["symbols"], f"library.version_nodes.{node}"):
-                symbols.append(Symbol(name, node, since))
-        library = Library(soname=lib["soname"], symbols=tuple(symbols))
         raw = {kind: tuple(data[kind]) for kind in ("deb", "rpm")}
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise die(
@@ -179,7 +156,7 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         names = [entry.get("name") for entry in entries]
         if len(set(names)) != len(names):
             raise die(f"{path}: duplicate {kind} package names in {names}")
-    return Description(project, kernel_module, device_node, library, raw)
+    return Description(project, kernel_module, device_node, raw)
 
 
 @dataclass(frozen=True)
@@ -283,7 +260,7 @@ def _package(entry: Mapping[str, Any], values: Mapping[str, str]) -> Package:
         replaces=strings("replaces"),
         requires_exclude=tuple(_strings(entry.get("requires_exclude"), "requires_exclude")),
         shlibs_exclude=strings("shlibs_exclude"),
-        symbols_file=bool(entry.get("symbols_file", False)),
+        symbols_file=text("symbols_file"),
         contents=strings("contents"),
         kver=values.get("kver", ""),
         group=text("group"),

@@ -46,7 +46,6 @@ def _context(plan: Plan) -> dict[str, Any]:
         "project": plan.project,
         "module": plan.kernel_module,
         "node": plan.description.device_node,
-        "library": plan.description.library,
         "family": plan.family,
         "version": plan.version,
         "full_version": plan.full_version,
@@ -118,11 +117,6 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 out[f"debian/{package.name}.{script}"] = RenderedFile(
                     env.get_template(name).render(pctx), 0o755
                 )
-            if package.symbols_file:
-                symbols = env.get_template("debian/symbols.j2").render(
-                    pctx, symbols=plan.description.library.symbols
-                )
-                out[f"debian/{package.name}.symbols"] = RenderedFile(symbols)
     else:
         out["pkgdoc/LICENSE"] = RenderedFile(ctx["mit_text"])
         out["pkgdoc/README.md"] = RenderedFile(PACKAGING_README.read_text())

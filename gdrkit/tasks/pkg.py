@@ -11,6 +11,7 @@ from invoke.context import Context
 from invoke.tasks import task
 
 from gdrkit.packaging import pipeline
+from gdrkit.packaging.build import DIST
 
 _COMMON_HELP = {
     "dkms": "build the DKMS module package (--no-dkms: skip it)",
@@ -32,7 +33,7 @@ def _request(kinds: tuple[str, ...], **options: object) -> pipeline.Request:
     values: dict[str, object] = {
         "kinds": kinds,
         "kernels": tuple(k for k in kernel.split(",") if k),
-        "output": Path(output).resolve() if output else pipeline.build.DIST,
+        "output": Path(output).resolve() if output else DIST,
     }
     values.update(options)
     return pipeline.Request(**values)  # type: ignore[arg-type]

@@ -1,0 +1,134 @@
+"""Install, upgrade and purge scenarios of the .deb packages in a container.
+
+Each scenario is a bash script run in a fresh container of a locally built
+bookworm image (dkms + kernel headers), with the package directories mounted
+read-only.  The scripts stop at the first failing command (bash -e), print
+what they check, and end with `SCENARIO PASSED`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdrkit.packaging import containers
+
+BOOKWORM_KERNEL = "6.1.0-56-amd64"
+OTHER_KERNEL = "6.1.0-56-cloud-amd64"
+# The packages a DKMS install uses (the prebuilt-module package conflicts with it).
+DKMS_SET = ("libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy")
+
+# Everything under these is the system's own churn, not a package's leftovers.
+_SNAPSHOT = r"""
+snapshot() {
+	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /run \
+		-o -path /var/cache -o -path /var/log -o -path /var/lib/apt -o -path /var/lib/dpkg \
+		-o -path /root \) -prune -o -print | sort \
+		| grep -v -x -e /var/lib/dkms/mok.key -e /var/lib/dkms/mok.pub
+	# (dkms's own module-signing key pair, made at its first build: kept for the next.)
+}
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    output: str
+
+
+def _debs(directory: str, names: tuple[str, ...]) -> str:
+    return " ".join(f"{directory}/{name}_*.deb" for name in names)
+
+
+def fresh_install_script(version: str, kernel: str = BOOKWORM_KERNEL, other: str = OTHER_KERNEL) -> str:
+    return _SNAPSHOT + f"""
+snapshot > /tmp/before
+echo "CHECK: apt installs {' '.join(DKMS_SET)} and DKMS builds gdrdrv for {kernel}"
+apt-get install -y --no-install-recommends {_debs('/pkgs/new', DKMS_SET)}
+dkms status
+dkms status -m gdrdrv -v {version} -k {kernel} | grep -q ': installed'
+ko=$(find /lib/modules/{kernel} -name 'gdrdrv.ko*' | head -n1)
+test -n "$ko"
+echo "CHECK: modinfo version of $ko"
+modinfo -F version "$ko"
+echo "CHECK: udev rule, modprobe.d and unit are installed"
+test -f /lib/udev/rules.d/60-gdrdrv.rules
+test -f /lib/modprobe.d/gdrdrv.conf
+test -f /lib/systemd/system/gdrdrv.service
+echo "CHECK: gdrcopy-tests does not depend on libcuda"
+! dpkg-query -W -f='${{Depends}}' gdrcopy-tests | grep -qi cuda
+echo "CHECK: headers of {other} installed later: DKMS builds for it too"
+dpkg -i /opt/extra-debs/*.deb
+dkms autoinstall -k {other}
+dkms status -m gdrdrv -v {version} -k {other} | grep -q ': installed'
+echo "CHECK: purge leaves no file behind"
+apt-get purge -y {' '.join(DKMS_SET)}
+dpkg -l | grep -E 'gdrdrv|gdrcopy|libgdrapi' | grep -v '^un' && exit 1 || true
+! dkms status | grep -q gdrdrv
+test ! -e /usr/src/gdrdrv-{version}
+test ! -e /var/lib/dkms/gdrdrv
+dpkg -L $(dpkg-deb -f /opt/extra-debs/*.deb Package) > /tmp/headers-files
+snapshot > /tmp/after
+comm -13 /tmp/before /tmp/after | grep -vxF -f /tmp/headers-files \
+	| grep -v -e '^/lib/modules/{other}' -e '^/usr/lib/modules/{other}' -e '^/usr/src/linux-headers-' \
+	> /tmp/leftovers || true
+echo "leftover paths: $(wc -l < /tmp/leftovers)"
+cat /tmp/leftovers
+test ! -s /tmp/leftovers
+echo "checked $(wc -l < /tmp/before) paths of the file system before and after"
+echo SCENARIO PASSED
+"""
+
+
+def upgrade_script(old: str, new: str, kernel: str = BOOKWORM_KERNEL) -> str:
+    return _SNAPSHOT + f"""
+snapshot > /tmp/before
+echo "CHECK: install the previous version {old}"
+apt-get install -y --no-install-recommends {_debs('/pkgs/old', DKMS_SET)}
+dkms status -m gdrdrv -v {old} -k {kernel} | grep -q ': installed'
+echo "CHECK: upgrade to {new}"
+apt-get install -y --no-install-recommends {_debs('/pkgs/new', DKMS_SET)}
+dkms status
+dkms status -m gdrdrv -v {new} -k {kernel} | grep -q ': installed'
+! dkms status -m gdrdrv -v {old} | grep -q .
+test ! -e /usr/src/gdrdrv-{old}
+test ! -e /var/lib/dkms/gdrdrv/{old}
+test "$(dpkg-query -W -f='${{Version}}' gdrdrv-dkms)" = "{new}-1"
+echo "CHECK: remove keeps nothing of the module, purge keeps nothing at all"
+apt-get remove -y {' '.join(DKMS_SET)}
+! dkms status | grep -q gdrdrv
+apt-get purge -y {' '.join(DKMS_SET)}
+snapshot > /tmp/after
+comm -13 /tmp/before /tmp/after > /tmp/leftovers || true
+echo "leftover paths: $(wc -l < /tmp/leftovers)"
+cat /tmp/leftovers
+test ! -s /tmp/leftovers
+echo SCENARIO PASSED
+"""
+
+
+def run_scenario(script: str, new_debs: Path, old_debs: Path | None = None) -> Outcome:
+    image = containers.ensure_image(containers.bookworm_dkms_recipe(BOOKWORM_KERNEL, OTHER_KERNEL))
+    mounts = {new_debs.resolve(): "/pkgs/new"}
+    if old_debs is not None:
+        mounts[old_debs.resolve()] = "/pkgs/old"
+    result = containers.run_script(image, script, mounts=mounts)
+    passed = result.exit_code == 0 and "SCENARIO PASSED" in result.output
+    return Outcome(passed, result.output)
+
+
+def prepare_vm_root(debs: Path, dest: Path, *, names: tuple[str, ...] = DKMS_SET) -> Path:
+    """A bookworm file system with our packages installed and gdrdrv built by DKMS.
+
+    Exported to `dest`, for the VM runner (gdrkit.vm) to boot with the
+    bookworm kernel: the module to load is
+    /lib/modules/<kver>/updates/dkms/gdrdrv.ko, and gdrcopy_sanity is in
+    /usr/bin.  The kernel image itself is not installed (the VM boots
+    /boot/vmlinuz-<kver> of the host).
+    """
+    image = containers.ensure_image(containers.bookworm_dkms_recipe(BOOKWORM_KERNEL, OTHER_KERNEL))
+    script = f"""
+apt-get install -y --no-install-recommends {_debs('/pkgs/new', names)}
+dkms status -m gdrdrv -k {BOOKWORM_KERNEL} | grep -q ': installed'
+"""
+    return containers.export_filesystem(image, script, dest, mounts={debs.resolve(): "/pkgs/new"})

@@ -1,0 +1,138 @@
+"""The package description, the family registry and the maintainer scripts (no builds)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gdrkit.packaging import families, model, render
+from gdrkit.system import UserError
+from gdrkit.version import REPO_ROOT
+
+EPOCH = 1767225600
+
+
+def test_every_family_is_registered_with_its_package_type() -> None:
+    registry = families.Family.registry
+    assert {"debian", "rhel", "suse"} <= set(registry)
+    assert {registry[n].package_type for n in ("debian", "rhel", "suse")} == {"deb", "rpm"}
+
+
+def test_os_release_selects_the_family() -> None:
+    assert families.family_for_os_release({"ID": "ubuntu"}).name == "debian"  # type: ignore[union-attr]
+    assert families.family_for_os_release({"ID": "rocky", "ID_LIKE": "rhel centos fedora"}).name == "rhel"  # type: ignore[union-attr]
+    assert families.family_for_os_release({"ID": "opensuse-leap", "ID_LIKE": "suse"}).name == "suse"  # type: ignore[union-attr]
+    assert families.family_for_os_release({"ID": "plan9"}) is None
+
+
+def test_unknown_family_is_a_user_error_naming_the_known_ones() -> None:
+    with pytest.raises(UserError, match="debian"):
+        families.family("gentoo")
+
+
+def test_kmod_packages_are_one_per_kernel_and_placeholders_are_filled() -> None:
+    plan = model.plan(families.family("debian"), kernels=("6.1.0-56-amd64", "6.12.57+deb13-amd64"))
+    names = [p.name for p in plan.packages]
+    assert "gdrdrv-modules-6.1.0-56-amd64" in names and "gdrdrv-modules-6.12.57+deb13-amd64" in names
+    for package in plan.packages:
+        for text in (package.name, package.summary, *package.contents, *package.depends):
+            assert not re.search(r"(?<![$%]){[a-z_]+}", text), text
+
+
+def test_versions_upgrade_the_reference_packages() -> None:
+    plan = model.plan(families.family("debian"))
+    # dpkg's own comparison: ours must sort above NVIDIA's 2.6-1.
+    assert subprocess.run(["dpkg", "--compare-versions", plan.full_version, "gt", "2.6-1"]).returncode == 0
+    # rpm's own comparison, against the reference's gdrcopy 2.6-1 and gdrcopy-kmod 2.6-1dkms.
+    for old in ("2.6-1", "2.6-1dkms"):
+        lua = f'%{{lua: print(rpm.vercmp("{plan.version}-{plan.release}", "{old}"))}}'
+        assert subprocess.run(["rpm", "--eval", lua], capture_output=True, text=True).stdout.strip() == "1"
+
+
+def test_unknown_placeholder_is_an_error() -> None:
+    with pytest.raises(UserError, match="unknown placeholder"):
+        model.fill("{nope}", {})
+    assert model.fill("${misc:Depends} %{version} {kver}", {"kver": "k"}) == "${misc:Depends} %{version} k"
+
+
+@pytest.mark.parametrize(
+    ("release", "supported"),
+    [("3.10.0-1160.el7.x86_64", False), ("4.9.0-19-amd64", False), ("4.18.0-553.el8.x86_64", True),
+     ("5.14.0-427.el9.x86_64", True), ("6.1.0-56-amd64", True), ("6.18.0", True), ("10.2.1", True)],
+)
+def test_build_exclusive_kernel_regex(release: str, supported: bool) -> None:
+    regex = model.load().kernel_module.build_exclusive_kernel()
+    # dkms evaluates it with bash's =~; check with bash, not Python.
+    result = subprocess.run(["bash", "-c", f'[[ "$1" =~ {regex} ]]', "_", release])
+    assert (result.returncode == 0) is supported
+
+
+def test_contents_check_reports_both_directions() -> None:
+    plan = model.plan(families.family("rhel"))
+    devel = plan.package("gdrcopy-devel")
+    files = ["/usr/lib64/libgdrapi.so", "/usr/include/gdrapi.h", "/usr/lib64/pkgconfig/gdrapi.pc",
+             "/usr/lib64/cmake/gdrapi/gdrapiConfig.cmake"]
+    assert model.check_contents(devel, files, {}) == []
+    problems = model.check_contents(devel, files[:-1] + ["/usr/bin/stray"], {})
+    assert any("/usr/bin/stray is not in its description" in p for p in problems)
+    assert any("nothing matches '/usr/lib64/cmake/*'" in p for p in problems)
+
+
+def _write_dkms_conf(tmp_path: Path) -> Path:
+    plan = model.plan(families.family("debian"), source_date_epoch=EPOCH)
+    text = render.system_files(plan)["pkgroot/usr/src/gdrdrv-2.6.1/dkms.conf".replace("2.6.1", plan.version)].text
+    path = tmp_path / "dkms.conf"
+    path.write_text(text)
+    return path
+
+
+def _source(conf: Path, dkms_tree: Path) -> str:
+    script = 'kernelver=6.1.0-56-amd64; kernel_source_dir=/lib/modules/$kernelver/build; . "$1"; ' \
+             'echo "MAKE=${MAKE[0]}"; echo "DEPS=${BUILD_DEPENDS[*]}"; echo "AUTO=$AUTOINSTALL"'
+    env = {"dkms_tree": str(dkms_tree), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["bash", "-c", f"dkms_tree={dkms_tree}; {script}", "_", str(conf)],
+                          capture_output=True, text=True, check=True, env=env).stdout
+
+
+def test_dkms_conf_orders_after_a_dkms_managed_nvidia_only(tmp_path: Path) -> None:
+    conf = _write_dkms_conf(tmp_path)
+    tree = tmp_path / "dkms"
+    tree.mkdir()
+    out = _source(conf, tree)
+    assert "DEPS=\n" in out
+    assert "MAKE=make KVER=6.1.0-56-amd64 KDIR=/lib/modules/6.1.0-56-amd64/build" in out
+    assert "AUTO=yes" in out
+    (tree / "nvidia-current").mkdir()
+    assert "DEPS=nvidia-current\n" in _source(conf, tree)
+
+
+def _run_script(tmp_path: Path, rel: str, *args: str, dkms_status: str = "") -> list[str]:
+    plan = model.plan(families.family("debian"), source_date_epoch=EPOCH)
+    script = tmp_path / "script"
+    text = render.render(plan)[rel].text.replace("#DEBHELPER#", "")
+    script.write_text(text)
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    calls = tmp_path / "calls"
+    fake = bindir / "dkms"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n[ "$1" = status ] && printf "%s" "{dkms_status}"\nexit 0\n')
+    fake.chmod(0o755)
+    subprocess.run(["sh", "-e", str(script), *args], check=True, env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_deb_prerm_removes_the_dkms_tree_on_remove_and_upgrade(tmp_path: Path) -> None:
+    version = model.plan(families.family("debian")).version
+    status = f"gdrdrv/{version}, 6.1.0-56-amd64, x86_64: installed\n"
+    for action in ("remove", "upgrade"):
+        calls = _run_script(tmp_path, "debian/gdrdrv-dkms.prerm", action, dkms_status=status)
+        assert f"remove -m gdrdrv -v {version} --all" in calls
+        (tmp_path / "calls").unlink()
+
+
+def test_deb_prerm_tolerates_a_tree_dkms_does_not_know(tmp_path: Path) -> None:
+    calls = _run_script(tmp_path, "debian/gdrdrv-dkms.prerm", "remove", dkms_status="")
+    assert not any(call.startswith("remove") for call in calls)
