@@ -158,7 +158,12 @@ class VmResult:
             key = load.name.replace("-", "_")
             if self.results.get(f"load_{key}") == "0" and f"unload_{key}" not in self.results:
                 found.append(f"{load.name} was gone before rmmod")
-        if self.refcount is not None and self.refcount != "0":
+        if self.refcount == "missing":
+            found.append(
+                "/proc/driver/gdrdrv/nv_get_pages_refcount is missing after the command"
+                " (gdrdrv unloaded, or reloaded without dbg_enabled=1)"
+            )
+        elif self.refcount is not None and self.refcount != "0":
             found.append(f"nv_get_pages_refcount is {self.refcount}, not 0")
         if self.kernel_log_findings:
             found.append(f"{len(self.kernel_log_findings)} kernel log finding(s)")

@@ -35,7 +35,13 @@ DPKG_EXCLUDES = (
 )
 # A lagging mirror can serve a Release file past its Valid-Until (seen with
 # sid); signatures are still checked.
-APT_OPTIONS = ('Acquire::Check-Valid-Until "false"', 'APT::Install-Recommends "false"')
+# The root is built under the invoking user's cache, which apt's _apt user
+# cannot enter; download as root instead of warning about it.
+APT_OPTIONS = (
+    'Acquire::Check-Valid-Until "false"',
+    'APT::Install-Recommends "false"',
+    'APT::Sandbox::User "root"',
+)
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SOURCE_DIR = "src"
 

@@ -126,6 +126,8 @@ class AptLists:
             # A lagging mirror can serve a Release file past its Valid-Until
             # (seen with sid); signatures are still checked.
             "-oAcquire::Check-Valid-Until=false",
+            # The lists live under the user's cache, which _apt cannot enter.
+            "-oAPT::Sandbox::User=root",
         ]
 
     def is_fresh(self, now: float | None = None) -> bool:

@@ -86,6 +86,7 @@ def test_a_clean_run_has_no_problems() -> None:
     ("change", "problem"),
     [
         ({"refcount": "2"}, "refcount is 2"),
+        ({"refcount": "missing"}, "without dbg_enabled=1"),
         ({"unload_gdrdrv": "1"}, "rmmod gdrdrv failed"),
         ({"load_gdrdrv": "1"}, "modprobe gdrdrv failed"),
         ({"done": ""}, "did not finish"),
