@@ -24,6 +24,8 @@
  * Phase 0 (ready): every block's leader (thread 0) adds 1 to arrive; the
  * one that brings it to B (the number of blocks) stores cpu_flag = 1.
  * Leaders then wait until arrive >= B, and block 0 stores timestamps[0].
+ * The CPU starts timing once cpu_flag != 0: in mode 1 the GPU goes straight
+ * on to iteration 1 and may have raised cpu_flag to 2 before the CPU looks.
  *
  * Iterations i = 1 .. iters, mode 0 (CPU produces, GPU consumes):
  *   CPU: write data for i, then gpu_flag = i; wait for cpu_flag == i + 1.
