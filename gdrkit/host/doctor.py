@@ -1,0 +1,292 @@
+"""`invoke doctor`: check a host for everything gdrcopy needs, each finding with its fix.
+
+Every check is a function of a Probe (gdrkit.host.probe) returning one
+Finding; `diagnose()` runs them all.  Nothing here changes the system.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from gdrkit import version
+from gdrkit.host.probe import Probe
+from gdrkit.packaging.families import family_for_os_release
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+MODULE = "gdrdrv"
+NODE = "/dev/gdrdrv"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def _os_release(probe: Probe) -> dict[str, str]:
+    fields = {}
+    for line in (probe.read("/etc/os-release") or "").splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            fields[key] = value.strip().strip('"')
+    return fields
+
+
+def _headers_package(probe: Probe, release: str) -> str:
+    fam = family_for_os_release(_os_release(probe))
+    if fam is None:
+        return f"the kernel headers of {release}"
+    return fam.kernel_headers_package.format(kver=release)
+
+
+def _install_hint(probe: Probe, package: str) -> str:
+    fam = family_for_os_release(_os_release(probe))
+    tool = {"deb": "apt-get install", "rpm": "dnf install"}.get(fam.package_type if fam else "", "install")
+    if fam is not None and fam.name == "suse":
+        tool = "zypper install"
+    return f"{tool} {package}"
+
+
+def check_nvidia_driver(probe: Probe) -> Finding:
+    text = probe.read("/proc/driver/nvidia/version")
+    if text is None:
+        return Finding("nvidia driver", FAIL, "the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia/version)",
+                       "install the NVIDIA data-center driver and load it: modprobe nvidia")
+    first = text.splitlines()[0] if text else ""
+    flavour = "open" if "Open Kernel Module" in text else "proprietary"
+    license_out = probe.command(["modinfo", "-F", "license", "nvidia"])
+    if license_out is not None and license_out.returncode == 0:
+        flavour = "open" if "GPL" in license_out.stdout else "proprietary"
+    match = re.search(r"\b(\d{3}\.\d+(?:\.\d+)?)\b", first)
+    driver = match.group(1) if match else "unknown version"
+    return Finding("nvidia driver", OK, f"loaded, {driver}, {flavour} kernel modules")
+
+
+def check_p2p_symbols(probe: Probe) -> Finding:
+    syms = probe.read("/proc/kallsyms")
+    if syms is None:
+        return Finding("nvidia p2p api", SKIP, "/proc/kallsyms is not readable", "run doctor as root")
+    names = set(re.findall(r"\b(nvidia_p2p_\w+)", syms))
+    if "nvidia_p2p_get_pages" not in names:
+        return Finding("nvidia p2p api", FAIL, "nvidia_p2p_get_pages is not exported by any loaded module",
+                       "load the NVIDIA driver (nvidia.ko exports the P2P API); GPUs without it cannot be pinned")
+    persistent = "nvidia_p2p_get_pages_persistent" in names
+    return Finding("nvidia p2p api", OK,
+                   "nvidia_p2p_get_pages" + (" and the persistent API" if persistent else " (no persistent API)"))
+
+
+def check_kernel_headers(probe: Probe) -> Finding:
+    release = probe.release()
+    if probe.exists(f"/lib/modules/{release}/build"):
+        return Finding("kernel headers", OK, f"/lib/modules/{release}/build")
+    package = _headers_package(probe, release)
+    return Finding("kernel headers", FAIL, f"no headers for the running kernel {release}: DKMS cannot build gdrdrv",
+                   _install_hint(probe, package))
+
+
+def check_dkms(probe: Probe) -> Finding:
+    release = probe.release()
+    out = probe.command(["dkms", "status", "-m", MODULE])
+    if out is None:
+        return Finding("dkms", SKIP, "dkms is not installed (fine with a prebuilt gdrdrv-modules/gdrcopy-kmod package)")
+    lines = [line for line in out.stdout.splitlines() if MODULE in line]
+    if not lines:
+        return Finding("dkms", WARN, "DKMS does not know gdrdrv", "install the gdrdrv-dkms (deb) or gdrcopy-kmod (rpm) package")
+    mine = [line for line in lines if release in line]
+    if any("installed" in line for line in mine):
+        return Finding("dkms", OK, mine[0].strip())
+    return Finding("dkms", FAIL, f"gdrdrv is not installed for the running kernel {release}: {'; '.join(lines)}",
+                   f"dkms autoinstall -k {release}  (log: /var/lib/dkms/gdrdrv/*/build/make.log)")
+
+
+def _module_version(probe: Probe) -> str:
+    text = probe.read(f"/sys/module/{MODULE}/version")
+    if text:
+        return text.strip()
+    out = probe.command(["modinfo", "-F", "version", MODULE])
+    return out.stdout.strip() if out is not None and out.returncode == 0 else ""
+
+
+def _library_version(probe: Probe) -> str:
+    out = probe.command(["ldconfig", "-p"])
+    if out is None:
+        return ""
+    for line in out.stdout.splitlines():
+        if "libgdrapi.so.2 " in line and "=>" in line:
+            return line.split("=>")[1].strip()
+    return ""
+
+
+def check_versions(probe: Probe) -> Finding:
+    module = _module_version(probe)
+    library = _library_version(probe)
+    if not module and not library:
+        return Finding("versions", FAIL, "neither gdrdrv nor libgdrapi.so.2 is installed",
+                       "install the packages: ./toolkit build-packages, then apt install ./dist/*.deb")
+    if not library:
+        return Finding("versions", FAIL, f"gdrdrv {module or '?'} but no libgdrapi.so.2 in the linker cache",
+                       "install libgdrapi (deb) or gdrcopy (rpm), then run ldconfig")
+    if not module:
+        return Finding("versions", FAIL, f"libgdrapi ({library}) but no gdrdrv module for this kernel",
+                       "install gdrdrv-dkms / gdrcopy-kmod, or a prebuilt module package for this kernel")
+    api = version.api_version()
+    if not module.startswith(api):
+        return Finding("versions", WARN, f"gdrdrv {module} and libgdrapi ({library}) differ from interface {api}",
+                       "install matching gdrdrv and libgdrapi packages of one release")
+    return Finding("versions", OK, f"gdrdrv {module}, libgdrapi {library}")
+
+
+def _proc_devices_major(probe: Probe) -> int | None:
+    for line in (probe.read("/proc/devices") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1] == MODULE:
+            return int(parts[0])
+    return None
+
+
+def _sysfs_dev(probe: Probe) -> tuple[int, int] | None:
+    for path in (f"/sys/class/misc/{MODULE}/dev", f"/sys/class/{MODULE}/{MODULE}/dev"):
+        text = probe.read(path)
+        if text and ":" in text:
+            major, minor = text.strip().split(":")
+            return int(major), int(minor)
+    return None
+
+
+def check_device_node(probe: Probe) -> Finding:
+    if not probe.exists(f"/sys/module/{MODULE}"):
+        return Finding("device node", FAIL, "gdrdrv is not loaded",
+                       "modprobe gdrdrv (or: systemctl start gdrdrv; ./toolkit insmod for a build tree)")
+    expected = _sysfs_dev(probe)
+    if expected is None:
+        major = _proc_devices_major(probe)
+        expected = (major, 0) if major is not None else None
+    node = probe.node(NODE)
+    if node is None:
+        return Finding("device node", FAIL, f"gdrdrv is loaded but {NODE} does not exist",
+                       "udevadm trigger --subsystem-match=misc --action=add (the packaged udev rule creates it)")
+    if not node.is_char:
+        return Finding("device node", FAIL, f"{NODE} is not a character device", f"rm {NODE} && udevadm trigger")
+    if expected is not None and (node.major, node.minor) != expected:
+        return Finding("device node", FAIL,
+                       f"{NODE} is {node.major}:{node.minor} but gdrdrv is {expected[0]}:{expected[1]} (stale node)",
+                       f"rm {NODE} && udevadm trigger, or ./toolkit insmod")
+    group = probe.group_name(node.gid)
+    detail = f"{NODE} {node.major}:{node.minor} mode {node.mode:04o} group {group}"
+    if node.mode & 0o002:
+        return Finding("device node", WARN, detail + ": any local user can pin GPU memory",
+                       "use mode 0660 and a group (the packaged udev rule: 60-gdrdrv.rules)")
+    if not node.mode & 0o060:
+        return Finding("device node", WARN, detail + ": only root can use it",
+                       "give the group access: the packaged udev rule sets 0660 and group video")
+    return Finding("device node", OK, detail)
+
+
+def _nvidia_smi(probe: Probe, *args: str) -> str | None:
+    out = probe.command(["nvidia-smi", *args])
+    return out.stdout if out is not None and out.returncode == 0 else None
+
+
+def check_gpudirect(probe: Probe) -> Finding:
+    names = _nvidia_smi(probe, "--query-gpu=name", "--format=csv,noheader")
+    if names is None:
+        return Finding("gpudirect rdma", SKIP, "nvidia-smi is not available", "install the NVIDIA driver utilities")
+    gpus = [n.strip() for n in names.splitlines() if n.strip()]
+    consumer = [g for g in gpus if re.search(r"GeForce|TITAN", g, re.I)]
+    if consumer:
+        return Finding("gpudirect rdma", FAIL, f"{', '.join(consumer)}: GeForce-class GPUs do not support GPUDirect RDMA",
+                       "use a data-center or RTX Pro GPU")
+    return Finding("gpudirect rdma", OK, ", ".join(gpus) or "no GPU listed")
+
+
+def check_bar1(probe: Probe) -> Finding:
+    text = _nvidia_smi(probe, "-q", "-d", "MEMORY")
+    if text is None:
+        return Finding("bar1", SKIP, "nvidia-smi is not available")
+    sizes = []
+    for block in text.split("BAR1 Memory Usage")[1:]:
+        match = re.search(r"Total\s*:\s*(\d+)\s*MiB", block)
+        if match:
+            sizes.append(int(match.group(1)))
+    if not sizes:
+        return Finding("bar1", SKIP, "nvidia-smi shows no BAR1 size")
+    small = [s for s in sizes if s < 1024]
+    detail = "BAR1 " + ", ".join(f"{s} MiB" for s in sizes)
+    if small:
+        return Finding("bar1", WARN, detail + ": pins larger than BAR1 fail with ENOMEM",
+                       "enable Resizable BAR / a large BAR1 in the firmware, or pin less at once")
+    return Finding("bar1", OK, detail)
+
+
+def check_secure_boot(probe: Probe) -> Finding:
+    out = probe.command(["mokutil", "--sb-state"])
+    if out is None:
+        state = probe.read("/sys/kernel/security/lockdown") or ""
+        if "[none]" in state or not state:
+            return Finding("secure boot", SKIP, "mokutil is not installed; kernel lockdown is off")
+        return Finding("secure boot", WARN, f"kernel lockdown: {state.strip()}", "install mokutil to check the keys")
+    if "enabled" not in out.stdout.lower():
+        return Finding("secure boot", OK, "Secure Boot is off: unsigned modules load")
+    signer = probe.command(["modinfo", "-F", "signer", MODULE])
+    key = probe.command(["mokutil", "--test-key", "/var/lib/dkms/mok.pub"])
+    enrolled = key is not None and "already enrolled" in key.stdout
+    if signer is not None and signer.returncode == 0 and not signer.stdout.strip():
+        return Finding("secure boot", FAIL, "Secure Boot is on and gdrdrv is not signed",
+                       "rebuild with DKMS (it signs with /var/lib/dkms/mok.key), or sign with your MOK key")
+    if not enrolled:
+        return Finding("secure boot", FAIL, "Secure Boot is on and the DKMS signing key is not enrolled",
+                       "mokutil --import /var/lib/dkms/mok.pub, then reboot and confirm in the MOK manager")
+    return Finding("secure boot", OK, "Secure Boot is on; the DKMS key is enrolled")
+
+
+def check_container_access(probe: Probe) -> Finding:
+    inside = probe.exists("/.dockerenv") or probe.exists("/run/.containerenv")
+    present = probe.node(NODE) is not None
+    if inside:
+        if present:
+            return Finding("containers", OK, f"in a container, {NODE} is visible")
+        return Finding("containers", FAIL, f"in a container without {NODE}",
+                       f"start it with --device={NODE} (docker/podman) or the CDI spec; no --privileged needed")
+    if not present:
+        return Finding("containers", SKIP, f"no {NODE} to pass to containers yet")
+    return Finding("containers", OK, f"pass it with: docker run --device={NODE} ...")
+
+
+CHECKS: tuple[Callable[[Probe], Finding], ...] = (
+    check_nvidia_driver,
+    check_p2p_symbols,
+    check_kernel_headers,
+    check_dkms,
+    check_versions,
+    check_device_node,
+    check_gpudirect,
+    check_bar1,
+    check_secure_boot,
+    check_container_access,
+)
+
+
+def diagnose(probe: Probe | None = None) -> list[Finding]:
+    machine = probe or Probe()
+    return [check(machine) for check in CHECKS]
+
+
+def as_json(findings: list[Finding]) -> str:
+    return json.dumps([asdict(f) for f in findings], indent=2)
+
+
+def as_table(findings: list[Finding]) -> str:
+    width = max(len(f.check) for f in findings)
+    lines = []
+    for f in findings:
+        lines.append(f"{f.status.upper():4}  {f.check.ljust(width)}  {f.detail}")
+        if f.fix and f.status in (FAIL, WARN):
+            lines.append(f"{'':4}  {'':{width}}  fix: {f.fix}")
+    counts = {s: sum(1 for f in findings if f.status == s) for s in (OK, WARN, FAIL, SKIP)}
+    lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return "\n".join(lines)

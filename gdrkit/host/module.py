@@ -1,0 +1,137 @@
+"""`invoke insmod` / `rmmod` / `sanity`: load gdrdrv, give /dev/gdrdrv its mode, run sanity.
+
+`plan_*()` return the commands to run (a list of argv) from what a Probe
+sees; `apply()` runs them, or prints them with --dry-run.  gdrdrv registers
+its device with the driver core, so udev normally creates the node; the
+plan only creates it by hand (mknod) when no udev did so, as on a minimal
+host or in a VM without udevd.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gdrkit.host.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
+from gdrkit.host.probe import Probe
+from gdrkit.packaging import model
+from gdrkit.system import die, run
+from gdrkit.version import REPO_ROOT
+
+BUILT_MODULE = REPO_ROOT / "gdrdrv" / "gdrdrv.ko"
+SANITY_CANDIDATES = (REPO_ROOT / "tests" / "sanity" / "gdrcopy_sanity", Path("/usr/bin/gdrcopy_sanity"))
+
+Command = list[str]
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    from_build: bool = False  # insmod gdrdrv/gdrdrv.ko instead of modprobe gdrdrv
+    module_path: str = ""
+    params: Mapping[str, str] | None = None
+    mode: str = ""
+    group: str = ""
+
+
+def default_params() -> dict[str, str]:
+    return {k: str(v) for k, v in model.load().kernel_module.options.items()}
+
+
+def parse_params(text: str) -> dict[str, str]:
+    params = {}
+    for item in text.split():
+        if "=" not in item:
+            raise die(f"module parameter {item!r} is not name=value", "e.g. --params 'dbg_enabled=1 info_enabled=1'")
+        name, value = item.split("=", 1)
+        params[name] = value
+    return params
+
+
+def plan_load(options: LoadOptions, probe: Probe) -> list[Command]:
+    """Commands that (re)load gdrdrv with the parameters; node handling is separate."""
+    params = dict(default_params())
+    params.update(options.params or {})
+    args = [f"{k}={v}" for k, v in params.items()]
+    commands: list[Command] = []
+    if probe.exists(f"/sys/module/{MODULE}"):
+        commands.append(["rmmod", MODULE])
+    if options.from_build or options.module_path:
+        path = options.module_path or str(BUILT_MODULE)
+        if not probe.exists(path):
+            raise die(f"no module at {path}", "build it first: ./toolkit build (or pass --module-path)")
+        commands.append(["insmod", path, *args])
+    else:
+        commands.append(["modprobe", MODULE, *args])
+    return commands
+
+
+def plan_node(probe: Probe, mode: str, group: str) -> list[Command]:
+    """After loading: make /dev/gdrdrv match the device and the wanted mode and group."""
+    expected = _sysfs_dev(probe)
+    if expected is None:
+        major = _proc_devices_major(probe)
+        if major is None:
+            raise die("gdrdrv is loaded but registered no device", "see dmesg for gdrdrv's messages")
+        expected = (major, 0)
+    commands: list[Command] = []
+    node = probe.node(NODE)
+    if node is None or not node.is_char or (node.major, node.minor) != expected:
+        if node is not None:
+            commands.append(["rm", "-f", NODE])
+        commands.append(["mknod", NODE, "c", str(expected[0]), str(expected[1])])
+    commands.append(["chmod", mode, NODE])
+    commands.append(["chgrp", group, NODE])
+    return commands
+
+
+def plan_unload(probe: Probe) -> list[Command]:
+    if not probe.exists(f"/sys/module/{MODULE}"):
+        return []
+    return [["rmmod", MODULE]]
+
+
+def apply(commands: Sequence[Command], *, dry_run: bool) -> None:
+    for argv in commands:
+        run(argv, dry_run=dry_run)
+
+
+def load(options: LoadOptions, *, dry_run: bool = False, probe: Probe | None = None) -> None:
+    machine = probe or Probe()
+    node_defaults = model.load().device_node
+    mode = options.mode or node_defaults.mode
+    group = options.group or node_defaults.group
+    apply(plan_load(options, machine), dry_run=dry_run)
+    if dry_run:
+        print(f"[dry-run] then: wait for udev to create {NODE}, set mode {mode} and group {group}")
+        return
+    # Give udev a moment to create the node from the device_create() uevent.
+    deadline = time.monotonic() + 5
+    while machine.node(NODE) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    apply(plan_node(machine, mode, group), dry_run=False)
+    final = machine.node(NODE)
+    if final is None:
+        raise die(f"{NODE} did not appear", "see dmesg; is udevd running?")
+    print(f"{NODE}: {final.major}:{final.minor} mode {final.mode:04o} group {machine.group_name(final.gid)}")
+
+
+def unload(*, dry_run: bool = False, probe: Probe | None = None) -> None:
+    machine = probe or Probe()
+    commands = plan_unload(machine)
+    if not commands:
+        print("gdrdrv is not loaded")
+        return
+    apply(commands, dry_run=dry_run)
+
+
+def find_sanity(explicit: str = "") -> Path:
+    candidates = [Path(explicit)] if explicit else list(SANITY_CANDIDATES)
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise die(
+        "gdrcopy_sanity not found (looked in " + ", ".join(str(p) for p in candidates) + ")",
+        "build it (./toolkit build) or install the gdrcopy-tests package",
+    )

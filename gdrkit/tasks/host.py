@@ -1,0 +1,63 @@
+"""Host tasks: `invoke insmod`, `rmmod`, `sanity`, `doctor`.
+
+Thin: the logic is in gdrkit.host.  Never run insmod/rmmod on a build
+machine whose kernel you do not mean to change; --dry-run shows the plan.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import task
+
+from gdrkit.host import doctor as doctor_checks
+from gdrkit.host import module
+from gdrkit.system import log
+
+
+@task(
+    help={
+        "from_build": "insmod gdrdrv/gdrdrv.ko of this tree (default: modprobe the installed module)",
+        "module_path": "insmod this gdrdrv.ko",
+        "params": "module parameters, e.g. 'dbg_enabled=1 use_persistent_mapping=0' (defaults: packages/gdrcopy.yaml)",
+        "mode": "mode of /dev/gdrdrv (default 0660)",
+        "group": "group of /dev/gdrdrv (default video)",
+        "dry_run": "print the commands, run none",
+    }
+)
+def insmod(c: Context, from_build: bool = False, module_path: str = "", params: str = "", mode: str = "",
+           group: str = "", dry_run: bool = False) -> None:
+    """(Re)load gdrdrv with its parameters and give /dev/gdrdrv the configured mode and group."""
+    options = module.LoadOptions(from_build=from_build, module_path=module_path,
+                                 params=module.parse_params(params), mode=mode, group=group)
+    module.load(options, dry_run=dry_run)
+
+
+@task(help={"dry_run": "print the commands, run none"})
+def rmmod(c: Context, dry_run: bool = False) -> None:
+    """Unload gdrdrv (the node goes with it)."""
+    module.unload(dry_run=dry_run)
+
+
+@task(help={"path": "gdrcopy_sanity to run (default: the built one, else /usr/bin)", "args": "its arguments"})
+def sanity(c: Context, path: str = "", args: str = "") -> None:
+    """Run gdrcopy_sanity (built in this tree, or installed) and fail if it fails."""
+    program = module.find_sanity(path)
+    log(f"running {program} {args}".rstrip())
+    status = subprocess.call([str(program), *args.split()])
+    if status != 0:
+        raise Exit(f"gdrcopy_sanity failed (exit {status})", code=status)
+
+
+@task(help={"json": "print the findings as JSON"})
+def doctor(c: Context, json: bool = False) -> None:
+    """Check this host for gdrcopy: NVIDIA driver, P2P API, headers, DKMS, versions, /dev/gdrdrv, BAR1, Secure Boot."""
+    findings = doctor_checks.diagnose()
+    print(doctor_checks.as_json(findings) if json else doctor_checks.as_table(findings))
+    if any(f.status == doctor_checks.FAIL for f in findings):
+        raise Exit(code=1)
+
+
+TASKS = [insmod, rmmod, sanity, doctor]
