@@ -116,6 +116,7 @@ SANITY_TEST(basic_with_tokens)
 
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
+	sanity_require_not_dmabuf(g, "take P2P tokens");
 	if (sanity_persistent(g))
 		test_waive("persistent mapping is in use, which rejects P2P tokens (load gdrdrv with use_persistent_mapping=0 to run this)");
 	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, BASIC_SIZE, &mem);
