@@ -190,14 +190,43 @@ def resolve_kernel(
             f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
         )
     abi = normalize_abi(spec)
-    for suite in candidate_suites(abi):
+    likely = candidate_suites(abi)
+    for suite in likely:
         query = lists_for(suite)
         if has_package(query, f"linux-image-{abi}") and has_package(query, f"linux-headers-{abi}"):
             return KernelChoice(suite, abi)
+    nearby = similar_abis(lists_for(likely[0]), abi)
+    offer = f"{likely[0].name} has {', '.join(nearby)}" if nearby else "pick a current one (e.g. --kernel trixie)"
     raise die(
         f"no Debian suite ({', '.join(SUITES)}) has both linux-image-{abi} and linux-headers-{abi}",
-        "older kernel ABIs leave the archive; pick a current one (e.g. --kernel trixie) or check the spelling",
+        f"older kernel ABIs leave the archive; {offer}",
     )
+
+
+def flavour(abi: str) -> str:
+    """`6.1.0-41-cloud-amd64` -> `cloud-amd64`; plain kernels -> `amd64`."""
+    for special in ("cloud-amd64", "rt-amd64"):
+        if abi.endswith("-" + special):
+            return special
+    return "amd64"
+
+
+def similar_abis(query: AptQuery, abi: str, limit: int = 6) -> list[str]:
+    """ABIs of the same major.minor and flavour that have headers in a suite, newest last."""
+    status, out = query(["pkgnames", "linux-headers-"])
+    if status != 0:
+        return []
+    series = ".".join(abi.split(".")[:2]) + "."
+    found = [
+        candidate
+        for candidate in (name.removeprefix("linux-headers-") for name in out.split())
+        if candidate.startswith(series) and candidate.endswith("-amd64") and flavour(candidate) == flavour(abi)
+    ]
+    return sorted(found, key=_version_key)[-limit:]
+
+
+def _version_key(abi: str) -> list[int]:
+    return [int(part) for part in re.findall(r"\d+", abi)]
 
 
 def _real_lists(base: Path | None, refresh: bool) -> Callable[[Suite], AptQuery]:

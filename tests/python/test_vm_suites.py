@@ -36,6 +36,8 @@ class FakeApt:
 
         def query(args: Sequence[str]) -> tuple[int, str]:
             self.asked.append((suite.name, args[-1]))
+            if args[0] == "pkgnames":
+                return 0, "\n".join(p.replace("linux-image-", "linux-headers-") for p in sorted(packages)) + "\n"
             if args[0] == "depends":
                 return 0, f"linux-image-amd64\n  Depends: linux-image-{current}\n  Depends: apparmor\n"
             if args[-1] in packages:
@@ -85,10 +87,24 @@ def test_image_without_headers_is_not_enough() -> None:
         suites.resolve_kernel("6.12.50+deb13-amd64", lists_for=FakeApt())
 
 
-def test_unknown_version_says_what_to_do() -> None:
+def test_unknown_version_offers_what_the_suite_has() -> None:
     with pytest.raises(UserError) as info:
         suites.resolve_kernel("6.1.0-1-amd64", lists_for=FakeApt())
+    assert info.value.hint and "bookworm has 6.1.0-41-amd64" in info.value.hint
+
+
+def test_unknown_series_says_what_to_do() -> None:
+    with pytest.raises(UserError) as info:
+        suites.resolve_kernel("4.19.0-1-amd64", lists_for=FakeApt())
     assert info.value.hint and "--kernel trixie" in info.value.hint
+
+
+def test_similar_abis_keep_flavour_and_order() -> None:
+    names = "linux-headers-6.1.0-9-amd64 linux-headers-6.1.0-10-amd64 linux-headers-6.1.0-10-cloud-amd64 " \
+            "linux-headers-6.1.0-10-common linux-headers-6.12.1+deb12-amd64 linux-headers-amd64"
+    query = lambda args: (0, names.replace(" ", "\n"))  # noqa: E731
+    assert suites.similar_abis(query, "6.1.0-3-amd64") == ["6.1.0-9-amd64", "6.1.0-10-amd64"]
+    assert suites.similar_abis(query, "6.1.0-3-cloud-amd64") == ["6.1.0-10-cloud-amd64"]
 
 
 def test_nonsense_is_rejected_before_asking_apt() -> None:
