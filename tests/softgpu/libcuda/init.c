@@ -49,17 +49,20 @@ void sg_unlock(void)
 /* Keep the lock consistent across fork(): no thread may hold it at the fork. */
 static void sg_atfork_prepare(void)
 {
+	sg_alloc_lock_for_fork(1);
 	pthread_mutex_lock(&sg.lock);
 }
 
 static void sg_atfork_parent(void)
 {
 	pthread_mutex_unlock(&sg.lock);
+	sg_alloc_lock_for_fork(0);
 }
 
 static void sg_atfork_child(void)
 {
 	pthread_mutex_unlock(&sg.lock);
+	sg_alloc_lock_for_fork(0);
 }
 
 static void sg_register_atfork(void)

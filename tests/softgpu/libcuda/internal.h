@@ -40,8 +40,10 @@ struct sg_chunk {
 	struct sg_chunk *next;
 	uint64_t va;
 	uint64_t size;
-	int shared;		/* sub-allocates small blocks */
+	int shared;		/* sub-allocates small blocks, page by page */
 	unsigned int blocks;	/* live blocks; the chunk is freed at 0 */
+	/* Shared chunks: blocks using each GPU page; a page is backed while > 0. */
+	unsigned short page_users[SG_SHARED_CHUNK_SIZE / SOFTGPU_PAGE_SIZE];
 };
 
 /* One cuMemAlloc allocation. */
@@ -151,7 +153,7 @@ void sg_memory_forget_device(void);
 struct sg_host_alloc *sg_find_host_locked(uint64_t addr);
 struct sg_block *sg_find_block_locked(uint64_t addr);
 struct sg_vmm_mapping *sg_find_mapping_locked(uint64_t addr);
-CUresult sg_free_block_locked(struct sg_block *block);
+void sg_alloc_lock_for_fork(int lock);
 
 /* Where an address lives, for copies. */
 enum sg_space { SG_SPACE_HOST, SG_SPACE_DEVICE };

@@ -46,8 +46,22 @@ struct sg_block *sg_find_block_locked(uint64_t addr)
 	return NULL;
 }
 
+/*
+ * The allocator lock serializes cuMemAlloc/cuMemFree, which call into the
+ * kernel several times per operation; sg.lock only guards table updates.
+ */
+static pthread_mutex_t sg_alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void sg_alloc_lock_for_fork(int lock)
+{
+	if (lock)
+		pthread_mutex_lock(&sg_alloc_lock);
+	else
+		pthread_mutex_unlock(&sg_alloc_lock);
+}
+
 /* First-fit: the lowest gap in chunk @c that holds @need bytes. */
-static int sg_chunk_find_gap_locked(struct sg_chunk *c, uint64_t need, uint64_t *va_out)
+static int sg_chunk_find_gap(struct sg_chunk *c, uint64_t need, uint64_t *va_out)
 {
 	uint64_t cursor = c->va;
 	struct sg_block *b;
@@ -78,7 +92,22 @@ static void sg_insert_block_locked(struct sg_block *nb)
 	*pp = nb;
 }
 
-static CUresult sg_new_chunk_locked(uint64_t size, int shared, struct sg_chunk **out)
+static void sg_unlink_chunk(struct sg_chunk *c)
+{
+	struct sg_chunk **pp;
+
+	sg_lock();
+	for (pp = &sg.chunks; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	sg_unlock();
+}
+
+/* A chunk of its own for a large allocation: create, reserve and map at once. */
+static CUresult sg_new_private_chunk(uint64_t size, struct sg_chunk **out)
 {
 	struct softgpu_alloc req = { .size = size };
 	struct sg_chunk *c = calloc(1, sizeof(*c));
@@ -86,10 +115,7 @@ static CUresult sg_new_chunk_locked(uint64_t size, int shared, struct sg_chunk *
 
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	/* sg_ioctl takes the lock itself, so drop it around the call. */
-	sg_unlock();
 	err = sg_ioctl(SOFTGPU_IOC_ALLOC, &req);
-	sg_lock();
 	if (err) {
 		free(c);
 		sg_debug("SOFTGPU_IOC_ALLOC of %llu bytes failed: %s",
@@ -98,31 +124,141 @@ static CUresult sg_new_chunk_locked(uint64_t size, int shared, struct sg_chunk *
 	}
 	c->va = req.va;
 	c->size = sg_round_up(size, SOFTGPU_PAGE_SIZE);
-	c->shared = shared;
+	sg_lock();
 	c->next = sg.chunks;
 	sg.chunks = c;
+	sg_unlock();
 	*out = c;
 	return CUDA_SUCCESS;
 }
 
-static void sg_release_chunk_locked(struct sg_chunk *c)
+/*
+ * A shared chunk is only an address range at first; each 64 KiB GPU page in
+ * it is backed (created and mapped) when a block first uses it and unmapped
+ * when its last block is freed.  So freeing an allocation revokes the pages
+ * it used alone -- legacy pins on them get their free callback -- while
+ * pages it shares with live neighbours stay.
+ */
+static CUresult sg_new_shared_chunk(struct sg_chunk **out)
 {
-	struct softgpu_free req = { .va = c->va };
-	struct sg_chunk **pp;
+	struct softgpu_va_reserve req = { .size = SG_SHARED_CHUNK_SIZE };
+	struct sg_chunk *c = calloc(1, sizeof(*c));
 	int err;
 
-	for (pp = &sg.chunks; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	err = sg_ioctl(SOFTGPU_IOC_VA_RESERVE, &req);
+	if (err) {
+		free(c);
+		sg_debug("SOFTGPU_IOC_VA_RESERVE of a %llu-byte chunk failed: %s",
+			 SG_SHARED_CHUNK_SIZE, strerror(err));
+		return sg_errno_to_result(err);
 	}
-	sg_unlock();
-	err = sg_ioctl(SOFTGPU_IOC_FREE, &req);
+	c->va = req.va;
+	c->size = SG_SHARED_CHUNK_SIZE;
+	c->shared = 1;
 	sg_lock();
+	c->next = sg.chunks;
+	sg.chunks = c;
+	sg_unlock();
+	*out = c;
+	return CUDA_SUCCESS;
+}
+
+static int sg_back_page(uint64_t va)
+{
+	struct softgpu_mem_create create = { .size = SOFTGPU_PAGE_SIZE };
+	struct softgpu_mem_release release;
+	struct softgpu_mem_map map = { .va = va, .size = SOFTGPU_PAGE_SIZE };
+	int err;
+
+	err = sg_ioctl(SOFTGPU_IOC_MEM_CREATE, &create);
 	if (err)
-		sg_debug("SOFTGPU_IOC_FREE of 0x%llx failed: %s", (unsigned long long)c->va,
-			 strerror(err));
+		return err;
+	map.handle = create.handle;
+	err = sg_ioctl(SOFTGPU_IOC_MEM_MAP, &map);
+	/* The mapping keeps the memory; the handle is not needed any more. */
+	release.handle = create.handle;
+	sg_ioctl(SOFTGPU_IOC_MEM_RELEASE, &release);
+	return err;
+}
+
+static void sg_unback_page(uint64_t va)
+{
+	struct softgpu_mem_unmap req = { .va = va, .size = SOFTGPU_PAGE_SIZE };
+	int err = sg_ioctl(SOFTGPU_IOC_MEM_UNMAP, &req);
+
+	if (err)
+		sg_debug("SOFTGPU_IOC_MEM_UNMAP of GPU page 0x%llx failed: %s",
+			 (unsigned long long)va, strerror(err));
+}
+
+static unsigned int sg_first_page(struct sg_chunk *c, uint64_t va)
+{
+	return (unsigned int)((va - c->va) / SOFTGPU_PAGE_SIZE);
+}
+
+static unsigned int sg_last_page(struct sg_chunk *c, uint64_t va, uint64_t len)
+{
+	return (unsigned int)((va + len - 1 - c->va) / SOFTGPU_PAGE_SIZE);
+}
+
+/* Drop one user from pages [first, last]; unback pages left unused. */
+static void sg_put_page_range(struct sg_chunk *c, unsigned int first, unsigned int last)
+{
+	unsigned int p;
+
+	for (p = first; p <= last; p++)
+		if (--c->page_users[p] == 0)
+			sg_unback_page(c->va + (uint64_t)p * SOFTGPU_PAGE_SIZE);
+}
+
+static void sg_put_pages(struct sg_chunk *c, uint64_t va, uint64_t len)
+{
+	sg_put_page_range(c, sg_first_page(c, va), sg_last_page(c, va, len));
+}
+
+/* Add a user to each page of [va, va + len), backing pages that had none. */
+static CUresult sg_get_pages(struct sg_chunk *c, uint64_t va, uint64_t len)
+{
+	unsigned int p, first = sg_first_page(c, va), last = sg_last_page(c, va, len);
+	int err;
+
+	for (p = first; p <= last; p++) {
+		if (c->page_users[p] == 0) {
+			err = sg_back_page(c->va + (uint64_t)p * SOFTGPU_PAGE_SIZE);
+			if (err) {
+				sg_debug("backing GPU page 0x%llx failed: %s",
+					 (unsigned long long)(c->va + (uint64_t)p * SOFTGPU_PAGE_SIZE),
+					 strerror(err));
+				if (p > first)
+					sg_put_page_range(c, first, p - 1);
+				return sg_errno_to_result(err);
+			}
+		}
+		c->page_users[p]++;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* Give a chunk without blocks back to the kernel. */
+static void sg_release_chunk(struct sg_chunk *c)
+{
+	int err;
+
+	sg_unlink_chunk(c);
+	if (c->shared) {
+		struct softgpu_va_free req = { .va = c->va, .size = c->size };
+
+		err = sg_ioctl(SOFTGPU_IOC_VA_FREE, &req);
+	} else {
+		struct softgpu_free req = { .va = c->va };
+
+		err = sg_ioctl(SOFTGPU_IOC_FREE, &req);
+	}
+	if (err)
+		sg_debug("returning chunk 0x%llx to softgpu failed: %s",
+			 (unsigned long long)c->va, strerror(err));
 	free(c);
 }
 
@@ -144,21 +280,26 @@ SG_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	if (!nb)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 
-	sg_lock();
+	pthread_mutex_lock(&sg_alloc_lock);
 	if (reserved <= SG_SHARED_MAX_SIZE) {
 		for (c = sg.chunks; c; c = c->next)
-			if (c->shared && !sg_chunk_find_gap_locked(c, reserved, &va))
+			if (c->shared && !sg_chunk_find_gap(c, reserved, &va))
 				break;
 		if (!c) {
-			rc = sg_new_chunk_locked(SG_SHARED_CHUNK_SIZE, 1, &c);
+			rc = sg_new_shared_chunk(&c);
 			va = c ? c->va : 0;
 		}
+		if (rc == CUDA_SUCCESS) {
+			rc = sg_get_pages(c, va, reserved);
+			if (rc != CUDA_SUCCESS && !c->blocks)
+				sg_release_chunk(c);
+		}
 	} else {
-		rc = sg_new_chunk_locked(reserved, 0, &c);
+		rc = sg_new_private_chunk(reserved, &c);
 		va = c ? c->va : 0;
 	}
 	if (rc != CUDA_SUCCESS) {
-		sg_unlock();
+		pthread_mutex_unlock(&sg_alloc_lock);
 		free(nb);
 		return rc;
 	}
@@ -168,30 +309,35 @@ SG_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	nb->size = bytesize;
 	nb->reserved = reserved;
 	nb->ctx = ctx;
-	nb->buffer_id = sg.next_buffer_id++;
 	nb->sync_memops = 1;
+	sg_lock();
+	nb->buffer_id = sg.next_buffer_id++;
 	sg_insert_block_locked(nb);
 	sg_unlock();
+	pthread_mutex_unlock(&sg_alloc_lock);
 	*dptr = va;
 	return CUDA_SUCCESS;
 }
 
-/* Free one block; the lock is held (and dropped briefly for the ioctl). */
-CUresult sg_free_block_locked(struct sg_block *block)
+/* Free one block; the allocator lock is held. */
+static void sg_free_block(struct sg_block *block)
 {
 	struct sg_chunk *c = block->chunk;
 	struct sg_block **pp;
 
+	sg_lock();
 	for (pp = &sg.blocks; *pp; pp = &(*pp)->next) {
 		if (*pp == block) {
 			*pp = block->next;
 			break;
 		}
 	}
+	sg_unlock();
+	if (c->shared)
+		sg_put_pages(c, block->va, block->reserved);
 	free(block);
 	if (--c->blocks == 0)
-		sg_release_chunk_locked(c);
-	return CUDA_SUCCESS;
+		sg_release_chunk(c);
 }
 
 SG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -201,17 +347,19 @@ SG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	pthread_mutex_lock(&sg_alloc_lock);
 	sg_lock();
 	b = sg_find_block_locked(dptr);
+	sg_unlock();
 	if (!b || b->va != dptr) {
-		sg_unlock();
+		pthread_mutex_unlock(&sg_alloc_lock);
 		sg_debug("cuMemFree(0x%llx): not the start of a cuMemAlloc allocation",
 			 (unsigned long long)dptr);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	rc = sg_free_block_locked(b);
-	sg_unlock();
-	return rc;
+	sg_free_block(b);
+	pthread_mutex_unlock(&sg_alloc_lock);
+	return CUDA_SUCCESS;
 }
 
 SG_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
@@ -260,14 +408,18 @@ void sg_ctx_free_memory(CUcontext ctx)
 	struct sg_host_alloc **hp;
 	struct sg_block *b;
 
+	pthread_mutex_lock(&sg_alloc_lock);
+	do {
+		sg_lock();
+		for (b = sg.blocks; b && b->ctx != ctx; b = b->next)
+			;
+		sg_unlock();
+		if (b)
+			sg_free_block(b);
+	} while (b);
+	pthread_mutex_unlock(&sg_alloc_lock);
+
 	sg_lock();
-restart:
-	for (b = sg.blocks; b; b = b->next) {
-		if (b->ctx == ctx) {
-			sg_free_block_locked(b);
-			goto restart;	/* the lock was dropped: rescan */
-		}
-	}
 	for (hp = &sg.host_allocs; *hp;) {
 		struct sg_host_alloc *h = *hp;
 

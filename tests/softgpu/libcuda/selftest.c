@@ -228,9 +228,33 @@ static void test_free_returns_memory(void)
 	OK(cuMemAlloc(&big, 8 << 20));
 	OK(cuMemAlloc(&small, 100));
 	OK(cuMemGetInfo(&free1, &total));
-	CHECK(free0 - free1 >= (8 << 20) + (2 << 20));
+	/* The small one takes one 64 KiB page of a shared chunk. */
+	CHECK(free0 - free1 == (8 << 20) + GPU_PAGE);
 	OK(cuMemFree(big));
 	OK(cuMemFree(small));
+	OK(cuMemGetInfo(&free2, &total));
+	CHECK(free2 == free0);
+}
+
+/*
+ * Freeing a block gives back the GPU pages it used alone, at once, even
+ * while a neighbour keeps the page they share (and so the chunk) alive.
+ */
+static void test_free_revokes_own_pages(void)
+{
+	size_t free0, free1, free2, total;
+	CUdeviceptr a, b;
+
+	OK(cuMemGetInfo(&free0, &total));
+	OK(cuMemAlloc(&a, 3 * GPU_PAGE + 1000));	/* pages 0-3 of a chunk */
+	OK(cuMemAlloc(&b, 8));				/* right after, in page 3 */
+	CHECK(b / GPU_PAGE == (a + 3 * GPU_PAGE) / GPU_PAGE);
+	OK(cuMemGetInfo(&free1, &total));
+	CHECK(free0 - free1 == 4 * GPU_PAGE);
+	OK(cuMemFree(a));
+	OK(cuMemGetInfo(&free2, &total));
+	CHECK(free2 - free1 == 3 * GPU_PAGE);
+	OK(cuMemFree(b));
 	OK(cuMemGetInfo(&free2, &total));
 	CHECK(free2 == free0);
 }
@@ -663,7 +687,7 @@ int main(int argc, char **argv)
 		printf("# SKIP the rest: no /dev/softgpu (load the softgpu module)\n");
 		return rc == CUDA_ERROR_NO_DEVICE ? KSFT_SKIP : 1;
 	}
-	printf("1..16\n");
+	printf("1..17\n");
 	{
 		CUdevice dev;
 
@@ -681,6 +705,7 @@ int main(int argc, char **argv)
 	run_test("contexts", test_contexts);
 	run_test("alloc_packing", test_alloc_packing);
 	run_test("free_returns_memory", test_free_returns_memory);
+	run_test("free_revokes_own_pages", test_free_revokes_own_pages);
 	run_test("copies", test_copies);
 	run_test("pointer_attributes", test_pointer_attributes);
 	run_test("host_memory", test_host_memory);
