@@ -114,6 +114,7 @@ class AptLists:
         self.sources = self.base / "sources.list"
         self.lists = self.base / "lists"
         self.cache = self.base / "cache"
+        self.status = self.base / "dpkg-status"
 
     def options(self) -> list[str]:
         return [
@@ -121,6 +122,9 @@ class AptLists:
             "-oDir::Etc::SourceParts=/dev/null",
             f"-oDir::State::Lists={self.lists}",
             f"-oDir::Cache={self.cache}",
+            # An empty dpkg status: what the host has installed must not
+            # become a suite's candidate (the host's kernel did, for bullseye).
+            f"-oDir::State::status={self.status}",
             "-oAPT::Architecture=amd64",
             "-oAPT::Architectures=amd64",
             # A lagging mirror can serve a Release file past its Valid-Until
@@ -144,6 +148,7 @@ class AptLists:
         (self.lists / "partial").mkdir(parents=True, exist_ok=True)
         (self.cache / "archives" / "partial").mkdir(parents=True, exist_ok=True)
         self.sources.write_text("\n".join(self.suite.sources_lines()) + "\n")
+        self.status.touch()
         result = run(["apt-get", "-q", "update", *self.options()], capture=True, check=False)
         if result.returncode != 0:
             raise die(

@@ -135,6 +135,7 @@ def test_private_apt_options_never_name_the_host_sources(tmp_path: Path) -> None
     assert "-oDir::Etc::SourceParts=/dev/null" in options
     assert f"-oDir::State::Lists={tmp_path}/trixie/lists" in options
     assert any(o.startswith("-oDir::Cache=") for o in options)
+    assert f"-oDir::State::status={tmp_path}/trixie/dpkg-status" in options, "the host's installed packages stay out"
 
 
 def test_lists_are_refreshed_once_a_day(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,6 +154,7 @@ def test_lists_are_refreshed_once_a_day(tmp_path: Path, monkeypatch: pytest.Monk
     lists.update()
     assert len(calls) == 1 and calls[0][:3] == ["apt-get", "-q", "update"]
     assert (tmp_path / "sid/sources.list").read_text() == "deb http://deb.debian.org/debian sid main\n"
+    assert (tmp_path / "sid/dpkg-status").read_text() == ""
     lists.update(force=True)
     assert len(calls) == 2
 
