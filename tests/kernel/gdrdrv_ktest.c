@@ -1001,6 +1001,67 @@ static void test_gdrdrv_threads(void)
 	KT_EXPECT_OK(gd_unpin(f.gd, a.handle));
 }
 
+struct race_arg {
+	pthread_barrier_t *start;
+	struct fixture *f;
+	uint64_t handle;
+	int err;
+};
+
+static void *race_free(void *p)
+{
+	struct race_arg *a = p;
+	struct softgpu_free fr = { .va = a->f->va };
+
+	pthread_barrier_wait(a->start);
+	a->err = sg_ioctl(a->f->sg, SOFTGPU_IOC_FREE, &fr);
+	return NULL;
+}
+
+static void *race_unpin(void *p)
+{
+	struct race_arg *a = p;
+
+	pthread_barrier_wait(a->start);
+	a->err = gd_unpin(a->f->gd, a->handle);
+	return NULL;
+}
+
+/*
+ * Freeing GPU memory while gdrdrv unpins it: with legacy pins the free
+ * callback and nvidia_p2p_put_pages() race, the path where a driver can
+ * deadlock or double-free.  Both calls must succeed, every time.
+ */
+static void test_gdrdrv_race_free_unpin(void)
+{
+	struct fixture f = fixture(KT_GPU_PAGE);
+	pthread_barrier_t start;
+	struct race_arg fa, ua;
+	pthread_t tf, tu;
+	uint32_t *map;
+	int err;
+
+	pthread_barrier_init(&start, NULL, 2);
+	sg_free(f.sg, f.va);
+	for (int i = 0; i < 1000; i++) {
+		f.va = sg_alloc(f.sg, KT_GPU_PAGE);
+		fa = (struct race_arg){ .start = &start, .f = &f };
+		ua = fa;
+		ua.handle = pin_ok(&f, f.va, KT_GPU_PAGE);
+		map = gd_map(f.gd, ua.handle, KT_GPU_PAGE, &err);
+		KT_ASSERT(map, "mmap: %s", kt_errname(err));
+		pthread_create(&tf, NULL, race_free, &fa);
+		pthread_create(&tu, NULL, race_unpin, &ua);
+		pthread_join(tf, NULL);
+		pthread_join(tu, NULL);
+		if (fa.err || ua.err)
+			KT_FAIL("round %d: free %s, unpin %s", i, kt_errname(fa.err),
+				kt_errname(ua.err));
+		munmap(map, KT_GPU_PAGE);
+	}
+	KT_ASSERT(sg_stats().active_pins == 0, "pins left");
+}
+
 static void test_gdrdrv_bar1_exhaustion(void)
 {
 	struct fixture f = fixture(16 * KT_GPU_PAGE);
@@ -1225,6 +1286,7 @@ static const struct kt_test tests[] = {
 	T(gdrdrv_fork_isolation, true),
 	T(gdrdrv_scm_rights_isolation, true),
 	T(gdrdrv_threads, true),
+	T(gdrdrv_race_free_unpin, true),
 	T(gdrdrv_bar1_exhaustion, true),
 	T(gdrdrv_pt_version, true),
 	T(gdrdrv_pt_page_size, true),

@@ -6,7 +6,7 @@
  *  - addresses resolve only in the GPU VA spaces of the calling process;
  *  - legacy pins (with a free callback) are revoked when their memory is
  *    unmapped or freed: the callback runs, after which the page table is
- *    gone and nvidia_p2p_put_pages() on it is a caller bug;
+ *    dead and nvidia_p2p_put_pages() on it fails with -EINVAL;
  *  - persistent pins (get_pages_persistent, or legacy with no callback) keep
  *    the memory alive until they are put.
  * Where the real driver would silently corrupt memory on a contract
@@ -25,11 +25,25 @@
 enum softgpu_pin_state {
 	SOFTGPU_PIN_ACTIVE,
 	SOFTGPU_PIN_REVOKING,	/* its free callback is running */
+	SOFTGPU_PIN_REVOKED,	/* callback done; kept as a tombstone */
 };
+
+/*
+ * A P2P client cannot close the window between deciding to put a legacy pin
+ * and nvidia_p2p_put_pages() running: the free callback may run and finish
+ * in between (the client must not hold a lock the callback needs across the
+ * put).  The real driver then fails the put.  So softgpu keeps revoked pins
+ * as tombstones, their memory released but their page table address still
+ * reserved, and fails a put on one with -EINVAL; only a put on a page table
+ * it never handed out, or already put, is a contract violation.  The oldest
+ * tombstones go once there are more than this many.
+ */
+#define SOFTGPU_MAX_TOMBSTONES 4096
 
 struct softgpu_pin {
 	struct hlist_node hash_node;	/* in softgpu_pins, keyed by &table */
-	struct list_head space_node;	/* legacy: in space->legacy_pins */
+	struct list_head space_node;	/* legacy: in space->legacy_pins,
+					 * revoked: in softgpu_tombstones */
 	enum softgpu_pin_state state;
 	bool persistent;
 	bool table_freed;		/* the callback called free_page_table */
@@ -52,6 +66,8 @@ int nvidia_p2p_cap_persistent_pages = 1;
 EXPORT_SYMBOL_GPL(nvidia_p2p_cap_persistent_pages);
 
 static DEFINE_HASHTABLE(softgpu_pins, 12);
+static LIST_HEAD(softgpu_tombstones);
+static unsigned int softgpu_nr_tombstones;
 static struct softgpu_stats softgpu_p2p_stats;	/* under softgpu_lock */
 
 #define softgpu_misuse(fmt, ...)					\
@@ -110,16 +126,48 @@ static void softgpu_pin_free(struct softgpu_pin *pin)
 	kfree(pin);
 }
 
-static void softgpu_pin_unlink(struct softgpu_pin *pin)
+/* Takes an active or revoking pin out of the books (not out of the hash). */
+static void softgpu_pin_retire(struct softgpu_pin *pin)
 {
 	lockdep_assert_held(&softgpu_lock);
-	hash_del(&pin->hash_node);
 	if (!pin->persistent) {
 		list_del(&pin->space_node);
 		softgpu_p2p_stats.legacy_pins--;
 	}
 	softgpu_p2p_stats.active_pins--;
 	softgpu_p2p_stats.pinned_bytes -= pin->len;
+}
+
+static void softgpu_pin_unlink(struct softgpu_pin *pin)
+{
+	softgpu_pin_retire(pin);
+	hash_del(&pin->hash_node);
+}
+
+static void softgpu_tombstone_remove(struct softgpu_pin *pin)
+{
+	lockdep_assert_held(&softgpu_lock);
+	list_del(&pin->space_node);
+	hash_del(&pin->hash_node);
+	softgpu_nr_tombstones--;
+}
+
+/* Files a revoked pin as a tombstone; returns one to free, if any. */
+static struct softgpu_pin *softgpu_tombstone_add(struct softgpu_pin *pin)
+{
+	struct softgpu_pin *old;
+
+	lockdep_assert_held(&softgpu_lock);
+	list_add_tail(&pin->space_node, &softgpu_tombstones);
+	if (++softgpu_nr_tombstones <= SOFTGPU_MAX_TOMBSTONES)
+		return NULL;
+	list_for_each_entry(old, &softgpu_tombstones, space_node) {
+		if (!old->waiters) {
+			softgpu_tombstone_remove(old);
+			return old;
+		}
+	}
+	return NULL;
 }
 
 /* The calling process's space that maps @va, if any. */
@@ -287,21 +335,24 @@ int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 		mutex_unlock(&softgpu_lock);
 		return -EINVAL;
 	}
-	if (pin->state == SOFTGPU_PIN_REVOKING) {
-		bool last;
-
+	if (pin->state != SOFTGPU_PIN_ACTIVE) {
 		/*
-		 * The memory is being freed under this pin right now.  The
-		 * real driver blocks until the callback is done; the page
-		 * table is gone afterwards, so the put itself fails.
+		 * Its memory was freed under it.  The real driver waits for a
+		 * running free callback, then fails: the pin is gone.
 		 */
-		pin->waiters++;
+		if (pin->state == SOFTGPU_PIN_REVOKING) {
+			pin->waiters++;
+			mutex_unlock(&softgpu_lock);
+			wait_for_completion(&pin->revoked);
+			mutex_lock(&softgpu_lock);
+			pin->waiters--;
+		}
+		if (!pin->waiters)
+			softgpu_tombstone_remove(pin);
+		else
+			pin = NULL;	/* another put of it still waits */
 		mutex_unlock(&softgpu_lock);
-		wait_for_completion(&pin->revoked);
-		mutex_lock(&softgpu_lock);
-		last = --pin->waiters == 0;
-		mutex_unlock(&softgpu_lock);
-		if (last)
+		if (pin)
 			softgpu_pin_free(pin);
 		return -EINVAL;
 	}
@@ -394,8 +445,8 @@ void softgpu_p2p_revoke_range(struct softgpu_space *space, u64 va, u64 size,
 
 void softgpu_p2p_run_callbacks(struct list_head *revoked)
 {
-	struct softgpu_pin *pin, *tmp;
-	bool free_now;
+	struct softgpu_pin *pin, *tmp, *evicted;
+	unsigned int i;
 
 	list_for_each_entry_safe(pin, tmp, revoked, space_node) {
 		pin->free_callback(pin->data);
@@ -405,12 +456,18 @@ void softgpu_p2p_run_callbacks(struct list_head *revoked)
 		if (!pin->table_freed)
 			softgpu_misuse("free callback %ps returned without calling nvidia_p2p_free_page_table",
 				       pin->free_callback);
-		softgpu_pin_unlink(pin);	/* also leaves @revoked */
+		softgpu_pin_retire(pin);	/* also leaves @revoked */
+		/* The memory goes now; the page table's address stays taken. */
+		for (i = 0; i < pin->table.entries; i++) {
+			softgpu_mem_put(pin->mems[i]);
+			pin->mems[i] = NULL;
+		}
+		pin->state = SOFTGPU_PIN_REVOKED;
+		evicted = softgpu_tombstone_add(pin);
 		complete_all(&pin->revoked);
-		free_now = !pin->waiters;	/* else the last waiter frees it */
 		mutex_unlock(&softgpu_lock);
-		if (free_now)
-			softgpu_pin_free(pin);
+		if (evicted)
+			softgpu_pin_free(evicted);
 	}
 }
 
@@ -430,9 +487,13 @@ void softgpu_p2p_exit(void)
 
 	mutex_lock(&softgpu_lock);
 	hash_for_each_safe(softgpu_pins, bkt, tmp, pin, hash_node) {
-		softgpu_pin_unlink(pin);
+		if (pin->state == SOFTGPU_PIN_REVOKED) {
+			softgpu_tombstone_remove(pin);
+		} else {
+			softgpu_pin_unlink(pin);
+			leaked++;
+		}
 		softgpu_pin_free(pin);
-		leaked++;
 	}
 	mutex_unlock(&softgpu_lock);
 	if (leaked)
