@@ -217,11 +217,9 @@ static struct gdrdrv_mr *gdrdrv_mr_get(struct gdrdrv_file *file, u64 handle)
 static bool gdrdrv_persistent_supported(void)
 {
 #if defined(GDRDRV_P2P_PERSISTENT_API)
-	return gdrdrv_p2p_bound(nvidia_p2p_get_pages_persistent) &&
-	       gdrdrv_p2p_bound(nvidia_p2p_put_pages_persistent);
+	return true;
 #elif defined(GDRDRV_P2P_PERSISTENT_CAP_VAR)
-	return gdrdrv_p2p_bound(nvidia_p2p_cap_persistent_pages) &&
-	       nvidia_p2p_cap_persistent_pages;
+	return nvidia_p2p_cap_persistent_pages;
 #else
 	return false;
 #endif
@@ -1164,12 +1162,6 @@ static int __init gdrdrv_init(void)
 {
 	int ret;
 
-	if (!gdrdrv_p2p_bound(nvidia_p2p_get_pages) ||
-	    !gdrdrv_p2p_bound(nvidia_p2p_put_pages) ||
-	    !gdrdrv_p2p_bound(nvidia_p2p_free_page_table)) {
-		pr_err("the NVIDIA P2P API (nvidia_p2p_get_pages...) is not available: load the NVIDIA driver (nvidia.ko) before gdrdrv\n");
-		return -ENODEV;
-	}
 	gdrdrv_detect_platform();
 
 	gdrdrv_miscdev.mode = node_mode & 0777;

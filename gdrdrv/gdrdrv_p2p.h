@@ -1,26 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * Which declarations of the NVIDIA P2P API gdrdrv is built against, and how
- * its symbols get resolved.  The Makefile decides and passes:
+ * Which declarations of the NVIDIA P2P API gdrdrv is built against.  The
+ * Makefile passes GDRDRV_HAVE_NV_P2P_H when it found the NVIDIA driver's
+ * sources (NVIDIA_SRC_DIR on the include path); without it we use our own
+ * declarations, nv_p2p_abi.h.
  *
- *   GDRDRV_HAVE_NV_P2P_H  build against the NVIDIA driver's nv-p2p.h
- *                         (NVIDIA_SRC_DIR is on the include path); without
- *                         it, against our own nv_p2p_abi.h.
- *   GDRDRV_P2P_WEAK       no Module.symvers of a provider was available at
- *                         build time (see below).
- *
- * Symbol resolution.  modpost must know every symbol a module imports.  When
- * a provider's Module.symvers is at hand (P2P_SYMVERS=..., softgpu's or the
- * NVIDIA build's), it is passed as KBUILD_EXTRA_SYMBOLS and the references
- * are ordinary ones with symbol CRCs.  Without one, the reference driver
- * builds a companion module of stubs so that modpost resolves the names; but
- * the CRCs recorded then come from the stubs' declarations, which need not
- * match the real provider's, and the kernel refuses the module ("disagrees
- * about version of symbol").  We instead declare the P2P functions weak:
- * modpost accepts unresolved weak symbols without a CRC, the module loader
- * still binds them to the provider when it is loaded (and records the module
- * dependency), and gdrdrv checks at init that they were bound, failing with
- * a clear message when the provider is missing.
+ * Symbol resolution (the Makefile again): the kernels we target have
+ * CONFIG_MODVERSIONS, and they refuse a module whose import of a symbol
+ * carries no CRC or a CRC other than the exporter's.  So modpost must learn
+ * the provider's CRCs at build time, from one of:
+ *   - P2P_SYMVERS=<Module.symvers of the provider> (softgpu's, or the one the
+ *     NVIDIA driver build left next to its sources);
+ *   - otherwise a symbols-only companion module, p2p-symbols/, compiled from
+ *     the same header as gdrdrv.  Built from the NVIDIA driver's nv-p2p.h its
+ *     CRCs are those of the nvidia.ko built from those sources.  It is named
+ *     "nvidia" so that gdrdrv.ko's recorded dependency is the real driver;
+ *     it is never installed or loaded.
  */
 #ifndef GDRDRV_P2P_H
 #define GDRDRV_P2P_H
@@ -41,24 +36,6 @@
 #define GDRDRV_P2P_PERSISTENT_API 1
 #elif defined(NVIDIA_P2P_CAP_PERSISTENT_PAGES)
 #define GDRDRV_P2P_PERSISTENT_CAP_VAR 1
-#endif
-
-#ifdef GDRDRV_P2P_WEAK
-#define GDRDRV_P2P_DECLARE_WEAK(sym) extern typeof(sym) sym __weak
-GDRDRV_P2P_DECLARE_WEAK(nvidia_p2p_get_pages);
-GDRDRV_P2P_DECLARE_WEAK(nvidia_p2p_put_pages);
-GDRDRV_P2P_DECLARE_WEAK(nvidia_p2p_free_page_table);
-#ifdef GDRDRV_P2P_PERSISTENT_API
-GDRDRV_P2P_DECLARE_WEAK(nvidia_p2p_get_pages_persistent);
-GDRDRV_P2P_DECLARE_WEAK(nvidia_p2p_put_pages_persistent);
-#endif
-#ifdef GDRDRV_P2P_PERSISTENT_CAP_VAR
-GDRDRV_P2P_DECLARE_WEAK(nvidia_p2p_cap_persistent_pages);
-#endif
-/* True when the module loader bound the weak reference to a provider. */
-#define gdrdrv_p2p_bound(sym) (&(sym) != NULL)
-#else
-#define gdrdrv_p2p_bound(sym) true
 #endif
 
 #endif /* GDRDRV_P2P_H */
