@@ -54,6 +54,7 @@ install: lib exes
 \t\t'$(libdir)' > $(DESTDIR)$(libdir)/pkgconfig/gdrapi.pc
 \techo 'set(gdrapi_FOUND TRUE)' > $(DESTDIR)$(libdir)/cmake/gdrapi/gdrapiConfig.cmake
 \tinstall -m 755 $(PROGS) $(DESTDIR)$(bindir)/
+\tfor p in apiperf copybw copylat sanity; do ln -sf gdrcopy_$$p $(DESTDIR)$(bindir)/$$p; done
 driver:
 \t$(MAKE) -C gdrdrv KVER=$(KVER) KDIR=$(KDIR)
 driver_install: driver

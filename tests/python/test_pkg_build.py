@@ -1,0 +1,161 @@
+"""Package builds: contents, lint, reproducibility, timing, RPM scriptlets (slow).
+
+Two trees are built: the fixture tree (gdrkit.packaging.fixture), which
+tests the packaging pipeline by itself in seconds, and the real tree at
+HEAD, which tests the packages users get.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gdrkit.packaging import build, families, fixture, model
+from gdrkit.version import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+KERNEL = "6.1.0-56-amd64"
+BUILD_LIMIT_S = 120  # "build-deb and build-rpm each under 2 minutes on 2 cores"
+
+
+def _kernels() -> tuple[str, ...]:
+    return (KERNEL,) if Path(f"/lib/modules/{KERNEL}/build").exists() else ()
+
+
+def _build_all(source: build.Source, out: Path) -> dict[str, tuple[list[Path], float, model.Plan]]:
+    results = {}
+    for kind, fam in (("deb", "debian"), ("rpm", "rhel")):
+        plan = model.plan(families.family(fam), kernels=_kernels(), source_date_epoch=source.epoch)
+        builder = build.build_debs if kind == "deb" else build.build_rpms
+        started = time.monotonic()
+        paths = builder(plan, source, out)
+        results[kind] = (paths, time.monotonic() - started, plan)
+    return results
+
+
+@pytest.fixture(scope="session")
+def build_deps() -> None:
+    build.ensure_build_deps(_kernels())
+
+
+@pytest.fixture(scope="session")
+def fixture_source(tmp_path_factory: pytest.TempPathFactory, build_deps: None) -> build.Source:
+    root = fixture.make_tree(tmp_path_factory.mktemp("fixture-tree"))
+    return build.source_at("HEAD", root)
+
+
+@pytest.fixture(scope="session")
+def fixture_builds(tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source) -> Iterator[tuple[dict, dict]]:  # type: ignore[type-arg]
+    first = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-1"))
+    second = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-2"))
+    yield first, second
+
+
+def _assert_identical(first: dict, second: dict) -> list[str]:  # type: ignore[type-arg]
+    checked = []
+    for kind in ("deb", "rpm"):
+        a = sorted(first[kind][0], key=lambda p: p.name)
+        b = sorted(second[kind][0], key=lambda p: p.name)
+        assert [p.name for p in a] == [p.name for p in b]
+        for x, y in zip(a, b):
+            assert x.read_bytes() == y.read_bytes(), f"{x.name} differs between two builds of one commit"
+            checked.append(x.name)
+    return checked
+
+
+def _assert_good(results: dict) -> None:  # type: ignore[type-arg]
+    for kind, (paths, seconds, plan) in results.items():
+        assert paths, kind
+        assert build.verify_contents(plan, paths) == []
+        errors, report = build.lint(paths)
+        assert errors == 0, report
+        assert seconds < BUILD_LIMIT_S, f"{kind} build took {seconds:.0f} s"
+
+
+def test_fixture_packages_are_complete_lint_clean_and_reproducible(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+    first, second = fixture_builds
+    _assert_good(first)
+    print("identical:", _assert_identical(first, second))
+
+
+def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+    first, _ = fixture_builds
+    for path in first["deb"][0]:
+        depends = subprocess.run(["dpkg-deb", "-f", str(path), "Depends"], capture_output=True, text=True).stdout
+        assert "cuda" not in depends.lower(), (path.name, depends)
+    for path in first["rpm"][0]:
+        requires = subprocess.run(["rpm", "-qpR", str(path)], capture_output=True, text=True).stdout
+        assert "libcuda" not in requires, (path.name, requires)
+
+
+def test_library_has_a_gnu_hash_section(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    # packages/rpmlintrc filters rpmlint's missing-hash-section on this ground.
+    rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-2"))
+    subprocess.run(f"rpm2cpio {rpm} | cpio -idm --quiet", shell=True, cwd=tmp_path, check=True)
+    lib = next(tmp_path.glob("usr/lib64/libgdrapi.so.2.*"))
+    assert ".gnu.hash" in subprocess.run(["readelf", "-S", str(lib)], capture_output=True, text=True).stdout
+
+
+def _scratch_root(root: Path) -> Path:
+    """A tiny chroot for rpm scriptlets: busybox as /bin/sh and a dkms that logs its calls."""
+    for d in ("bin", "dev", "usr/sbin", "var/lib/rpm", "var/log", "tmp", f"lib/modules/{KERNEL}/build"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    # The scriptlets redirect to /dev/null; a plain file serves where mknod is not allowed.
+    if subprocess.run(["mknod", "-m", "666", str(root / "dev/null"), "c", "1", "3"]).returncode != 0:
+        (root / "dev/null").touch()
+    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
+    subprocess.run(["chroot", str(root), "/bin/busybox", "--install", "-s", "/bin"], check=True)
+    dkms = root / "usr/sbin/dkms"
+    dkms.write_text('#!/bin/sh\necho "$*" >> /var/log/dkms.calls\nexit 0\n')
+    dkms.chmod(0o755)
+    return root
+
+
+def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    if not shutil.which("chroot") or not Path("/bin/busybox").exists():
+        pytest.skip("needs chroot and busybox-static")
+    root = _scratch_root(tmp_path / "root")
+    rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-kmod-2"))
+    version = fixture_builds[0]["rpm"][2].version
+    rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins"]
+    subprocess.run([*rpmargs, "-i", str(rpm)], check=True)
+    calls = (root / "var/log/dkms.calls").read_text().splitlines()
+    print("after install:", calls)
+    assert f"add -m gdrdrv -v {version} --rpm_safe_upgrade" in calls
+    assert f"build -m gdrdrv -v {version} -k {KERNEL}" in calls
+    assert f"install -m gdrdrv -v {version} -k {KERNEL} --force" in calls
+    assert (root / f"usr/src/gdrdrv-{version}/dkms.conf").exists()
+    subprocess.run([*rpmargs, "-e", "gdrcopy-kmod"], check=True)
+    calls = (root / "var/log/dkms.calls").read_text().splitlines()
+    print("after erase:", calls)
+    assert f"remove -m gdrdrv -v {version} --all --rpm_safe_upgrade" in calls
+    assert not (root / f"usr/src/gdrdrv-{version}").exists()
+
+
+def test_rpm_file_lists_match_the_description(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+    paths, _, plan = fixture_builds[0]["rpm"]
+    for path in paths:
+        package = plan.package(build.package_name(path))
+        files = build.rpm_files(path)
+        print(path.name, files)
+        assert model.check_contents(package, files, {}) == []
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "gdrdrv" / "Makefile").exists() or not (REPO_ROOT / "libgdrapi" / "Makefile").exists(),
+                    reason="the C parts have no Makefiles yet")
+def test_real_tree_packages_are_complete_lint_clean_and_reproducible(
+    tmp_path_factory: pytest.TempPathFactory, build_deps: None
+) -> None:
+    source = build.source_at("HEAD")
+    first = _build_all(source, tmp_path_factory.mktemp("real-1"))
+    _assert_good(first)
+    second = _build_all(source, tmp_path_factory.mktemp("real-2"))
+    print("identical:", _assert_identical(first, second))
+    for kind, (_, seconds, _) in first.items():
+        print(f"{kind}: {seconds:.0f} s")
