@@ -113,7 +113,7 @@ GDR_EXPORT gdr_t gdr_open(void)
 		tried++;
 	}
 
-	gdr_err("gdr_open: no way to map GPU memory; it needs the gdrdrv kernel module or a CUDA driver with dma-buf mmap support (13.3 or newer). Why each was rejected:");
+	gdr_err("gdr_open: no backend can map GPU memory (the gdrdrv kernel module is the usual one); why each was rejected:");
 	for (i = 0; i < tried; i++)
 		gdr_err("  %s: %s", names[i], why[i]);
 
