@@ -1197,11 +1197,12 @@ static void test_gdrdrv_many_pins(void)
 static void test_gdrdrv_unload_with_pins(void)
 {
 	int to_child[2], to_parent[2], status, err;
-	char params[64], c;
+	char params[256], c;
 	pid_t pid;
 
 	if (!kt_env.gdrdrv_ko && system("command -v modprobe >/dev/null 2>&1"))
 		kt_skip("needs -k GDRDRV_KO (or modprobe) to load gdrdrv again");
+	kt_gdrdrv_params(params, sizeof(params), kt_env.persistent);
 	KT_ASSERT(!pipe(to_child) && !pipe(to_parent), "pipe");
 	pid = fork();
 	KT_ASSERT(pid >= 0, "fork");
@@ -1240,7 +1241,6 @@ static void test_gdrdrv_unload_with_pins(void)
 	KT_ASSERT(sg_stats().active_pins == 0, "pins outlived the process");
 
 	KT_EXPECT_OK(kt_unload_module("gdrdrv"));
-	snprintf(params, sizeof(params), "use_persistent_mapping=%d", kt_env.persistent);
 	err = kt_load_gdrdrv(params);
 	if (err)
 		KT_FAIL("loading gdrdrv again (%s): %s; later tests will skip", params,

@@ -394,6 +394,32 @@ int kt_unload_module(const char *name)
 	return syscall(SYS_delete_module, name, O_NONBLOCK) ? errno : 0;
 }
 
+void kt_gdrdrv_params(char *buf, size_t len, int persistent)
+{
+	static const char *const names[] = {
+		"dbg_enabled", "info_enabled", "node_mode", "node_gid",
+	};
+	size_t n = snprintf(buf, len, "use_persistent_mapping=%d", persistent);
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && n < len; i++) {
+		char path[128], value[32];
+		ssize_t got;
+		int fd;
+
+		snprintf(path, sizeof(path), "/sys/module/gdrdrv/parameters/%s", names[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		got = read(fd, value, sizeof(value) - 1);
+		close(fd);
+		if (got <= 0)
+			continue;
+		value[got] = '\0';
+		value[strcspn(value, "\n")] = '\0';
+		n += snprintf(buf + n, len - n, " %s=%s", names[i], value);
+	}
+}
+
 int kt_load_gdrdrv(const char *params)
 {
 	char cmd[512];

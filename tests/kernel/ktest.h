@@ -120,6 +120,8 @@ int kt_try_write32(volatile void *addr, uint32_t value);
 
 /* 0 or errno; delete_module(2) without waiting. */
 int kt_unload_module(const char *name);
+/* The loaded gdrdrv's parameters, to load it again the same way. */
+void kt_gdrdrv_params(char *buf, size_t len, int persistent);
 /* 0 or errno; from kt_env.gdrdrv_ko with finit_module(2), else modprobe. */
 int kt_load_gdrdrv(const char *params);
 /* (Re)creates /dev/gdrdrv from /proc/devices when gdrdrv registered a chrdev. */

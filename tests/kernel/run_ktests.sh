@@ -11,6 +11,10 @@
 #   -s PATH  softgpu.ko to insmod (default: $SOFTGPU_KO, else modprobe softgpu)
 #   -g PATH  gdrdrv.ko to insmod (default: $GDRDRV_KO, else modprobe gdrdrv)
 #   -b       also run gdrdrv_pinbench (first configuration only)
+# gdrdrv is loaded with $GDRDRV_PARAMS besides use_persistent_mapping;
+# by default, the debug/info/node parameters it was loaded with.  Modules that
+# were loaded at the start are loaded again the same way at the end, so a
+# caller's own unload checks still apply.
 # Prints each run's TAP output, then the totals as "N passed, N failed,
 # N skipped"; exits non-zero if a test failed or a configuration could not
 # be set up.
@@ -63,6 +67,24 @@ has_ivshmem() {
 	return 1
 }
 
+param() { cat "/sys/module/$1/parameters/$2" 2>/dev/null; }
+
+# How the modules were loaded when we started, to put them back so.
+initial_gdrdrv= initial_softgpu=
+if loaded gdrdrv; then
+	initial_gdrdrv="use_persistent_mapping=$(param gdrdrv use_persistent_mapping || echo 1)"
+	if [ -z "${GDRDRV_PARAMS+set}" ]; then
+		GDRDRV_PARAMS=
+		for p in dbg_enabled info_enabled node_mode node_gid; do
+			v=$(param gdrdrv $p) && GDRDRV_PARAMS="$GDRDRV_PARAMS $p=$v"
+		done
+	fi
+fi
+GDRDRV_PARAMS=${GDRDRV_PARAMS:-}
+if loaded softgpu; then
+	initial_softgpu="force_ram=$(param softgpu force_ram || echo N)"
+fi
+
 modes=ram
 has_ivshmem && modes="bar ram"
 
@@ -73,7 +95,7 @@ for mode in $modes; do
 		sg_params=
 		[ "$mode" = ram ] && sg_params=force_ram=1
 		if ! unload || ! load softgpu "$SOFTGPU_KO" $sg_params ||
-		   ! load gdrdrv "$GDRDRV_KO" use_persistent_mapping=$persistent; then
+		   ! load gdrdrv "$GDRDRV_KO" use_persistent_mapping=$persistent $GDRDRV_PARAMS; then
 			echo "# could not set up this configuration"
 			broken=$((broken + 1))
 			continue
@@ -104,7 +126,13 @@ for mode in $modes; do
 		fi
 	done
 done
-unload
+unload || broken=$((broken + 1))
+if [ -n "$initial_softgpu" ]; then
+	load softgpu "$SOFTGPU_KO" $initial_softgpu || broken=$((broken + 1))
+	if [ -n "$initial_gdrdrv" ]; then
+		load gdrdrv "$GDRDRV_KO" $initial_gdrdrv $GDRDRV_PARAMS || broken=$((broken + 1))
+	fi
+fi
 
 echo "# configurations: $modes x persistent 1,0; $broken could not run"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
