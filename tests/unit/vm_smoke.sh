@@ -13,6 +13,11 @@ trap 'rm -rf "$work" /dev/shm/gdrapi-vm-vram.$$' EXIT
 mkdir -p "$work/root/bin" "$work/root/dev" "$work/root/proc" "$work/root/sys"
 cp /bin/busybox "$work/root/bin/busybox"
 cp "$build/vm_smoke" "$work/root/vm_smoke"
+# A dynamic (sanitizer) build brings its loader and libraries along.
+for lib in $(ldd "$build/vm_smoke" 2>/dev/null | grep -o '/[^ ]*'); do
+	mkdir -p "$work/root$(dirname "$lib")"
+	cp -L "$lib" "$work/root$lib"
+done
 cp "$top/tests/softgpu/kmod/softgpu.ko" "$top/gdrdrv/gdrdrv.ko" "$work/root/"
 cat >"$work/root/init" <<'INIT'
 #!/bin/busybox sh
@@ -24,7 +29,8 @@ if [ ! -e /dev/gdrdrv ]; then
 	major=$(awk '$2 == "gdrdrv" {print $1}' /proc/devices)
 	mknod -m 666 /dev/gdrdrv c "$major" 0
 fi
-GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 /vm_smoke
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 /vm_smoke
 echo "VM SMOKE EXIT $?"
 rmmod gdrdrv && rmmod softgpu && echo "VM MODULES UNLOADED"
 dmesg | grep -iE 'warning|bug|oops|pat|gdrdrv' | head -20
@@ -44,10 +50,10 @@ status=0
 echo "== ivshmem BAR (write-combined) =="
 out=$(run "" -object memory-backend-file,id=vram,size=256M,mem-path=/dev/shm/gdrapi-vm-vram.$$,share=on \
 	-device ivshmem-plain,memdev=vram)
-echo "$out" | grep -E 'VM |FAIL|note:|mapping type|ERR|WARN|Call Trace' || true
+echo "$out" | grep -E 'VM |FAIL|note:|mapping type|ERR|WARN|Call Trace|Sanitizer|runtime error' || true
 echo "$out" | grep -q 'VM SMOKE EXIT 0' || status=1
 echo "== RAM, CPU-cacheable (coherent platform) =="
 out=$(run "softgpu.force_ram=1")
-echo "$out" | grep -E 'VM |FAIL|note:|mapping type|ERR|WARN|Call Trace' || true
+echo "$out" | grep -E 'VM |FAIL|note:|mapping type|ERR|WARN|Call Trace|Sanitizer|runtime error' || true
 echo "$out" | grep -q 'VM SMOKE EXIT 0' || status=1
 exit $status
