@@ -533,6 +533,7 @@ static void test_gdrdrv_pin_bad_args(void)
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 0, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, UINT64_MAX - f.va + 2, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, UINT64_MAX, 0, &h), EINVAL);
+	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 1ULL << 46, 0, &h), EINVAL);	/* > all memory */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 3 * KT_GPU_PAGE, 0, &h), EINVAL);	/* past the end */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va - KT_GPU_PAGE, KT_GPU_PAGE, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, (uintptr_t)host, KT_GPU_PAGE, 0, &h), EINVAL);	/* host memory */
@@ -541,10 +542,11 @@ static void test_gdrdrv_pin_bad_args(void)
 	KT_EXPECT_ERR(gd_pin(f.gd, gone, KT_GPU_PAGE, 0, &h), EINVAL);	/* freed */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, KT_GPU_PAGE, 0x2, &h), EINVAL);	/* unknown flag */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, KT_GPU_PAGE, 0x80000000u, &h), EINVAL);
-	p = (struct gdrdrv_pin_buffer_v2){ .addr = f.va, .size = KT_GPU_PAGE, .pad = 1 };
-	KT_EXPECT_ERR(gd_ioctl(f.gd, GDRDRV_IOC_PIN_BUFFER_V2, &p), EINVAL);
 	KT_ASSERT(ioctl(f.gd, GDRDRV_IOC_PIN_BUFFER_V2, (void *)8) == -1 && errno == EFAULT,
 		  "bad argument pointer: want EFAULT, got %s", kt_errname(errno));
+	/* include/uapi/gdrdrv.h: "pad: must be 0". */
+	p = (struct gdrdrv_pin_buffer_v2){ .addr = f.va, .size = KT_GPU_PAGE, .pad = 1 };
+	KT_EXPECT_ERR(gd_ioctl(f.gd, GDRDRV_IOC_PIN_BUFFER_V2, &p), EINVAL);
 	free(host);
 }
 

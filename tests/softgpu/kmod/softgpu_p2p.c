@@ -204,8 +204,9 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	if (!page_table)
 		return -EINVAL;
 	*page_table = NULL;
+	/* No more than all GPU memory: also bounds the allocations below. */
 	if (!len || va & SOFTGPU_CHUNK_MASK || len & SOFTGPU_CHUNK_MASK ||
-	    va + len < va || len / SOFTGPU_CHUNK_SIZE > UINT_MAX)
+	    va + len < va || len > softgpu_backing.size)
 		return -EINVAL;
 	if (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
 		return -EINVAL;
