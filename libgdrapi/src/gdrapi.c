@@ -11,13 +11,10 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "backend_vulkan.h"
+#include "parallel_copy.h"
 
-/*
- * Backends in the order gdr_open() tries them.  A backend that lives in an
- * optional source file is referenced weakly: when its file is not built in,
- * its address is NULL and it is skipped.
- */
-extern const struct gdr_backend_ops gdr_backend_vulkan __attribute__((weak, visibility("hidden")));
+/* Backends in the order gdr_open() tries them. */
 
 static const struct gdr_backend_ops *backend_at(size_t i)
 {
@@ -497,7 +494,9 @@ static int mapped_range_check(const struct gdr_memh *mh, const void *map_ptr, si
 	return 0;
 }
 
-GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size)
+/* threads > 1 splits the copy among worker threads (parallel_copy.c). */
+static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void *src, size_t size,
+			unsigned int threads)
 {
 	const struct gdr_memh *mh = memh_of(handle);
 	gdr_mapping_type_t type;
@@ -505,24 +504,34 @@ GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void 
 
 	if (!mh)
 		return EINVAL;
-	rc = mapped_range_check(mh, map_d_ptr, size, &type);
+	rc = mapped_range_check(mh, to_mapping ? dst : src, size, &type);
 	if (rc)
 		return rc;
-	return gdr_copy_to_type(type, map_d_ptr, h_ptr, size);
+	if (threads > 1)
+		return gdr_copy_parallel(type, to_mapping, dst, src, size, threads);
+	return to_mapping ? gdr_copy_to_type(type, dst, src, size) : gdr_copy_from_type(type, dst, src, size);
+}
+
+GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size)
+{
+	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, gdr_default_copy_threads(size));
 }
 
 GDR_EXPORT int gdr_copy_from_mapping(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size)
 {
-	const struct gdr_memh *mh = memh_of(handle);
-	gdr_mapping_type_t type;
-	int rc;
+	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, gdr_default_copy_threads(size));
+}
 
-	if (!mh)
-		return EINVAL;
-	rc = mapped_range_check(mh, map_d_ptr, size, &type);
-	if (rc)
-		return rc;
-	return gdr_copy_from_type(type, h_ptr, map_d_ptr, size);
+GDR_EXPORT int gdr_copy_to_mapping_parallel(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size,
+					    unsigned int threads)
+{
+	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, threads);
+}
+
+GDR_EXPORT int gdr_copy_from_mapping_parallel(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size,
+					      unsigned int threads)
+{
+	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, threads);
 }
 
 GDR_EXPORT int gdr_copy_to_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
@@ -559,6 +568,34 @@ GDR_EXPORT int gdr_get_attribute(gdr_t g, gdr_attr_t attr, int *value)
 		return EINVAL;
 	}
 	return g->ops->get_attr(g, attr, value);
+}
+
+GDR_EXPORT const char *gdr_get_backend_name(gdr_t g)
+{
+	return g ? g->ops->name : NULL;
+}
+
+GDR_EXPORT int gdr_alloc_mapped(gdr_t g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr)
+{
+	if (!g || !gpu_ptr || !cpu_ptr || size == 0)
+		return EINVAL;
+	if (g->ops != &gdr_backend_vulkan) {
+		gdr_err("gdr_alloc_mapped: only the vulkan backend allocates memory; this gdr_t uses %s (pin cuMemAlloc memory instead)",
+			g->ops->name);
+		return ENOTSUP;
+	}
+	return gdr_vulkan_alloc(g, size, gpu_ptr, cpu_ptr);
+}
+
+GDR_EXPORT int gdr_free_mapped(gdr_t g, uint64_t gpu_ptr)
+{
+	if (!g)
+		return EINVAL;
+	if (g->ops != &gdr_backend_vulkan) {
+		gdr_err("gdr_free_mapped: only the vulkan backend allocates memory; this gdr_t uses %s", g->ops->name);
+		return ENOTSUP;
+	}
+	return gdr_vulkan_free(g, gpu_ptr);
 }
 
 GDR_EXPORT int gdr_get_mapping_type_string(gdr_mapping_type_t type, const char **type_str)

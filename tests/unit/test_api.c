@@ -722,6 +722,43 @@ static void test_copy_through_mapping(void **state)
 	assert_int_equal(gdr_close(g), 0);
 }
 
+static void test_extensions_on_gdrdrv(void **state)
+{
+	const size_t size = 1 << 20;
+	unsigned char *in = malloc(size), *out = malloc(size);
+	uint64_t gpu_ptr;
+	void *cpu_ptr;
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+	char *va;
+	size_t i;
+
+	(void)state;
+	assert_string_equal(gdr_get_backend_name(g), "gdrdrv");
+	assert_null(gdr_get_backend_name(NULL));
+	/* Only the vulkan backend allocates. */
+	assert_int_equal(gdr_alloc_mapped(g, GPU_PAGE, &gpu_ptr, &cpu_ptr), ENOTSUP);
+	assert_int_equal(gdr_free_mapped(g, FAKE_GPU_VA), ENOTSUP);
+	assert_int_equal(gdr_alloc_mapped(NULL, GPU_PAGE, &gpu_ptr, &cpu_ptr), EINVAL);
+
+	/* Parallel copies through a mapping: same bytes, same range checks. */
+	for (i = 0; i < size; i++)
+		in[i] = (unsigned char)(i * 29 + (i >> 12));
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, size + GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, (void **)&va, size + GPU_PAGE), 0);
+	assert_int_equal(gdr_copy_to_mapping_parallel(mh, va + 7, in, size, 4), 0);
+	assert_memory_equal(va + 7, in, size);
+	memset(out, 0, size);
+	assert_int_equal(gdr_copy_from_mapping_parallel(mh, out, va + 7, size, 4), 0);
+	assert_memory_equal(out, in, size);
+	assert_int_equal(gdr_copy_to_mapping_parallel(mh, va + GPU_PAGE + 1, in, size, 4), EINVAL);
+	assert_int_equal(gdr_unmap(g, mh, va, size + GPU_PAGE), 0);
+	assert_int_equal(gdr_copy_from_mapping_parallel(mh, out, va, size, 4), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+	free(in);
+	free(out);
+}
+
 static void test_host_page_from_sysconf(void **state)
 {
 	(void)state;
@@ -761,6 +798,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_close_unpins_everything, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_versions_and_strings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_through_mapping, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_extensions_on_gdrdrv, setup, teardown),
 		cmocka_unit_test(test_host_page_from_sysconf),
 	};
 

@@ -77,6 +77,7 @@ static void test_fallback_when_gdrdrv_missing(void **state)
 	assert_non_null(g);
 	assert_contains(log, "backend gdrdrv not used: the gdrdrv kernel module is not loaded");
 	assert_contains(log, "using the dmabuf backend");
+	assert_string_equal(gdr_get_backend_name(g), "dmabuf");
 	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &value), 0);
 	assert_int_equal(value, 1);
 	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &value), 0);
