@@ -24,9 +24,17 @@ snapshot() {
 	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /run \
 		-o -path /var/cache -o -path /var/log -o -path /var/lib/apt -o -path /var/lib/dpkg \
 		-o -path /root \) -prune -o -print | sort \
-		| grep -v -x -e /var/lib/dkms/mok.key -e /var/lib/dkms/mok.pub
-	# (dkms's own module-signing key pair, made at its first build: kept for the next.)
+		| grep -v -x -e /var/lib/dkms/mok.key -e /var/lib/dkms/mok.pub \
+		| grep -v -E '^(/usr)?/lib/modules/[^/]+/modules\.[a-z.]+$'
+	# Not leftovers: dkms's own signing key pair (made at its first build,
+	# kept for the next) and depmod's indexes, which the image has none of
+	# before a first depmod because it holds headers but no kernel image.
+	# The indexes must not name gdrdrv any more (checked below).
 }
+no_gdrdrv_in_depmod_indexes() {
+	! grep -l gdrdrv /lib/modules/*/modules.dep 2>/dev/null | grep -q .
+}
+
 """
 
 
@@ -67,6 +75,7 @@ dpkg -l | grep -E 'gdrdrv|gdrcopy|libgdrapi' | grep -v '^un' && exit 1 || true
 ! dkms status | grep -q gdrdrv
 test ! -e /usr/src/gdrdrv-{version}
 test ! -e /var/lib/dkms/gdrdrv
+no_gdrdrv_in_depmod_indexes
 dpkg -L $(dpkg-deb -f /opt/extra-debs/*.deb Package) > /tmp/headers-files
 snapshot > /tmp/after
 comm -13 /tmp/before /tmp/after | grep -vxF -f /tmp/headers-files \
@@ -97,7 +106,9 @@ test "$(dpkg-query -W -f='${{Version}}' gdrdrv-dkms)" = "{new}-1"
 echo "CHECK: remove keeps nothing of the module, purge keeps nothing at all"
 apt-get remove -y {' '.join(DKMS_SET)}
 ! dkms status | grep -q gdrdrv
-apt-get purge -y {' '.join(DKMS_SET)}
+# dpkg, not apt: the removed packages are in no repository apt knows.
+dpkg --purge {' '.join(DKMS_SET)}
+no_gdrdrv_in_depmod_indexes
 snapshot > /tmp/after
 comm -13 /tmp/before /tmp/after > /tmp/leftovers || true
 echo "leftover paths: $(wc -l < /tmp/leftovers)"
