@@ -2,8 +2,8 @@
 /*
  * The interface between the public API (gdrapi.c) and the ways of getting a
  * CPU mapping of GPU memory ("backends"): the gdrdrv kernel module, a CUDA
- * dma-buf fd, and whatever comes next.  A backend is one file that defines a
- * const struct gdr_backend_ops and is listed in gdr_backends[] (gdrapi.c).
+ * dma-buf fd, Vulkan.  A backend is one file that defines a const struct
+ * gdr_backend_ops and is listed in backend_at() (gdrapi.c).
  *
  * Locking contract: the core serialises calls per buffer (gdr_memh.lock is
  * held around pin/map/unmap/unpin/get_info/get_cb_flag of that buffer) but

@@ -123,7 +123,12 @@ static int cuda_load(char *why)
 		rc = ENOSYS;
 		goto fail;
 	}
-	if (version < DMABUF_MMAP_MIN_DRIVER) {
+	if (version < DMABUF_MMAP_MIN_DRIVER && getenv("GDRCOPY_DMABUF_SKIP_VERSION_CHECK")) {
+		/* Diagnostics only: lets the mmap itself say what an older driver does. */
+		gdr_warn("dma-buf backend: CUDA driver %d.%d is older than %d.%d; trying anyway because GDRCOPY_DMABUF_SKIP_VERSION_CHECK is set",
+			 version / 1000, version % 1000 / 10, DMABUF_MMAP_MIN_DRIVER / 1000,
+			 DMABUF_MMAP_MIN_DRIVER % 1000 / 10);
+	} else if (version < DMABUF_MMAP_MIN_DRIVER) {
 		snprintf(why, GDR_BACKEND_WHY_LEN,
 			 "the CUDA driver is %d.%d but mapping dma-buf fds needs %d.%d or newer (older drivers refuse the mmap with errno 524, ENOTSUPP): upgrade the NVIDIA driver or use gdrdrv",
 			 version / 1000, version % 1000 / 10, DMABUF_MMAP_MIN_DRIVER / 1000,
