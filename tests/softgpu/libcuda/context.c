@@ -215,6 +215,7 @@ SG_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 		return rc;
 	if (!ctx || ctx->magic != SG_CTX_MAGIC || ctx->primary)
 		return CUDA_ERROR_INVALID_VALUE;
+	/* CUDA 13.0 answers this with 201 or 709, depending on the run. */
 	if (!ctx->alive)
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	sg_ctx_teardown(ctx);
@@ -261,7 +262,11 @@ SG_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 			sg_ctx_depth--;
 		return CUDA_SUCCESS;
 	}
-	if (!sg_ctx_valid(ctx))
+	/*
+	 * A destroyed context may be made current, as with the real driver;
+	 * calls that need it then fail with CUDA_ERROR_CONTEXT_IS_DESTROYED.
+	 */
+	if (ctx->magic != SG_CTX_MAGIC)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (sg_ctx_depth)
 		sg_ctx_stack[sg_ctx_depth - 1] = ctx;

@@ -625,44 +625,40 @@ CUresult sg_copy(uint64_t dst, uint64_t src, size_t size)
 	}
 }
 
-/* A copy whose sides the caller names: check them, then copy. */
-static CUresult sg_copy_checked(uint64_t dst, enum sg_space want_dst, uint64_t src,
-				enum sg_space want_src, size_t size)
+/*
+ * With unified addressing the real driver works out each side itself, also
+ * for the typed copies: cuMemcpyDtoH into device memory succeeds there
+ * (probed on CUDA 13.0).  A side a typed copy calls "device" must still be
+ * memory the device can address: GPU memory or mapped host memory.
+ */
+static CUresult sg_copy_typed(uint64_t dst, int dst_device, uint64_t src, int src_device,
+			      size_t size)
 {
-	enum sg_space ds, ss;
 	CUresult rc = sg_require_ctx(NULL);
+	enum sg_space space;
+	int i;
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (size == 0)
-		return CUDA_SUCCESS;
-	rc = sg_classify(dst, size, &ds);
-	if (rc == CUDA_SUCCESS)
-		rc = sg_classify(src, size, &ss);
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	/* Mapped host memory may stand on the device side (UVA), not vice versa. */
-	if ((want_dst == SG_SPACE_HOST && ds != SG_SPACE_HOST) ||
-	    (want_src == SG_SPACE_HOST && ss != SG_SPACE_HOST)) {
-		sg_debug("a device address was passed where host memory is expected");
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	if (want_dst == SG_SPACE_DEVICE && ds == SG_SPACE_HOST) {
+	for (i = 0; i < 2; i++) {
+		uint64_t addr = i ? src : dst;
+		int mapped_host;
+
+		if (!(i ? src_device : dst_device) || !size)
+			continue;
+		rc = sg_classify(addr, size, &space);
+		if (rc != CUDA_SUCCESS)
+			return rc;
+		if (space == SG_SPACE_DEVICE)
+			continue;
 		sg_lock();
-		if (!sg_find_host_locked(dst))
-			rc = CUDA_ERROR_INVALID_VALUE;
+		mapped_host = sg_find_host_locked(addr) != NULL;
 		sg_unlock();
-	}
-	if (want_src == SG_SPACE_DEVICE && ss == SG_SPACE_HOST) {
-		sg_lock();
-		if (!sg_find_host_locked(src))
-			rc = CUDA_ERROR_INVALID_VALUE;
-		sg_unlock();
-	}
-	if (rc != CUDA_SUCCESS) {
-		sg_debug("0x%llx/0x%llx: not a device address (cuMemAlloc, cuMemMap or "
-			 "mapped host memory)", (unsigned long long)dst, (unsigned long long)src);
-		return rc;
+		if (!mapped_host) {
+			sg_debug("0x%llx is not a device address (cuMemAlloc, cuMemMap or mapped "
+				 "host memory of this process)", (unsigned long long)addr);
+			return CUDA_ERROR_INVALID_VALUE;
+		}
 	}
 	return sg_copy(dst, src, size);
 }
@@ -678,20 +674,17 @@ SG_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 
 SG_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-	return sg_copy_checked(dstDevice, SG_SPACE_DEVICE, (uint64_t)(uintptr_t)srcHost,
-			       SG_SPACE_HOST, ByteCount);
+	return sg_copy_typed(dstDevice, 1, (uint64_t)(uintptr_t)srcHost, 0, ByteCount);
 }
 
 SG_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	return sg_copy_checked((uint64_t)(uintptr_t)dstHost, SG_SPACE_HOST, srcDevice,
-			       SG_SPACE_DEVICE, ByteCount);
+	return sg_copy_typed((uint64_t)(uintptr_t)dstHost, 0, srcDevice, 1, ByteCount);
 }
 
 SG_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-	return sg_copy_checked(dstDevice, SG_SPACE_DEVICE, srcDevice, SG_SPACE_DEVICE,
-			       ByteCount);
+	return sg_copy_typed(dstDevice, 1, srcDevice, 1, ByteCount);
 }
 
 /* Asynchronous copies complete before returning: the stream only orders them. */

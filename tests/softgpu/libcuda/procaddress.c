@@ -142,6 +142,12 @@ SG_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 	    (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
 				   CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* A real 13.0 driver refuses versions newer than itself (probed). */
+	if (cudaVersion > sg_driver_version()) {
+		sg_debug("cuGetProcAddress(%s, %d): the driver is version %d", symbol,
+			 cudaVersion, sg_driver_version());
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	/*
 	 * Every call here completes before returning, so the per-thread
 	 * default-stream variants (_ptds/_ptsz) would behave the same: the

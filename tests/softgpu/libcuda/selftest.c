@@ -157,6 +157,7 @@ static void test_contexts(void)
 	CUcontext ctx, cur, again;
 	CUdevice dev = -1;
 	unsigned int flags;
+	CUresult rc;
 	pthread_t t;
 	int active, fresh = 0;
 
@@ -180,8 +181,9 @@ static void test_contexts(void)
 	OK(cuCtxDestroy(ctx));
 	OK(cuCtxGetCurrent(&cur));
 	CHECK(cur == primary);
-	CHECK_CU(cuCtxDestroy(ctx), CUDA_ERROR_CONTEXT_IS_DESTROYED);
-	CHECK_CU(cuCtxSetCurrent(ctx), CUDA_ERROR_INVALID_CONTEXT);
+	rc = cuCtxDestroy(ctx);
+	CHECK(rc == CUDA_ERROR_CONTEXT_IS_DESTROYED || rc == CUDA_ERROR_INVALID_CONTEXT);
+
 	OK(cuDevicePrimaryCtxRetain(&again, 0));
 	CHECK(again == primary);
 	OK(cuDevicePrimaryCtxRelease(0));
@@ -297,8 +299,12 @@ static void test_copies(void)
 	OK(cuMemcpy(d1, (CUdeviceptr)(uintptr_t)in, n));
 	OK(cuMemcpy((CUdeviceptr)(uintptr_t)out, d1, n));
 	CHECK(!memcmp(in, out, n));
-	/* A device address is not host memory, and vice versa. */
-	CHECK_CU(cuMemcpyDtoH((void *)(uintptr_t)d2, d1, 16), CUDA_ERROR_INVALID_VALUE);
+	/* Unified addressing: the typed copies accept either side, as on CUDA 13.0. */
+	OK(cuMemcpyDtoH((void *)(uintptr_t)d2, d1, 16));
+	OK(cuMemcpyDtoH(out, d2, 16));
+	OK(cuMemcpyDtoH(in, d1, 16));
+	CHECK(!memcmp(in, out, 16));
+	/* But a "device" side must be something the device can address. */
 	CHECK_CU(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)out, in, 16), CUDA_ERROR_INVALID_VALUE);
 	/* memset */
 	OK(cuMemsetD8(d1, 0xA5, n));
@@ -338,7 +344,8 @@ static void test_pointer_attributes(void)
 	CHECK(ordinal == 0);
 	memset(&tokens, 0, sizeof(tokens));
 	OK(cuPointerGetAttribute(&tokens, CU_POINTER_ATTRIBUTE_P2P_TOKENS, d1));
-	CHECK(tokens.p2pToken != 0 && tokens.vaSpaceToken != 0);
+	/* A real H200 reports p2pToken 0; the va space token is what identifies. */
+	CHECK(tokens.vaSpaceToken != 0);
 	OK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d2 + 999));
 	CHECK(start == d2);
 	OK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d2));
@@ -526,6 +533,10 @@ static void test_proc_address(void)
 	CHECK_CU(cuGetProcAddress("cuNoSuchCall", &fn, 13030, 0, NULL), CUDA_ERROR_NOT_FOUND);
 	OK(cuGetProcAddress("cuGetProcAddress", &fn, 13030, 0, &st));
 	CHECK(fn == (void *)cuGetProcAddress);
+	/* Newer than the driver: refused. */
+	setenv("SOFTGPU_CUDA_DRIVER_VERSION", "13000", 1);
+	CHECK_CU(cuGetProcAddress("cuMemAlloc", &fn, 13030, 0, &st), CUDA_ERROR_INVALID_VALUE);
+	unsetenv("SOFTGPU_CUDA_DRIVER_VERSION");
 }
 
 /* ---- fork ---- */
