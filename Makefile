@@ -7,6 +7,7 @@
 #   make ktests                 kernel-level tests (run inside a VM)
 #   make install                library, headers, pkg-config/CMake files, programs
 #   make driver_install / softgpu_install / ktests_install
+#   make check                  library unit tests (no kernel needed)
 #   make version                prints the version
 #
 # Every sub-Makefile supports all, install and clean, and honours DESTDIR,
@@ -27,13 +28,17 @@ SUBMAKE_VARS = prefix=$(prefix) exec_prefix=$(exec_prefix) libdir=$(libdir) bind
 	includedir=$(includedir) DESTDIR=$(DESTDIR)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
-.PHONY: all lib exes driver softgpu ktests install lib_install exes_install driver_install \
+.PHONY: all check lib exes driver softgpu ktests install lib_install exes_install driver_install \
 	drv_install softgpu_install ktests_install clean version
 
 all: lib exes
 
 version:
 	@echo $(VERSION)
+
+# Library tests that need no kernel (fake gdrdrv and CUDA; seconds).
+check: lib
+	$(MAKE) -C tests/unit check
 
 lib:
 	$(MAKE) -C libgdrapi $(SUBMAKE_VARS)
@@ -76,7 +81,7 @@ ktests_install: ktests
 	$(MAKE) -C tests/kernel install $(SUBMAKE_VARS)
 
 clean:
-	for d in libgdrapi tests/sanity tests/bench tests/kernel tests/softgpu/libcuda; do \
+	for d in libgdrapi tests/unit tests/sanity tests/bench tests/kernel tests/softgpu/libcuda; do \
 		$(MAKE) -C $$d clean || exit 1; done
 	$(MAKE) -C gdrdrv clean $(KERNEL_VARS)
 	$(MAKE) -C tests/softgpu/kmod clean $(KERNEL_VARS)
