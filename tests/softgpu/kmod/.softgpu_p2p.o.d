@@ -239,21 +239,26 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rcupdate.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/context_tracking_irq.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rcutree.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/module.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/stat.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/uapi/asm/stat.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/stat.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/time.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/time32.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/timex.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/timex.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/timex.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/tsc.h \
- /usr/src/linux-headers-6.1.0-56-common/include/vdso/time32.h \
- /usr/src/linux-headers-6.1.0-56-common/include/vdso/time.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/uidgid.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/highuid.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/buildid.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mm.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mmdebug.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/gfp.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mmzone.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/seqlock.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mutex.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/osq_lock.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/debug_locks.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/nodemask.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/random.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/once.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/random.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/irqnr.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/irqnr.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/prandom.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/percpu.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/archrandom.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/pageblock-flags.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/page-flags-layout.h \
+ include/generated/bounds.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/mm_types.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/mm_types_task.h \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/tlbbatch.h \
@@ -266,16 +271,21 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rbtree_types.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/maple_tree.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rwsem.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/osq_lock.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/uprobes.h \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/uprobes.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/notifier.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/mutex.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/debug_locks.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/srcu.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/workqueue.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/timer.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/ktime.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/time.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/time32.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/timex.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/timex.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/timex.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/tsc.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/vdso/time32.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/vdso/time.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/jiffies.h \
  /usr/src/linux-headers-6.1.0-56-common/include/vdso/jiffies.h \
  include/generated/timeconst.h \
@@ -286,25 +296,7 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rcu_segcblist.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/srcutree.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rcu_node_tree.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/page-flags-layout.h \
- include/generated/bounds.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/seqlock.h \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/mmu.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/kmod.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/umh.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/gfp.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/mmzone.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/nodemask.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/random.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/once.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/random.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/irqnr.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/irqnr.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/prandom.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/percpu.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/mmdebug.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/archrandom.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/pageblock-flags.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/page-flags.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/local_lock.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/local_lock_internal.h \
@@ -330,22 +322,28 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/include/uapi/video/edid.h \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/apicdef.h \
  /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/topology.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/sysctl.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/sysctl.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/elf.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/elf.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/user.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/user_64.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/fsgsbase.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/syscall.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/audit.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/elf-em.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mmap_lock.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/percpu-refcount.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/bit_spinlock.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/shrinker.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/resource.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/resource.h \
+ arch/x86/include/generated/uapi/asm/resource.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/resource.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/asm-generic/resource.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/page_ext.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/stacktrace.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/stackdepot.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/page_ref.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/sizes.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched.h \
  /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/sched.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/pid.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sem.h \
  /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/sem.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/ipc.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/uidgid.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/highuid.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rhashtable-types.h \
  /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/ipc.h \
  arch/x86/include/generated/uapi/asm/ipcbuf.h \
@@ -373,11 +371,6 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/ia32_unistd.h \
  /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/seccomp.h \
  /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/unistd.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/resource.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/resource.h \
- arch/x86/include/generated/uapi/asm/resource.h \
- /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/resource.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/asm-generic/resource.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/latencytop.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/prio.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/types.h \
@@ -397,27 +390,56 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/rv.h \
  arch/x86/include/generated/asm/kmap_size.h \
  /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/kmap_size.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/vdso.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/elf.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/kobject.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/sysfs.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/kernfs.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/idr.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/radix-tree.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/pgtable.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/pgtable.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/pkru.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/fpu/api.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/coco.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/pgtable_uffd.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/page_table_check.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/pgtable_64.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/fixmap.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/uapi/asm/vsyscall.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/fixmap.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/pgtable-invert.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kasan.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kasan-enabled.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/memremap.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/ioport.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/huge_mm.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/coredump.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/fs.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/wait_bit.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kdev_t.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/kdev_t.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/dcache.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/rculist_bl.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/list_bl.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/lockref.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/stringhash.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/path.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/stat.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/uapi/asm/stat.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/stat.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/list_lru.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/xarray.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/kconfig.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/mm.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sync_core.h \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/sync_core.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/ioasid.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/kobject_ns.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/moduleparam.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/rbtree_latch.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/error-injection.h \
- /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/error-injection.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/module.h \
- /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/module.h \
- /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/orc_types.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/radix-tree.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/capability.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/capability.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/semaphore.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/fcntl.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/fcntl.h \
+ arch/x86/include/generated/uapi/asm/fcntl.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/asm-generic/fcntl.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/openat2.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/migrate_mode.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/percpu-rwsem.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/rcuwait.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/signal.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/signal.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/jobctl.h \
@@ -430,17 +452,63 @@ softgpu_p2p.o: /work/main/tests/softgpu/kmod/softgpu_p2p.c \
  /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/access_ok.h \
  /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/uaccess_64.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/cred.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/capability.h \
- /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/capability.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/key.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/sysctl.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/sysctl.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/assoc_array.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/user.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/percpu_counter.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/ratelimit.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/rcu_sync.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/delayed_call.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/uuid.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/uuid.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/errseq.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/ioprio.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/sched/rt.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/iocontext.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/ioprio.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/fs_types.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mount.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/mnt_idmapping.h \
  /usr/src/linux-headers-6.1.0-56-common/include/linux/slab.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/percpu-refcount.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/kasan.h \
- /usr/src/linux-headers-6.1.0-56-common/include/linux/kasan-enabled.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/fs.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/quota.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/dqblk_xfs.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/dqblk_v1.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/dqblk_v2.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/dqblk_qtree.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/projid.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/quota.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/nfs_fs_i.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/vmstat.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/vm_event_item.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/module.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/buildid.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kmod.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/umh.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/elf.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/elf.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/user.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/user_64.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/fsgsbase.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/syscall.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/audit.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/elf-em.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/vdso.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/uapi/linux/elf.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kobject.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/sysfs.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kernfs.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/idr.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/kobject_ns.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/moduleparam.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/rbtree_latch.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/linux/error-injection.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/error-injection.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/module.h \
+ /usr/src/linux-headers-6.1.0-56-common/include/asm-generic/module.h \
+ /usr/src/linux-headers-6.1.0-56-common/arch/x86/include/asm/orc_types.h \
  /work/main/tests/softgpu/kmod/softgpu.h \
  /work/main/tests/softgpu/kmod/softgpu_p2p.h \
  /work/main/tests/softgpu/kmod/../include/softgpu_uapi.h

@@ -7,6 +7,7 @@
 #include <linux/log2.h>
 #include <linux/miscdevice.h>
 #include <linux/pci.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/random.h>
 #include <linux/sched.h>

@@ -15,6 +15,7 @@
  */
 #include <linux/completion.h>
 #include <linux/hashtable.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
