@@ -49,6 +49,15 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
     )
 
 
+def bookworm_vm_recipe(kernel: str) -> ImageRecipe:
+    """bookworm with the kernel image too, to boot the exported tree in a VM."""
+    return ImageRecipe(
+        suite="bookworm",
+        include=("dkms", f"linux-headers-{kernel}", f"linux-image-{kernel}", "kmod", "build-essential", "procps"),
+        name="gdrkit-vmroot",
+    )
+
+
 _client: docker.DockerClient | None = None
 _containers: list[Any] = []
 

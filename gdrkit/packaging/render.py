@@ -87,6 +87,7 @@ def system_files(plan: Plan) -> dict[str, RenderedFile]:
         f"pkgroot{fam.unitdir}/gdrdrv.service": "system/gdrdrv.service.j2",
         f"pkgroot{fam.udevrulesdir}/60-gdrdrv.rules": "system/udev.rules.j2",
         f"pkgroot{fam.modprobedir}/gdrdrv.conf": "system/modprobe.conf.j2",
+        "pkgroot/etc/cdi/gdrcopy.yaml": "system/cdi.yaml.j2",
     }
     if plan.with_dkms:
         files[f"pkgroot{plan.dkms_src}/dkms.conf"] = "dkms.conf.j2"

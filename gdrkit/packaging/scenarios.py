@@ -128,18 +128,25 @@ def run_scenario(script: str, new_debs: Path, old_debs: Path | None = None) -> O
     return Outcome(passed, result.output)
 
 
-def prepare_vm_root(debs: Path, dest: Path, *, names: tuple[str, ...] = DKMS_SET) -> Path:
+def prepare_vm_root(debs: Path, source_tree: Path, dest: Path, *, names: tuple[str, ...] = DKMS_SET) -> Path:
     """A bookworm file system with our packages installed and gdrdrv built by DKMS.
 
-    Exported to `dest`, for the VM runner (gdrkit.vm) to boot with the
-    bookworm kernel: the module to load is
-    /lib/modules/<kver>/updates/dkms/gdrdrv.ko, and gdrcopy_sanity is in
-    /usr/bin.  The kernel image itself is not installed (the VM boots
-    /boot/vmlinuz-<kver> of the host).
+    Exported to `dest`, for gdrkit.vm.boot() with the host's
+    /boot/vmlinuz-<kver> and `dest`/lib/modules/<kver>: gdrdrv is the one
+    DKMS installed from the gdrdrv-dkms package, gdrcopy_sanity the one of
+    the gdrcopy-tests package.  softgpu (the test-only GPU, not packaged) is
+    built from `source_tree` and installed under /usr/local.
     """
-    image = containers.ensure_image(containers.bookworm_dkms_recipe(BOOKWORM_KERNEL, OTHER_KERNEL))
+    image = containers.ensure_image(containers.bookworm_vm_recipe(BOOKWORM_KERNEL))
     script = f"""
 apt-get install -y --no-install-recommends {_debs('/pkgs/new', names)}
 dkms status -m gdrdrv -k {BOOKWORM_KERNEL} | grep -q ': installed'
+cp -a /src /tmp/src
+make -C /tmp/src softgpu_install KVER={BOOKWORM_KERNEL} prefix=/usr/local
+rm -rf /tmp/src
+ldconfig
+depmod -a {BOOKWORM_KERNEL}
+modinfo -n gdrdrv -k {BOOKWORM_KERNEL}
 """
-    return containers.export_filesystem(image, script, dest, mounts={debs.resolve(): "/pkgs/new"})
+    mounts = {debs.resolve(): "/pkgs/new", source_tree.resolve(): "/src"}
+    return containers.export_filesystem(image, script, dest, mounts=mounts)
