@@ -1,0 +1,64 @@
+"""Planning of package builds and the task layer, without building anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from invoke.context import MockContext
+
+from gdrkit.packaging import build, pipeline
+from gdrkit.system import UserError
+from gdrkit.tasks import pkg
+
+SOURCE = build.Source(repo=Path("/nonexistent"), commit="0" * 40, epoch=1767225600)
+
+
+def test_plan_has_one_job_per_kind_with_kmod_for_each_kernel() -> None:
+    plan = pipeline.plan_request(pipeline.Request(kernels=("6.1.0-56-amd64",)), SOURCE)
+    assert [job.plan.package_type for job in plan.jobs] == ["deb", "rpm"]
+    deb, rpm = (job.plan for job in plan.jobs)
+    assert "gdrdrv-modules-6.1.0-56-amd64" in [p.name for p in deb.packages]
+    assert "gdrcopy-kmod-6.1.0-56-amd64" in [p.name for p in rpm.packages]
+    assert all(job.plan.source_date_epoch == SOURCE.epoch for job in plan.jobs)
+
+
+def test_no_kmod_means_no_kernel_and_no_module_package() -> None:
+    plan = pipeline.plan_request(pipeline.Request(with_kmod=False, kernels=("6.1.0-56-amd64",)), SOURCE)
+    assert plan.kernels == ()
+    assert not any(p.kind == "kmod" for job in plan.jobs for p in job.plan.packages)
+
+
+def test_suse_rpms_go_to_their_own_directory(tmp_path: Path) -> None:
+    request = pipeline.Request(kinds=("rpm",), rpm_family="suse", output=tmp_path, with_kmod=False)
+    plan = pipeline.plan_request(request, SOURCE)
+    assert plan.jobs[0].output == tmp_path / "suse"
+    assert plan.jobs[0].plan.family.modprobe.endswith("--allow-unsupported-modules")
+
+
+def test_nothing_to_build_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="nothing to build"):
+        pipeline.plan_request(pipeline.Request(with_dkms=False, with_kmod=False), SOURCE)
+
+
+def test_summary_table_and_failed_rows() -> None:
+    rows = [pipeline.Row("dist/a.deb", 2048, "ok", 0), pipeline.Row("dist/b.rpm", 1024, "b: x is not in its description", 1)]
+    table = pipeline.summary_table(rows)
+    assert table.splitlines()[0].startswith("package file") and "dist/b.rpm" in table
+    with pytest.raises(UserError, match="1 package"):
+        pipeline.check_rows(rows)
+
+
+def test_build_deb_task_passes_its_options_down(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[pipeline.Request] = []
+
+    def fake_plan(request: pipeline.Request, source: build.Source | None = None) -> pipeline.BuildPlan:
+        seen.append(request)
+        return pipeline.BuildPlan(request=request, source=SOURCE, kernels=())
+
+    monkeypatch.setattr(pipeline, "plan_request", fake_plan)
+    monkeypatch.setattr(pipeline, "execute", lambda plan: [])
+    pkg.build_deb(MockContext(), kmod=False, kernel="a,b", output=str(tmp_path), device_mode="0666", dry_run=True)
+    request = seen[0]
+    assert request.kinds == ("deb",) and request.kernels == ("a", "b") and not request.with_kmod
+    assert request.output == tmp_path and request.device_mode == "0666" and request.dry_run
