@@ -42,6 +42,9 @@ APT_OPTIONS = (
     'APT::Install-Recommends "false"',
     'APT::Sandbox::User "root"',
 )
+# Generous limits: they only exist so that a stuck download or build cannot hang a run.
+ROOT_BUILD_TIMEOUT_S = 3600
+STEP_TIMEOUT_S = 1800
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SOURCE_DIR = "src"
 
@@ -137,7 +140,7 @@ def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str
     log(f"building the {choice.suite.name} root with kernel {choice.abi} (once; cached in {target})")
     start = time.monotonic()
     try:
-        run(mmdebstrap_command(choice, partial, extra_packages))
+        run(mmdebstrap_command(choice, partial, extra_packages), timeout=ROOT_BUILD_TIMEOUT_S)
         partial.rename(target)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -165,9 +168,9 @@ def chroot_command(root_dir: Path, script: str) -> list[str]:
     ]  # fmt: skip
 
 
-def in_root(root_dir: Path, script: str) -> tuple[int, str]:
+def in_root(root_dir: Path, script: str, *, timeout: float = STEP_TIMEOUT_S) -> tuple[int, str]:
     """Run `script` in the root; (exit status, its output with stderr merged)."""
-    result = run(chroot_command(root_dir, f"exec 2>&1\n{script}"), capture=True, check=False)
+    result = run(chroot_command(root_dir, f"exec 2>&1\n{script}"), capture=True, check=False, timeout=timeout)
     return result.returncode, result.stdout
 
 
