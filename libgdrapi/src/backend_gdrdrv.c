@@ -21,6 +21,7 @@
 
 static const struct gdrdrv_sys_paths default_paths = {
 	.device = "/dev/" GDRDRV_DEVICE_NAME,
+	.sys_misc_dev = "/sys/class/misc/" GDRDRV_DEVICE_NAME "/dev",
 	.proc_devices = "/proc/devices",
 	.sys_module = "/sys/module/" GDRDRV_DEVICE_NAME,
 };
@@ -49,16 +50,45 @@ static uint64_t handle_of(struct gdr_memh *mh)
 #define VERSION_MAJOR(v) ((unsigned int)((v) >> GDRDRV_MAJOR_VERSION_SHIFT))
 #define VERSION_MINOR(v) ((unsigned int)((v) & GDRDRV_MINOR_VERSION_MASK))
 
-/* The character major gdrdrv registered, from /proc/devices; -1 when it has none. */
-static int registered_major(void)
+/*
+ * The device number /dev/gdrdrv must have.  Our gdrdrv is a misc device
+ * (major 10, a dynamic minor), named in /sys/class/misc/gdrdrv/dev; GDRCopy's
+ * registers a whole character major (register_chrdev), named in
+ * /proc/devices, and any minor under it reaches the driver.
+ */
+struct expected_devt {
+	bool known;		/* the driver is registered, so the numbers below are real */
+	bool any_minor;		/* /proc/devices: only the major says anything */
+	unsigned int major, minor;
+	const char *source;	/* the file they came from */
+};
+
+static bool read_misc_devt(struct expected_devt *exp)
 {
-	FILE *f = fopen(gdrdrv_sys_paths->proc_devices, "re");
-	bool in_char_section = false;
-	char line[256];
-	int major = -1;
+	FILE *f = fopen(gdrdrv_sys_paths->sys_misc_dev, "re");
+	unsigned int major, minor;
+	int n;
 
 	if (!f)
-		return -1;
+		return false;
+	n = fscanf(f, "%u:%u", &major, &minor);
+	fclose(f);
+	if (n != 2)
+		return false;
+	*exp = (struct expected_devt){ .known = true, .major = major, .minor = minor,
+				       .source = gdrdrv_sys_paths->sys_misc_dev };
+	return true;
+}
+
+/* The character major a register_chrdev() gdrdrv has, from /proc/devices. */
+static bool read_chrdev_major(struct expected_devt *exp)
+{
+	FILE *f = fopen(gdrdrv_sys_paths->proc_devices, "re");
+	bool in_char_section = false, found = false;
+	char line[256];
+
+	if (!f)
+		return false;
 	while (fgets(line, sizeof(line), f)) {
 		char name[128];
 		int number;
@@ -69,14 +99,30 @@ static int registered_major(void)
 		}
 		if (strncmp(line, "Block devices:", 14) == 0)
 			in_char_section = false;
-		if (in_char_section && sscanf(line, "%d %127s", &number, name) == 2 &&
+		if (in_char_section && sscanf(line, "%d %127s", &number, name) == 2 && number >= 0 &&
 		    strcmp(name, GDRDRV_DEVICE_NAME) == 0) {
-			major = number;
+			*exp = (struct expected_devt){ .known = true, .any_minor = true, .major = (unsigned int)number,
+						       .source = gdrdrv_sys_paths->proc_devices };
+			found = true;
 			break;
 		}
 	}
 	fclose(f);
-	return major;
+	return found;
+}
+
+static struct expected_devt expected_devt(void)
+{
+	struct expected_devt exp = { .known = false };
+
+	if (!read_misc_devt(&exp))
+		read_chrdev_major(&exp);
+	return exp;
+}
+
+static bool devt_matches(const struct expected_devt *exp, dev_t rdev)
+{
+	return major(rdev) == exp->major && (exp->any_minor || minor(rdev) == exp->minor);
 }
 
 static bool module_present(void)
@@ -95,27 +141,59 @@ static void describe_group(gid_t gid, char *buf, size_t len)
 		snprintf(buf, len, "%u", (unsigned int)gid);
 }
 
+/* "10:123" or "237 (any minor)": the numbers the node should have, for messages. */
+static void describe_devt(const struct expected_devt *exp, char *buf, size_t len)
+{
+	if (exp->any_minor)
+		snprintf(buf, len, "major %u", exp->major);
+	else
+		snprintf(buf, len, "%u:%u", exp->major, exp->minor);
+}
+
+/*
+ * The node exists but is not gdrdrv's (left from an earlier load, made by
+ * hand with old numbers, or another device bind-mounted over it).
+ */
+static int explain_stale_node(const struct stat *st, const struct expected_devt *exp, const char *what, char *why)
+{
+	const char *dev = gdrdrv_sys_paths->device;
+	char want[48];
+
+	describe_devt(exp, want, sizeof(want));
+	if (!S_ISCHR(st->st_mode))
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "stale node: %s is not a character device%s but gdrdrv is char %s (%s): recreate it: rm %s; mknod -m 666 %s c %u %u (or reload the module: modprobe -r gdrdrv; modprobe gdrdrv)",
+			 dev, what, want, exp->source, dev, dev, exp->major, exp->minor);
+	else
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "stale node: %s is char %u:%u%s but gdrdrv is char %s (%s), so it leads to another driver or none: recreate it: rm %s; mknod -m 666 %s c %u %u (or reload the module: modprobe -r gdrdrv; modprobe gdrdrv)",
+			 dev, major(st->st_rdev), minor(st->st_rdev), what, want, exp->source, dev, dev, exp->major,
+			 exp->minor);
+	return ENODEV;
+}
+
 /* Turn open()'s errno into the errno gdr_open reports and a sentence saying what to do. */
 static int explain_open_failure(int err, char *why)
 {
 	const char *dev = gdrdrv_sys_paths->device;
-	int major = registered_major();
+	struct expected_devt exp = expected_devt();
 	struct stat st;
 
 	switch (err) {
 	case ENOENT:
-		if (major >= 0)
+		if (exp.known)
 			snprintf(why, GDR_BACKEND_WHY_LEN,
-				 "gdrdrv is loaded (major %d in %s) but %s does not exist: create it with 'mknod -m 666 %s c %d 0' (or start the gdrdrv service); in a container, pass the device in (docker --device %s)",
-				 major, gdrdrv_sys_paths->proc_devices, dev, dev, major, dev);
+				 "the gdrdrv module is loaded (char %u:%u in %s) but %s does not exist: udev/devtmpfs did not create it; create it with 'mknod -m 666 %s c %u %u' or reload the module (modprobe -r gdrdrv; modprobe gdrdrv); in a container, pass the device in (docker --device %s)",
+				 exp.major, exp.minor, exp.source, dev, dev, exp.major, exp.minor, dev);
 		else if (module_present())
 			snprintf(why, GDR_BACKEND_WHY_LEN,
-				 "%s does not exist and gdrdrv is in %s but registered no device: it failed to initialise; check 'dmesg | grep gdrdrv' and reload it (modprobe -r gdrdrv; modprobe gdrdrv)",
-				 dev, gdrdrv_sys_paths->sys_module);
+				 "%s does not exist and gdrdrv is in %s but registered no device (none in %s or %s): it failed to initialise; check 'dmesg | grep gdrdrv' and reload it (modprobe -r gdrdrv; modprobe gdrdrv)",
+				 dev, gdrdrv_sys_paths->sys_module, gdrdrv_sys_paths->sys_misc_dev,
+				 gdrdrv_sys_paths->proc_devices);
 		else
 			snprintf(why, GDR_BACKEND_WHY_LEN,
 				 "the gdrdrv kernel module is not loaded (no %s, not in %s): install the gdrdrv-dkms or gdrcopy-kmod package and run 'modprobe gdrdrv'; in a container, the host loads it and the container gets --device %s",
-				 gdrdrv_sys_paths->sys_module, gdrdrv_sys_paths->proc_devices, dev);
+				 gdrdrv_sys_paths->sys_module, gdrdrv_sys_paths->sys_misc_dev, dev);
 		return ENOENT;
 	case EACCES:
 	case EPERM:
@@ -133,14 +211,11 @@ static int explain_open_failure(int err, char *why)
 		return EACCES;
 	case ENXIO:
 	case ENODEV:
-		if (stat(dev, &st) == 0 && major >= 0)
-			snprintf(why, GDR_BACKEND_WHY_LEN,
-				 "%s (char %u:%u) reaches no driver but gdrdrv has major %d: the node is stale; recreate it: rm %s; mknod -m 666 %s c %d 0",
-				 dev, major(st.st_rdev), minor(st.st_rdev), major, dev, dev, major);
-		else
-			snprintf(why, GDR_BACKEND_WHY_LEN,
-				 "%s reaches no driver (%s) and gdrdrv is not loaded: run 'modprobe gdrdrv' and recreate the node",
-				 dev, strerror(err));
+		if (stat(dev, &st) == 0 && exp.known)
+			return explain_stale_node(&st, &exp, ", which reaches no driver", why);
+		snprintf(why, GDR_BACKEND_WHY_LEN,
+			 "%s reaches no driver (%s) and gdrdrv is not loaded: run 'modprobe gdrdrv' (udev then recreates the node)",
+			 dev, strerror(err));
 		return ENODEV;
 	default:
 		snprintf(why, GDR_BACKEND_WHY_LEN, "opening %s failed: %s", dev, strerror(err));
@@ -148,19 +223,11 @@ static int explain_open_failure(int err, char *why)
 	}
 }
 
-/* GET_VERSION failed: a stale node (another driver behind the major) or a pre-2.0 gdrdrv. */
-static int explain_handshake_failure(int fd, int err, char *why)
+/* GET_VERSION failed (the node's numbers were right, or unknown): a pre-2.0 gdrdrv or another driver. */
+static int explain_handshake_failure(int err, char *why)
 {
 	const char *dev = gdrdrv_sys_paths->device;
-	int major = registered_major();
-	struct stat st;
 
-	if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major >= 0 && (int)major(st.st_rdev) != major) {
-		snprintf(why, GDR_BACKEND_WHY_LEN,
-			 "%s is char %u:%u but gdrdrv has major %d, so the node leads to another driver (GET_VERSION: %s): recreate it: rm %s; mknod -m 666 %s c %d 0",
-			 dev, major(st.st_rdev), minor(st.st_rdev), major, strerror(err), dev, dev, major);
-		return ENODEV;
-	}
 	if (err == ENOTTY || err == EINVAL) {
 		snprintf(why, GDR_BACKEND_WHY_LEN,
 			 "the driver behind %s does not answer GET_VERSION (%s): it is not gdrdrv, or a gdrdrv older than 2.0; install gdrdrv %u.%u or newer",
@@ -174,15 +241,30 @@ static int explain_handshake_failure(int fd, int err, char *why)
 static int gdrdrv_open(struct gdr *g, char *why)
 {
 	struct gdrdrv_get_version ver = { 0 };
+	struct expected_devt exp = expected_devt();
 	struct gdrdrv_instance *inst;
+	struct stat st;
 	int fd, rc;
+
+	/*
+	 * A node of another device is not opened at all: opening a tty or a
+	 * disk has effects of its own.  Whatever was opened is checked again
+	 * (a plain file, or a node replaced in between).
+	 */
+	if (exp.known && stat(gdrdrv_sys_paths->device, &st) == 0 &&
+	    (S_ISBLK(st.st_mode) || (S_ISCHR(st.st_mode) && !devt_matches(&exp, st.st_rdev))))
+		return explain_stale_node(&st, &exp, "", why);
 
 	fd = open(gdrdrv_sys_paths->device, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return explain_open_failure(errno, why);
 
+	if (exp.known && fstat(fd, &st) == 0 && (!S_ISCHR(st.st_mode) || !devt_matches(&exp, st.st_rdev))) {
+		rc = explain_stale_node(&st, &exp, " (the file opened)", why);
+		goto fail;
+	}
 	if (ioctl(fd, GDRDRV_IOC_GET_VERSION, &ver) < 0) {
-		rc = explain_handshake_failure(fd, errno, why);
+		rc = explain_handshake_failure(errno, why);
 		goto fail;
 	}
 	if (ver.gdrdrv_version < MINIMUM_GDRDRV_VERSION) {

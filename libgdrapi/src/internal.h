@@ -93,7 +93,8 @@ void gdr_copy_engine_init(void);
 /* Where the gdrdrv backend looks for its device; the unit tests point this at fixtures. */
 struct gdrdrv_sys_paths {
 	const char *device;		/* /dev/gdrdrv */
-	const char *proc_devices;	/* /proc/devices: the major gdrdrv registered */
+	const char *sys_misc_dev;	/* /sys/class/misc/gdrdrv/dev: "major:minor" of our misc device */
+	const char *proc_devices;	/* /proc/devices: the major GDRCopy's gdrdrv (register_chrdev) has */
 	const char *sys_module;		/* /sys/module/gdrdrv: exists while loaded */
 };
 extern const struct gdrdrv_sys_paths *gdrdrv_sys_paths;

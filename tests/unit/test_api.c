@@ -108,7 +108,8 @@ static void test_open_module_not_loaded(void **state)
 	assert_contains(log, "dmabuf: cannot load libcuda.so.1");
 }
 
-static void test_open_node_missing_module_loaded(void **state)
+/* GDRCopy's driver (register_chrdev): the major is in /proc/devices, minor 0 by convention. */
+static void test_open_node_missing_chrdev_loaded(void **state)
 {
 	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
 	const char *log;
@@ -120,8 +121,60 @@ static void test_open_node_missing_module_loaded(void **state)
 	sandbox_set_major(&sandbox, 237);
 	log = open_must_fail(ENOENT);
 	snprintf(expect, sizeof(expect), "mknod -m 666 %s c 237 0", sandbox.device);
-	assert_contains(log, "gdrdrv is loaded (major 237");
+	assert_contains(log, "gdrdrv module is loaded (char 237:0 in ");
+	assert_contains(log, sandbox.proc_devices);
 	assert_contains(log, expect);
+}
+
+/* Our driver is a misc device: /proc/devices has no gdrdrv line, sysfs has the numbers. */
+static void test_open_node_missing_misc_loaded(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+	char expect[256];
+
+	(void)state;
+	cfg.open_errno = ENOENT;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, -1);
+	sandbox_set_misc(&sandbox, 10, 123);
+	assert_int_equal(mkdir(sandbox.sys_module, 0755), 0);
+	log = open_must_fail(ENOENT);
+	snprintf(expect, sizeof(expect), "mknod -m 666 %s c 10 123", sandbox.device);
+	assert_contains(log, "gdrdrv module is loaded (char 10:123 in ");
+	assert_contains(log, sandbox.sys_misc_dev);
+	assert_contains(log, "udev/devtmpfs did not create it");
+	assert_contains(log, expect);
+	assert_contains(log, "modprobe -r gdrdrv; modprobe gdrdrv");
+	assert_true(strstr(log, "failed to initialise") == NULL);
+}
+
+/* sysfs wins over /proc/devices (which an old driver of the same name could still be in). */
+static void test_open_misc_numbers_preferred(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	char expect[256];
+
+	(void)state;
+	cfg.open_errno = ENOENT;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, 237);
+	sandbox_set_misc(&sandbox, 10, 61);
+	snprintf(expect, sizeof(expect), "mknod -m 666 %s c 10 61", sandbox.device);
+	assert_contains(open_must_fail(ENOENT), expect);
+}
+
+/* A garbled sysfs file is no information: fall back to /proc/devices. */
+static void test_open_misc_file_garbled(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	cfg.open_errno = ENOENT;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, 237);
+	sandbox_write(sandbox.sys_misc_dev, "gdrdrv\n");
+	assert_contains(open_must_fail(ENOENT), "char 237:0");
 }
 
 static void test_open_module_registered_nothing(void **state)
@@ -176,21 +229,120 @@ static void test_open_no_driver_behind_node(void **state)
 	use_config(&cfg);
 	sandbox_write(sandbox.device, "");
 	sandbox_set_major(&sandbox, 240);
-	assert_contains(open_must_fail(ENODEV), "stale");
+	assert_contains(open_must_fail(ENODEV), "stale node");
 }
 
+static void test_open_no_driver_not_loaded(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+
+	(void)state;
+	cfg.open_errno = ENODEV;	/* a misc node whose minor nobody has any more */
+	use_config(&cfg);
+	sandbox_write(sandbox.device, "");
+	sandbox_set_major(&sandbox, -1);
+	log = open_must_fail(ENODEV);
+	assert_contains(log, "gdrdrv is not loaded");
+	assert_contains(log, "modprobe gdrdrv");
+}
+
+/* The node opened is 1:3 (the fake is /dev/null) but GDRCopy's driver has major 240. */
 static void test_open_stale_major(void **state)
 {
 	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
 	const char *log;
 
 	(void)state;
-	cfg.version_errno = ENOTTY;	/* another driver answers on the old major */
 	use_config(&cfg);
-	sandbox_set_major(&sandbox, 240);	/* the fake node is 1:3 */
+	sandbox_set_major(&sandbox, 240);
 	log = open_must_fail(ENODEV);
-	assert_contains(log, "is char 1:3 but gdrdrv has major 240");
+	assert_contains(log, "stale node: ");
+	assert_contains(log, "is char 1:3 (the file opened) but gdrdrv is char major 240");
 	assert_contains(log, "c 240 0");
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_VERSION)), 0);
+}
+
+/* The misc device has a dynamic minor: the same major with another minor is someone else. */
+static void test_open_stale_misc_minor(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+	char expect[256];
+
+	(void)state;
+	use_config(&cfg);
+	sandbox_set_misc(&sandbox, 1, 5);
+	log = open_must_fail(ENODEV);
+	snprintf(expect, sizeof(expect), "rm %s; mknod -m 666 %s c 1 5", sandbox.device, sandbox.device);
+	assert_contains(log, "is char 1:3 (the file opened) but gdrdrv is char 1:5");
+	assert_contains(log, expect);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_VERSION)), 0);
+}
+
+/* A node with another device's numbers (here /dev/null's) is diagnosed without opening it. */
+static void test_open_stale_node_not_opened(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *log;
+	char expect[256];
+
+	(void)state;
+	use_config(&cfg);
+	sandbox_set_misc(&sandbox, 10, 123);
+	assert_int_equal(symlink("/dev/null", sandbox.device), 0);
+	log = open_must_fail(ENODEV);
+	snprintf(expect, sizeof(expect), "stale node: %s is char 1:3 but gdrdrv is char 10:123 (%s)", sandbox.device,
+		 sandbox.sys_misc_dev);
+	assert_contains(log, expect);
+	assert_contains(log, "mknod -m 666");
+	assert_contains(log, "c 10 123");
+	assert_int_equal(fake_open_count(), 0);
+}
+
+/* A plain file where the node should be. */
+static void test_open_node_is_plain_file(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	use_config(&cfg);
+	sandbox_set_misc(&sandbox, 1, 3);
+	sandbox_write(sandbox.device, "");
+	/* The fake answers the path with /dev/null, so only the stat before open sees a file: allowed. */
+	{
+		gdr_t g = gdr_open();
+
+		assert_non_null(g);
+		assert_int_equal(gdr_close(g), 0);
+	}
+}
+
+/* The numbers match the misc device: the driver is asked, and used. */
+static void test_open_misc_numbers_match(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	gdr_t g;
+
+	(void)state;
+	use_config(&cfg);
+	sandbox_set_major(&sandbox, -1);
+	sandbox_set_misc(&sandbox, 1, 3);
+	g = gdr_open();
+	assert_non_null(g);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* Right numbers, but GET_VERSION unknown: not a stale node, an old (or foreign) driver. */
+static void test_open_misc_match_no_get_version(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	cfg.version_errno = ENOTTY;
+	use_config(&cfg);
+	sandbox_set_misc(&sandbox, 1, 3);
+	assert_contains(open_must_fail(ENOTTY), "older than 2.0");
 }
 
 static void test_open_pre_2_0_driver(void **state)
@@ -771,12 +923,21 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open_succeeds_with_cloexec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_module_not_loaded, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_node_missing_module_loaded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_node_missing_chrdev_loaded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_node_missing_misc_loaded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_misc_numbers_preferred, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_misc_file_garbled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_module_registered_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_permission_denied, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_eperm_reported_as_eacces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_no_driver_behind_node, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_stale_major, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_stale_misc_minor, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_stale_node_not_opened, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_node_is_plain_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_misc_numbers_match, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_misc_match_no_get_version, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_no_driver_not_loaded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_pre_2_0_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_driver_too_old, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_library_too_old_for_driver, setup, teardown),

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "gdrapi.h"
@@ -23,6 +24,7 @@
 struct sandbox {
 	char dir[128];
 	char device[192];
+	char sys_misc_dev[192];
 	char proc_devices[192];
 	char sys_module[192];
 	struct gdrdrv_sys_paths paths;
@@ -51,17 +53,33 @@ static inline void sandbox_set_major(struct sandbox *s, int major)
 	sandbox_write(s->proc_devices, text);
 }
 
+/* /sys/class/misc/gdrdrv/dev saying "major:minor" (or, with major < 0, no such file). */
+static inline void sandbox_set_misc(struct sandbox *s, int major, int minor)
+{
+	char text[32];
+
+	if (major < 0) {
+		unlink(s->sys_misc_dev);
+		return;
+	}
+	snprintf(text, sizeof(text), "%d:%d\n", major, minor);
+	sandbox_write(s->sys_misc_dev, text);
+}
+
 static inline void sandbox_init(struct sandbox *s)
 {
 	snprintf(s->dir, sizeof(s->dir), "/tmp/gdrapi-unit-XXXXXX");
 	assert_non_null(mkdtemp(s->dir));
 	snprintf(s->device, sizeof(s->device), "%s/gdrdrv-node", s->dir);
+	snprintf(s->sys_misc_dev, sizeof(s->sys_misc_dev), "%s/misc-gdrdrv-dev", s->dir);
 	snprintf(s->proc_devices, sizeof(s->proc_devices), "%s/devices", s->dir);
 	snprintf(s->sys_module, sizeof(s->sys_module), "%s/module-gdrdrv", s->dir);
 	s->paths.device = s->device;
+	s->paths.sys_misc_dev = s->sys_misc_dev;
 	s->paths.proc_devices = s->proc_devices;
 	s->paths.sys_module = s->sys_module;
-	sandbox_set_major(s, 1);	/* /dev/null's major: what the fake node really is */
+	/* No misc device: GDRCopy's driver, with /dev/null's major: what the fake node really is. */
+	sandbox_set_major(s, 1);
 	gdrdrv_sys_paths = &s->paths;
 }
 

@@ -26,8 +26,9 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 insmod /softgpu.ko $(cat /proc/cmdline | tr ' ' '\n' | sed -n 's/^softgpu\.//p')
 insmod /gdrdrv.ko dbg_enabled=1
 if [ ! -e /dev/gdrdrv ]; then
-	major=$(awk '$2 == "gdrdrv" {print $1}' /proc/devices)
-	mknod -m 666 /dev/gdrdrv c "$major" 0
+	# Our gdrdrv is a misc device (numbers in sysfs); GDRCopy's has a major in /proc/devices.
+	devt=$(cat /sys/class/misc/gdrdrv/dev 2>/dev/null || awk '$2 == "gdrdrv" {print $1 ":0"}' /proc/devices)
+	mknod -m 666 /dev/gdrdrv c "${devt%%:*}" "${devt##*:}"
 fi
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 /vm_smoke
