@@ -10,6 +10,7 @@ installed there; the VM then boots the same directory as its root.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -76,8 +77,41 @@ def roots_dir() -> Path:
     return path
 
 
-def root_name(choice: KernelChoice) -> str:
-    return f"{choice.suite.name}-{choice.abi}"
+def root_name(choice: KernelChoice, extra_packages: Sequence[str] = ()) -> str:
+    """`trixie-6.12.57+deb13-amd64`, plus a digest of any extra packages (another root)."""
+    name = f"{choice.suite.name}-{choice.abi}"
+    if extra_packages:
+        digest = hashlib.sha256(",".join(sorted(extra_packages)).encode()).hexdigest()[:8]
+        name += f"-x{digest}"
+    return name
+
+
+def mounts_below(path: Path, mounts_text: str) -> list[str]:
+    """Mount points at or under `path` in /proc/mounts text, deepest first (pure)."""
+    prefix = str(path).rstrip("/")
+    found = []
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) < 2:
+            continue
+        target = fields[1].replace("\\040", " ")
+        if target == prefix or target.startswith(prefix + "/"):
+            found.append(target)
+    return sorted(found, key=len, reverse=True)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a root, first detaching anything still mounted in it.
+
+    A killed mmdebstrap can leave /dev or /proc bind-mounted inside its
+    target, and deleting through such a mount would delete the host's files.
+    """
+    if not path.exists():
+        return
+    for target in mounts_below(path.resolve(), Path("/proc/mounts").read_text()):
+        log(f"unmounting {target} left behind in {path}")
+        run(["umount", "--lazy", target])
+    shutil.rmtree(path)
 
 
 def mmdebstrap_command(choice: KernelChoice, target: Path, extra_packages: Sequence[str] = ()) -> list[str]:
@@ -109,15 +143,18 @@ def locked(path: Path) -> Iterator[None]:
 def prepare_suite_root(
     kernel: str, *, refresh: bool = False, extra_packages: Sequence[str] = (), rebuild: bool = False
 ) -> SuiteRoot:
-    """The cached root for `kernel` (suite name or ABI string), built if missing."""
+    """The cached root for `kernel` (suite name or ABI string), built if missing.
+
+    `extra_packages` go into the root too; a different set is a different root.
+    """
     choice = resolve_kernel(kernel, refresh=refresh)
-    name = root_name(choice)
+    name = root_name(choice, extra_packages)
     root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name)
     stamp = roots_dir() / f"{name}.json"
     with locked(lock_file(root.root_dir)):
         if rebuild and root.root_dir.exists():
             log(f"removing {root.root_dir} to rebuild it")
-            shutil.rmtree(root.root_dir)
+            remove_tree(root.root_dir)
             stamp.unlink(missing_ok=True)
         if stamp.exists() and root.kernel_image.exists():
             return root
@@ -134,16 +171,15 @@ def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str
     if os.geteuid() != 0:
         raise die("building a VM root needs root (mmdebstrap, chroot)", "run the task as root")
     partial = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    if target.exists():
-        shutil.rmtree(target)
+    remove_tree(partial)
+    remove_tree(target)
     log(f"building the {choice.suite.name} root with kernel {choice.abi} (once; cached in {target})")
     start = time.monotonic()
     try:
         run(mmdebstrap_command(choice, partial, extra_packages), timeout=ROOT_BUILD_TIMEOUT_S)
         partial.rename(target)
     finally:
-        shutil.rmtree(partial, ignore_errors=True)
+        remove_tree(partial)
     seconds = time.monotonic() - start
     log(f"root {target.name} built in {seconds:.0f}s")
     return seconds

@@ -112,3 +112,26 @@ def test_sync_source_is_incremental_and_drops_deleted_files(repo: Path, tmp_path
     assert not (root.source_dir / "sub/a.c").exists()
     assert (root.source_dir / "sub/b.c").exists()
     assert (root.source_dir / "sub/built.o").exists(), "build products stay for incremental builds"
+
+
+def test_extra_packages_make_another_root() -> None:
+    plain = rootfs.root_name(TRIXIE)
+    extra = rootfs.root_name(TRIXIE, ["libcmocka-dev"])
+    assert extra.startswith(plain + "-x") and extra != plain
+    assert rootfs.root_name(TRIXIE, ["b", "a"]) == rootfs.root_name(TRIXIE, ["a", "b"])
+
+
+def test_mounts_below_finds_leftovers_deepest_first() -> None:
+    mounts = """\
+proc /proc proc rw 0 0
+udev /c/roots/.r.partial/dev devtmpfs rw 0 0
+devpts /c/roots/.r.partial/dev/pts devpts rw 0 0
+proc /c/roots/.r.partial/proc proc rw 0 0
+tmpfs /c/roots/.r.partial2 tmpfs rw 0 0
+"""
+    assert rootfs.mounts_below(Path("/c/roots/.r.partial"), mounts) == [
+        "/c/roots/.r.partial/dev/pts",
+        "/c/roots/.r.partial/proc",
+        "/c/roots/.r.partial/dev",
+    ]
+    assert "/c/roots/.r.partial2" not in rootfs.mounts_below(Path("/c/roots/.r.partial"), mounts)
