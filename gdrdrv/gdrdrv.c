@@ -516,7 +516,7 @@ static int gdrdrv_ioc_pin_buffer(struct gdrdrv_file *file, void __user *arg)
 
 	if (copy_from_user(&params, arg, sizeof(params)))
 		return -EFAULT;
-	/* 'pad' is not checked: older libraries left it uninitialised. */
+	/* 'pad' is not checked: libraries leave this one uninitialised. */
 	ret = gdrdrv_pin(file, params.addr, params.size, params.p2p_token,
 			 params.va_space, 0, &handle);
 	if (ret)
@@ -537,6 +537,11 @@ static int gdrdrv_ioc_pin_buffer_v2(struct gdrdrv_file *file, void __user *arg)
 
 	if (copy_from_user(&params, arg, sizeof(params)))
 		return -EFAULT;
+	/* Every library using this command zeroes 'pad': keep it reserved. */
+	if (params.pad) {
+		gdrdrv_dbg("reserved field 'pad' must be 0\n");
+		return -EINVAL;
+	}
 	ret = gdrdrv_pin(file, params.addr, params.size, 0, 0, params.flags,
 			 &handle);
 	if (ret)
@@ -822,14 +827,18 @@ static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
 #if defined(GDRDRV_HAVE_VM_FLAGS_SET) && \
 	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_SET_GPL_ONLY))
 	vm_flags_set(vma, flags);
-#elif defined(GDRDRV_HAVE_VMA_PRIVATE_VM_FLAGS)
+#elif defined(GDRDRV_HAVE_VM_FLAGS_INIT) && \
+	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_INIT_GPL_ONLY))
 	/*
-	 * vm_flags_set() is GPL-only here.  The VMA is not yet visible to
-	 * anyone else during ->mmap, so the write needs no VMA lock.
+	 * vm_flags_set() is GPL-only here (it takes the VMA lock).  During
+	 * ->mmap the VMA is not yet visible to anyone else, which is the case
+	 * vm_flags_init() exists for.
 	 */
-	ACCESS_PRIVATE(vma, __vm_flags) |= flags;
-#else
+	vm_flags_init(vma, vma->vm_flags | flags);
+#elif !defined(GDRDRV_HAVE_VM_FLAGS_SET)
 	vma->vm_flags |= flags;
+#else
+#error "no way to set VMA flags without GPL-only symbols on this kernel; build for the open-source NVIDIA driver (NVIDIA_IS_OPENSOURCE=y)"
 #endif
 }
 
