@@ -66,6 +66,7 @@ static void sg_ctx_pop_everywhere_in_this_thread(CUcontext ctx)
 static void sg_ctx_teardown(CUcontext ctx)
 {
 	sg_ctx_sync(ctx);
+	sg_ctx_streams_reset(ctx);
 	sg_ctx_free_memory(ctx);
 	ctx->alive = 0;
 }

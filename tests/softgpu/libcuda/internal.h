@@ -145,6 +145,7 @@ CUcontext sg_current_ctx(void);
 CUresult sg_require_ctx(CUcontext *ctx_out);
 int sg_ctx_valid(CUcontext ctx);
 void sg_streams_forget(void);
+void sg_ctx_streams_reset(CUcontext ctx);
 CUresult sg_ctx_sync(CUcontext ctx);
 void sg_ctx_free_memory(CUcontext ctx);
 

@@ -259,7 +259,7 @@ CUresult sg_ctx_sync(CUcontext ctx)
 	return first;
 }
 
-/* After fork: the launch threads stayed in the parent. */
+/* After fork: the launch threads, and their faults, stayed in the parent. */
 void sg_streams_forget(void)
 {
 	struct CUstream_st *s;
@@ -267,7 +267,20 @@ void sg_streams_forget(void)
 	for (s = sg_stream_list; s; s = s->next) {
 		pthread_mutex_init(&s->lock, NULL);
 		s->running = 0;
+		s->error = CUDA_SUCCESS;
 	}
+}
+
+/* A context is going away: forget its streams' faults (it is a new one if revived). */
+void sg_ctx_streams_reset(CUcontext ctx)
+{
+	struct CUstream_st *s;
+
+	sg_lock();
+	for (s = sg_stream_list; s; s = s->next)
+		if (s->ctx == ctx)
+			s->error = CUDA_SUCCESS;
+	sg_unlock();
 }
 
 SG_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
@@ -374,6 +387,7 @@ static size_t sg_ptx_type_size(const char *t, size_t len)
 static int sg_parse_param(const char *p, const char *end, struct sg_param *param)
 {
 	size_t elem = 0, align = 0, count = 1;
+	int pointee = 0;
 
 	while (p < end) {
 		const char *tok;
@@ -384,9 +398,16 @@ static int sg_parse_param(const char *p, const char *end, struct sg_param *param
 		tok = p;
 		while (p < end && !isspace((unsigned char)*p) && *p != '[')
 			p++;
-		if (p - tok == 6 && !strncmp(tok, ".align", 6)) {
+		if (p - tok == 4 && !strncmp(tok, ".ptr", 4)) {
+			/* ".ptr .global .align N" describes what it points to. */
+			pointee = 1;
+		} else if (p - tok == 6 && !strncmp(tok, ".align", 6)) {
+			size_t n;
+
 			p = sg_skip_space(p);
-			align = strtoul(p, (char **)&p, 10);
+			n = strtoul(p, (char **)&p, 10);
+			if (!pointee)
+				align = n;
 		} else if (sg_ptx_type_size(tok, (size_t)(p - tok))) {
 			elem = sg_ptx_type_size(tok, (size_t)(p - tok));
 		} else if (p < end && *p == '[') {
@@ -670,10 +691,17 @@ SG_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned 
 		.shared_mem_bytes = sharedMemBytes,
 		.stream = hStream,
 	};
-	/* Stream order: the previous launch on this stream finishes first. */
-	sg_stream_wait(s);
+	/*
+	 * Stream order: the previous launch on this stream finishes first.  A
+	 * kernel fault stays with the stream, as a real context's does.
+	 */
+	rc = sg_stream_wait(s);
+	if (rc != CUDA_SUCCESS) {
+		free(l->arg_copy);
+		free(l);
+		return rc;
+	}
 	pthread_mutex_lock(&s->lock);
-	s->error = CUDA_SUCCESS;
 	err = pthread_create(&s->thread, NULL, sg_launch_thread, l);
 	if (!err)
 		s->running = 1;
