@@ -26,7 +26,8 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
     any shell script there and returns (status, output).
 
 `boot(kernel_image, modules_dir, root_dir, command, *, loads=(), check_refcount=False,
-      ivshmem_mb=256, memory_mb=2048, timeout=900, log_dir=None, extra_kernel_args=()) -> VmResult`
+      ivshmem_mb=256, memory_mb=2048, timeout=900, log_dir=None, extra_kernel_args=(),
+      vram_copy=None) -> VmResult`
     Boots `kernel_image` (2 vCPUs, TCG) with a generated initramfs holding
     busybox and the virtio-pci/9p modules from `modules_dir` (that kernel's
     `/lib/modules/<abi>`), mounts `root_dir` as root, `modprobe`s each
@@ -38,7 +39,9 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
     powers off.  The console is streamed live and kept in
     `<log_dir>/console.log`; the full kernel log in `<log_dir>/kernel.log`.
     `ivshmem_mb > 0` adds the ivshmem-plain PCI device (1af4:1110, BAR2)
-    backed by a /dev/shm file that is removed afterwards.
+    backed by a /dev/shm file that is removed afterwards (copied first to
+    `vram_copy` if given, to check from the host what the guest wrote).
+    Without `log_dir` the logs stay in a fresh /tmp/gdrkit-vm-* directory.
     `VmResult` has `status` (the command's exit status, None if it did not
     run or finish), `console_log`, `kernel_log_findings`, `seconds`,
     `timed_out`, `results` (raw key=value report), `refcount`, and

@@ -183,8 +183,13 @@ def boot(
     timeout: float = DEFAULT_TIMEOUT_S,
     log_dir: Path | None = None,
     extra_kernel_args: Sequence[str] = (),
+    vram_copy: Path | None = None,
 ) -> VmResult:
-    """Boot `kernel_image` with `root_dir` as root, run `command` there, power off."""
+    """Boot `kernel_image` with `root_dir` as root, run `command` there, power off.
+
+    With `vram_copy`, the ivshmem BAR's final contents are copied there so a
+    test can check from the host what the guest wrote through a mapping.
+    """
     for path, what in ((kernel_image, "kernel image"), (root_dir, "root directory"), (modules_dir, "modules directory")):
         if not path.exists():
             raise die(f"{what} {path} does not exist")
@@ -202,6 +207,8 @@ def boot(
         timed_out = _run_qemu(argv, timeout)
         seconds = time.monotonic() - start
     finally:
+        if vram_copy is not None and paths.vram.exists():
+            shutil.copyfile(paths.vram, vram_copy)
         paths.vram.unlink(missing_ok=True)
         paths.initrd.unlink(missing_ok=True)
         if log_dir is not None:

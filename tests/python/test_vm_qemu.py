@@ -118,7 +118,7 @@ class FakeQemu:
         self.argv = list(argv)
         assert kwargs["input_text"] == "", "qemu must not get the terminal as stdin"
         vram = Path(argv[argv.index("-object") + 1].split("mem-path=")[1].split(",")[0])
-        vram.write_bytes(b"\0")  # qemu creates the backing file
+        vram.write_bytes(b"BAR bytes")  # qemu creates the backing file, the guest writes it
         def chardev_path(key: str) -> Path:
             spec = next(a for a in argv if a.startswith(key))
             return Path(spec.split("path=" if "file," in key else "logfile=")[1])
@@ -187,3 +187,10 @@ def test_boot_other_qemu_failures_propagate(fake_root: Path, tmp_path: Path, mon
 def test_boot_checks_its_inputs(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="kernel image"):
         qemu.boot(tmp_path / "nope", tmp_path, tmp_path, "true")
+
+
+def test_boot_can_keep_a_copy_of_the_bar(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qemu, "run", FakeQemu("command_status=0\ndone=1\n"))
+    res = boot(fake_root, tmp_path / "logs", vram_copy=tmp_path / "bar.bin")
+    assert res.status == 0
+    assert (tmp_path / "bar.bin").read_bytes() == b"BAR bytes"
