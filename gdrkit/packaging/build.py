@@ -30,6 +30,7 @@ from gdrkit.version import REPO_ROOT
 
 BUILD_ROOT = REPO_ROOT / "build" / "gdrkit-pkg"
 DIST = REPO_ROOT / "dist"
+PACKAGING_README = REPO_ROOT / "packages" / "README.md"
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     _extract(source, dest)
     files = render.render(plan)
     render.write(files, dest)
+    if plan.package_type == "rpm":
+        # Copied, not rendered: the packaging README as the rpm's %doc.
+        shutil.copy2(PACKAGING_README, dest / "pkgdoc" / "README.md")
     if plan.package_type == "deb":
         for package in plan.packages:
             if package.symbols_file:

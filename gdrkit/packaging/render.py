@@ -19,7 +19,6 @@ from gdrkit.packaging.model import Package, Plan
 from gdrkit.version import REPO_ROOT
 
 TEMPLATE_DIR = REPO_ROOT / "templates"
-PACKAGING_README = REPO_ROOT / "packages" / "README.md"
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,6 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 )
     else:
         out["pkgdoc/LICENSE"] = RenderedFile(ctx["mit_text"])
-        out["pkgdoc/README.md"] = RenderedFile(PACKAGING_README.read_text())
     return out
 
 
