@@ -104,8 +104,11 @@ def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     files = render.render(plan)
     render.write(files, dest)
     if plan.package_type == "rpm":
-        # Copied, not rendered: the packaging README as the rpm's %doc.
-        shutil.copy2(PACKAGING_README, dest / "pkgdoc" / "README.md")
+        # Copied, not rendered: the commit's packaging README as the rpm's %doc.
+        readme = dest / PACKAGING_README.relative_to(REPO_ROOT)
+        if not readme.exists():
+            raise die(f"{readme.relative_to(dest)} is missing at commit {source.commit[:12]}")
+        shutil.copy2(readme, dest / "pkgdoc" / "README.md")
     if plan.package_type == "deb":
         for package in plan.packages:
             if package.symbols_file:

@@ -137,6 +137,7 @@ def make_tree(root: Path, version: str = "", symbols_file: Path = REPO_SYMBOLS) 
         "include/uapi/gdrdrv.h": "#define GDRDRV_IOCTL 0xDA\n",
         "cuda.c": "int cuInit(unsigned int flags) { return (int)flags; }\n",
         "prog.c": _PROG_C,
+        "packages/README.md": (REPO_ROOT / "packages" / "README.md").read_text(),
     }
     # The library's ABI, from its own Debian symbols file.
     symbols_text = symbols_file.read_text()
