@@ -150,6 +150,9 @@ class AptLists:
         self.sources.write_text("\n".join(self.suite.sources_lines()) + "\n")
         self.status.touch()
         result = run(["apt-get", "-q", "update", *self.options()], capture=True, check=False)
+        if result.returncode != 0 and (self.base / "updated").exists():
+            log(f"warning: could not refresh the {self.suite.name} package lists; using the ones from before")
+            return
         if result.returncode != 0:
             raise die(
                 f"apt-get update for {self.suite.name} failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}",

@@ -166,3 +166,15 @@ def test_failed_update_names_the_suite(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(suites, "run", lambda argv, **kwargs: Failed())
     with pytest.raises(UserError, match="apt-get update for sid failed"):
         suites.AptLists(SUITES["sid"], tmp_path).update()
+
+
+def test_stale_lists_are_used_when_the_mirror_is_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Result:
+        def __init__(self, code: int) -> None:
+            self.returncode, self.stdout, self.stderr = code, "", "E: Could not resolve 'deb.debian.org'"
+
+    codes = iter([0, 100])
+    monkeypatch.setattr(suites, "run", lambda argv, **kwargs: Result(next(codes)))
+    lists = suites.AptLists(SUITES["trixie"], tmp_path)
+    lists.update()
+    lists.update(force=True)  # fails, but lists from before exist: no error
