@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gdrkit.packaging import build, families, fixture, model
+from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -118,8 +119,7 @@ def _scratch_root(root: Path) -> Path:
 
 
 def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
-    if not shutil.which("chroot") or not Path("/bin/busybox").exists():
-        pytest.skip("needs chroot and busybox-static")
+    ensure_debian_packages(["busybox-static"])
     root = _scratch_root(tmp_path / "root")
     rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-kmod-2"))
     version = fixture_builds[0]["rpm"][2].version
