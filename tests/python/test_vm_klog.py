@@ -36,6 +36,12 @@ CLEAN_LINES = [
     "[    0.100000] [Firmware Bug]: TSC doesn't count with P0 frequency!",
     "[    0.200000] ACPI BIOS Error (bug): Could not resolve symbol",
     "[    4.500000] gdrdrv: debug: pinned 65536 bytes",
+    # Seen in real boots of Debian kernels under qemu/TCG:
+    "[    0.100000] ..MP-BIOS bug: 8254 timer not connected to IO-APIC",
+    "[    0.200000] AMD-Vi: AMD IOMMUv2 functionality not available on this system - This is not a bug.",
+    "[    0.000000] \tRCU CPU stall warnings suppressed (rcu_cpu_stall_suppress).",
+    "[    0.000000] x86/PAT: Configuration [0-7]: WB  WC  UC- UC  WB  WP  UC- WT  ",
+    "[    1.746794] PCI: Using host bridge windows from ACPI; if necessary, use \"pci=nocrs\" and report a bug",
 ]
 
 
