@@ -11,9 +11,13 @@
 #   tests/bench/smoke.sh [BINDIR]     (default: the directory of this script)
 #
 # Prints TAP ("ok N - ...") and a closing "N passed, N failed" line;
-# exits 1 if anything failed.
+# exits 1 if anything failed.  Each run is killed after SMOKE_TIMEOUT
+# seconds (default 300) when timeout(1) exists.
 
 bindir=${1:-$(dirname "$0")}
+limit=${SMOKE_TIMEOUT:-300}
+wrap=
+command -v timeout >/dev/null 2>&1 && wrap="timeout $limit"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -27,8 +31,10 @@ check() {
 	shift 2
 	n=$((n + 1))
 	desc="$tool $*"
-	if ! "$bindir/$tool" "$@" -j >"$tmp/out" 2>"$tmp/err"; then
-		echo "not ok $n - $desc: exit status $?"
+	$wrap "$bindir/$tool" "$@" -j >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		echo "not ok $n - $desc: exit status $rc (124: killed after ${limit}s)"
 		sed 's/^/#   /' "$tmp/err" | tail -n 20
 		failed=$((failed + 1))
 		return
