@@ -367,6 +367,33 @@ static void test_softgpu_dmabuf(void)
 	free(pattern);
 }
 
+static void test_softgpu_out_of_memory(void)
+{
+	int sg = sg_open();
+	struct softgpu_info info = sg_info(sg);
+	uint64_t va[2], extra;
+	char size[32];
+
+	if (info.flags & SOFTGPU_INFO_BAR_BACKED) {
+		/* The whole BAR, then one page more. */
+		KT_EXPECT_ERR(sg_try_alloc(sg, info.memory_size + KT_GPU_PAGE, &extra), ENOMEM);
+		return;
+	}
+	/* RAM mode: shrink the GPU to what is used plus two pages. */
+	snprintf(size, sizeof(size), "%llu",
+		 (unsigned long long)(info.memory_used + 2 * KT_GPU_PAGE));
+	knob_set("ram_size", size);
+	KT_ASSERT(sg_info(sg).memory_size == info.memory_used + 2 * KT_GPU_PAGE,
+		  "memory_size follows ram_size");
+	va[0] = sg_alloc(sg, KT_GPU_PAGE);
+	va[1] = sg_alloc(sg, KT_GPU_PAGE);
+	KT_EXPECT_ERR(sg_try_alloc(sg, KT_GPU_PAGE, &extra), ENOMEM);
+	sg_free(sg, va[0]);
+	va[0] = sg_alloc(sg, KT_GPU_PAGE);	/* freed memory is usable again */
+	sg_free(sg, va[0]);
+	sg_free(sg, va[1]);
+}
+
 static int fork_sg_fd;
 
 static void child_uses_parent_softgpu(void *arg)
@@ -1267,6 +1294,7 @@ static const struct kt_test tests[] = {
 	T(softgpu_memset, false),
 	T(softgpu_vmm, false),
 	T(softgpu_dmabuf, false),
+	T(softgpu_out_of_memory, false),
 	T(softgpu_foreign_process, false),
 	T(softgpu_space_isolation, false),
 	T(gdrdrv_get_version, true),

@@ -82,7 +82,7 @@ struct softgpu_backing {
 	bool bar;			/* ivshmem BAR2, else RAM */
 	struct pci_dev *pdev;
 	phys_addr_t bar_start;
-	u64 size;			/* bytes of GPU memory in total */
+	u64 size;			/* BAR mode: bytes of GPU memory */
 	void *bar_kaddr;
 	unsigned long *bar_bitmap;	/* one bit per 64 KiB chunk of the BAR */
 	unsigned int bar_chunks;
@@ -114,6 +114,7 @@ static inline void softgpu_mem_get(struct softgpu_mem *mem)
 	kref_get(&mem->ref);
 }
 bool softgpu_page_tables_cacheable(void);
+u64 softgpu_memory_size(void);
 
 /* softgpu_dev.c */
 int softgpu_dev_init(void);

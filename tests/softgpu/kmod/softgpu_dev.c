@@ -197,7 +197,7 @@ static int softgpu_ioc_get_info(struct softgpu_space *space, void __user *arg)
 		info.flags |= SOFTGPU_INFO_CPU_CACHEABLE;
 	if (softgpu_persistent_api)
 		info.flags |= SOFTGPU_INFO_PERSISTENT_API;
-	info.memory_size = b->size;
+	info.memory_size = softgpu_memory_size();
 	info.memory_used = atomic64_read(&b->used);
 	info.p2p_token = space->p2p_token;
 	info.va_space = space->id;

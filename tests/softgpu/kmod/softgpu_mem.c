@@ -18,20 +18,30 @@
 #define SOFTGPU_IVSHMEM_DEVICE 0x1110
 #define SOFTGPU_IVSHMEM_BAR 2
 
+/* Read-only: the backing is chosen once, at load. */
 static bool force_ram;
 module_param(force_ram, bool, 0444);
 MODULE_PARM_DESC(force_ram,
 		 "Back GPU memory with RAM even when an ivshmem-plain device exists (default: no)");
 
 static unsigned long ram_size = 256UL << 20;
-module_param(ram_size, ulong, 0444);
-MODULE_PARM_DESC(ram_size, "Bytes of GPU memory in RAM mode (default: 256 MiB)");
+module_param(ram_size, ulong, 0644);
+MODULE_PARM_DESC(ram_size,
+		 "Bytes of GPU memory in RAM mode; lowering it at run time makes later allocations fail like a full GPU (default: 256 MiB)");
 
 struct softgpu_backing softgpu_backing;
 
 static unsigned int softgpu_ram_order(void)
 {
 	return get_order(SOFTGPU_CHUNK_SIZE);
+}
+
+/* Bytes of GPU memory now: the BAR's size, or the ram_size knob. */
+u64 softgpu_memory_size(void)
+{
+	if (softgpu_backing.bar)
+		return softgpu_backing.size;
+	return READ_ONCE(ram_size) & ~SOFTGPU_CHUNK_MASK;
 }
 
 bool softgpu_page_tables_cacheable(void)
@@ -61,7 +71,7 @@ static int softgpu_chunk_alloc(struct softgpu_chunk *chunk)
 		 * so one test never reads another's data by accident. */
 		memset(chunk->kaddr, 0, SOFTGPU_CHUNK_SIZE);
 	} else {
-		if (atomic64_add_return(SOFTGPU_CHUNK_SIZE, &b->used) > b->size) {
+		if (atomic64_add_return(SOFTGPU_CHUNK_SIZE, &b->used) > softgpu_memory_size()) {
 			atomic64_sub(SOFTGPU_CHUNK_SIZE, &b->used);
 			return -ENOMEM;
 		}
@@ -102,7 +112,7 @@ struct softgpu_mem *softgpu_mem_create(u64 size)
 
 	if (!size || size & SOFTGPU_CHUNK_MASK)
 		return ERR_PTR(-EINVAL);
-	if (size > softgpu_backing.size)
+	if (size > softgpu_memory_size())
 		return ERR_PTR(-ENOMEM);
 	nr = size / SOFTGPU_CHUNK_SIZE;
 	mem = kvzalloc(struct_size(mem, chunks, nr), GFP_KERNEL);
@@ -247,9 +257,8 @@ int softgpu_backing_init(void)
 		softgpu_backing_exit();
 		return -EINVAL;
 	}
-	b->size = ram_size & ~SOFTGPU_CHUNK_MASK;
 	pr_info("softgpu: %llu MiB of GPU memory in RAM (CPU-cacheable page tables)%s\n",
-		b->size >> 20, force_ram ? "" : "; no ivshmem-plain device found");
+		softgpu_memory_size() >> 20, force_ram ? "" : "; no ivshmem-plain device found");
 	return 0;
 }
 

@@ -207,7 +207,7 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	*page_table = NULL;
 	/* No more than all GPU memory: also bounds the allocations below. */
 	if (!len || va & SOFTGPU_CHUNK_MASK || len & SOFTGPU_CHUNK_MASK ||
-	    va + len < va || len > softgpu_backing.size)
+	    va + len < va || len > softgpu_memory_size())
 		return -EINVAL;
 	if (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
 		return -EINVAL;
