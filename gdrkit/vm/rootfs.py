@@ -133,7 +133,11 @@ def lock_file(root_dir: Path) -> Path:
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on `path` (other gdrkit runs wait for it)."""
     with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another gdrkit run that holds {path}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -151,6 +155,8 @@ def prepare_suite_root(
     name = root_name(choice, extra_packages)
     root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name)
     stamp = roots_dir() / f"{name}.json"
+    if stamp.exists() and root.kernel_image.exists() and not rebuild:
+        return root  # built before; no need to wait for a build running in it
     with locked(lock_file(root.root_dir)):
         if rebuild and root.root_dir.exists():
             log(f"removing {root.root_dir} to rebuild it")

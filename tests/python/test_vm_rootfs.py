@@ -135,3 +135,16 @@ tmpfs /c/roots/.r.partial2 tmpfs rw 0 0
         "/c/roots/.r.partial/dev",
     ]
     assert "/c/roots/.r.partial2" not in rootfs.mounts_below(Path("/c/roots/.r.partial"), mounts)
+
+
+def test_locked_is_exclusive_and_says_when_it_waits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import fcntl
+    import threading
+
+    lock = tmp_path / "root.lock"
+    with open(lock, "a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        threading.Timer(0.3, lambda: fcntl.flock(other, fcntl.LOCK_UN)).start()
+        with rootfs.locked(lock):
+            pass
+    assert "waiting for another gdrkit run" in capsys.readouterr().err
