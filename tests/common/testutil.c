@@ -12,6 +12,11 @@
 
 #include "testutil.h"
 
+/* libgdrapi extensions; weak so the programs still run on GDRCopy's library, which lacks them. */
+#pragma weak gdr_alloc_mapped
+#pragma weak gdr_free_mapped
+#pragma weak gdr_get_backend_name
+
 int test_verbose;
 static test_reporter_fn test_reporter;
 
@@ -306,6 +311,13 @@ out_release:
 	return res;
 }
 
+static int gdr_mapped_free(struct gpu_mem *mem)
+{
+	if (!gdr_free_mapped)
+		return ENOTSUP;
+	return gdr_free_mapped(mem->gdr, (uint64_t)mem->alloc_ptr);
+}
+
 CUresult gpu_mem_free(struct gpu_mem *mem)
 {
 	CUresult res, first;
@@ -314,6 +326,8 @@ CUresult gpu_mem_free(struct gpu_mem *mem)
 		return CUDA_SUCCESS;
 	if (mem->kind == GPU_ALLOC_CUMEMALLOC) {
 		res = cuMemFree(mem->alloc_ptr);
+	} else if (mem->kind == GPU_ALLOC_GDR_MAPPED) {
+		res = gdr_mapped_free(mem) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 	} else {
 		/* Keep going after an error so nothing leaks; report the first one. */
 		first = cuMemUnmap(mem->alloc_ptr, mem->alloc_size);
@@ -326,6 +340,7 @@ CUresult gpu_mem_free(struct gpu_mem *mem)
 	}
 	mem->alloc_ptr = 0;
 	mem->ptr = 0;
+	mem->cpu_ptr = NULL;
 	return res;
 }
 
@@ -345,6 +360,125 @@ bool gpu_vmm_rdma_supported(CUdevice dev, char *why, size_t why_len)
 		return false;
 	}
 	return true;
+}
+
+static enum gpu_alloc_status gdr_mapped_alloc(gdr_t g, struct gpu_mem *mem, size_t size, bool sync_memops,
+					     char *why, size_t why_len)
+{
+	uint64_t gpu_ptr = 0;
+	void *cpu_ptr = NULL;
+	int err;
+
+	if (!g) {
+		snprintf(why, why_len, "gdr_alloc_mapped needs an open gdr_t (the program passed none)");
+		return GPU_ALLOC_ERROR;
+	}
+	if (!gdr_alloc_mapped) {
+		snprintf(why, why_len,
+			 "this libgdrapi has no gdr_alloc_mapped() (GDRCopy's own library?): use cuMemAlloc or cuMemCreate");
+		return GPU_ALLOC_UNAVAILABLE;
+	}
+	err = gdr_alloc_mapped(g, size ? size : 1, &gpu_ptr, &cpu_ptr);
+	if (err == ENOTSUP || err == EOPNOTSUPP) {
+		const char *backend = gdr_get_backend_name ? gdr_get_backend_name(g) : "gdrdrv";
+
+		snprintf(why, why_len,
+			 "gdr_alloc_mapped() is not supported by libgdrapi's %s backend (ENOTSUP): it needs the vulkan backend (GDRCOPY_BACKEND=vulkan, a Vulkan loader and a GPU with device-local host-visible memory)",
+			 backend);
+		return GPU_ALLOC_UNAVAILABLE;
+	}
+	if (err) {
+		snprintf(why, why_len,
+			 "gdr_alloc_mapped(%zu bytes) failed: %s (GDRCOPY_ENABLE_LOGGING=1 shows the library's reason)",
+			 size, test_errno_text(err));
+		return GPU_ALLOC_ERROR;
+	}
+	mem->kind = GPU_ALLOC_GDR_MAPPED;
+	mem->gdr = g;
+	mem->alloc_ptr = (CUdeviceptr)gpu_ptr;
+	mem->alloc_size = round_up(size ? size : 1, GPU_ALLOC_ALIGNMENT);
+	mem->ptr = (CUdeviceptr)gpu_ptr;
+	mem->cpu_ptr = cpu_ptr;
+	mem->size = size;
+	/* Orders cuMemcpy with CPU accesses where the driver takes it; imported memory may not. */
+	if (sync_memops && set_sync_memops(mem->ptr) != CUDA_SUCCESS)
+		test_debug("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not taken by gdr_alloc_mapped memory at 0x%llx",
+			   (unsigned long long)mem->ptr);
+	return GPU_ALLOC_OK;
+}
+
+enum gpu_alloc_status gpu_alloc(enum gpu_alloc_kind kind, gdr_t g, struct gpu_mem *mem, size_t size,
+				bool aligned, bool sync_memops, char *why, size_t why_len)
+{
+	CUresult res;
+	CUdevice dev;
+
+	memset(mem, 0, sizeof(*mem));
+	switch (kind) {
+	case GPU_ALLOC_CUMEMALLOC:
+		res = gpu_mem_alloc(mem, size, aligned, sync_memops);
+		break;
+	case GPU_ALLOC_CUMEMCREATE:
+		res = cuCtxGetDevice(&dev);
+		if (res == CUDA_SUCCESS && !gpu_vmm_rdma_supported(dev, why, why_len))
+			return GPU_ALLOC_UNAVAILABLE;
+		if (res == CUDA_SUCCESS)
+			res = gpu_vmm_alloc(mem, size, aligned, sync_memops);
+		break;
+	case GPU_ALLOC_GDR_MAPPED:
+		return gdr_mapped_alloc(g, mem, size, sync_memops, why, why_len);
+	default:
+		snprintf(why, why_len, "unknown allocation kind %d", (int)kind);
+		return GPU_ALLOC_ERROR;
+	}
+	if (res != CUDA_SUCCESS) {
+		snprintf(why, why_len, "%s of %zu bytes failed: %s (%s)", gpu_alloc_kind_name(kind), size,
+			 cuda_error_name(res), cuda_error_string(res));
+		return GPU_ALLOC_ERROR;
+	}
+	return GPU_ALLOC_OK;
+}
+
+int gpu_free(struct gpu_mem *mem, char *why, size_t why_len)
+{
+	CUresult res;
+	int err;
+
+	if (!mem->alloc_ptr)
+		return 0;
+	if (mem->kind == GPU_ALLOC_GDR_MAPPED) {
+		err = gdr_mapped_free(mem);
+		if (err) {
+			snprintf(why, why_len, "gdr_free_mapped(0x%llx) failed: %s%s",
+				 (unsigned long long)mem->alloc_ptr, test_errno_text(err),
+				 err == EBUSY ? " (still pinned: unpin first)" : "");
+			return -1;
+		}
+		mem->alloc_ptr = 0;
+		mem->ptr = 0;
+		mem->cpu_ptr = NULL;
+		return 0;
+	}
+	res = gpu_mem_free(mem);
+	if (res != CUDA_SUCCESS) {
+		snprintf(why, why_len, "freeing %s memory failed: %s (%s)", gpu_alloc_kind_name(mem->kind),
+			 cuda_error_name(res), cuda_error_string(res));
+		return -1;
+	}
+	return 0;
+}
+
+const char *gpu_alloc_kind_name(enum gpu_alloc_kind kind)
+{
+	switch (kind) {
+	case GPU_ALLOC_CUMEMALLOC:
+		return "cuMemAlloc";
+	case GPU_ALLOC_CUMEMCREATE:
+		return "cuMemCreate";
+	case GPU_ALLOC_GDR_MAPPED:
+		return "gdr_alloc_mapped";
+	}
+	return "unknown";
 }
 
 /* ---- host data patterns ------------------------------------------------ */
@@ -412,6 +546,21 @@ size_t first_difference(const void *a, const void *b, size_t size)
 }
 
 /* ---- parsers ----------------------------------------------------------- */
+
+int parse_gpu_alloc_kind(const char *arg, enum gpu_alloc_kind *kind)
+{
+	static const enum gpu_alloc_kind kinds[] = {
+		GPU_ALLOC_CUMEMALLOC, GPU_ALLOC_CUMEMCREATE, GPU_ALLOC_GDR_MAPPED,
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (!strcasecmp(arg, gpu_alloc_kind_name(kinds[i]))) {
+			*kind = kinds[i];
+			return 0;
+		}
+	}
+	return -1;
+}
 
 int parse_gpu_alloc(const char *arg, gpu_alloc_fn *alloc_fn, const char **name)
 {

@@ -142,16 +142,28 @@ int gpu_driver_version(void);
 enum gpu_alloc_kind {
 	GPU_ALLOC_CUMEMALLOC,
 	GPU_ALLOC_CUMEMCREATE,
+	/*
+	 * gdr_alloc_mapped() on a gdr_t: GPU memory the library allocates itself
+	 * (libgdrapi's "vulkan" backend, the only one that can pin no other
+	 * memory).  Needs the gdr_t at allocation; freed with gdr_free_mapped()
+	 * on that gdr_t, so free it after unpinning and before gdr_close().
+	 */
+	GPU_ALLOC_GDR_MAPPED,
 };
+
+/* For usage texts: every name parse_gpu_alloc_kind() accepts. */
+#define GPU_ALLOC_KIND_NAMES "cuMemAlloc|cuMemCreate|gdr_alloc_mapped"
 
 struct gpu_mem {
 	CUdeviceptr ptr;		/* what the caller uses */
 	size_t size;			/* what the caller asked for */
 	enum gpu_alloc_kind kind;
+	void *cpu_ptr;			/* GPU_ALLOC_GDR_MAPPED: the library's own CPU mapping of ptr; else NULL */
 	/* private */
 	CUdeviceptr alloc_ptr;
 	size_t alloc_size;
 	CUmemGenericAllocationHandle vmm_handle;
+	gdr_t gdr;			/* GPU_ALLOC_GDR_MAPPED: the gdr_t that allocated it */
 };
 
 /*
@@ -167,7 +179,7 @@ CUresult gpu_mem_alloc(struct gpu_mem *mem, size_t size, bool aligned, bool sync
  * current device.  Always GPU-page aligned; sync_memops as above.
  */
 CUresult gpu_vmm_alloc(struct gpu_mem *mem, size_t size, bool aligned, bool sync_memops);
-/* Free either kind. */
+/* Free any kind (GPU_ALLOC_GDR_MAPPED: gdr_free_mapped, an error is CUDA_ERROR_INVALID_VALUE; gpu_free() says more). */
 CUresult gpu_mem_free(struct gpu_mem *mem);
 
 typedef CUresult (*gpu_alloc_fn)(struct gpu_mem *mem, size_t size, bool aligned,
@@ -179,6 +191,41 @@ typedef CUresult (*gpu_alloc_fn)(struct gpu_mem *mem, size_t size, bool aligned,
  * why says why (one line).
  */
 bool gpu_vmm_rdma_supported(CUdevice dev, char *why, size_t why_len);
+
+/*
+ * Allocation of any kind, for programs that let the user choose (-a).
+ *
+ * gpu_alloc() allocates size bytes of kind on the current device, GPU-page
+ * aligned when aligned (GPU_ALLOC_CUMEMCREATE and GPU_ALLOC_GDR_MAPPED always
+ * are), with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS when sync_memops (best effort
+ * for GPU_ALLOC_GDR_MAPPED: imported memory may not take it).  g is the
+ * gdr_t that GPU_ALLOC_GDR_MAPPED allocates on; the other kinds ignore it
+ * (pass NULL).  Returns:
+ *   GPU_ALLOC_OK
+ *   GPU_ALLOC_UNAVAILABLE  the kind cannot be used here, not an error of the
+ *                          program: cuMemCreate without GPUDirect RDMA on VMM
+ *                          memory, or gdr_alloc_mapped() answering ENOTSUP
+ *                          (g's backend is not "vulkan", or this libgdrapi
+ *                          has no gdr_alloc_mapped)
+ *   GPU_ALLOC_ERROR        the allocation failed
+ * and for the last two a one-line reason in why.
+ */
+enum gpu_alloc_status {
+	GPU_ALLOC_OK = 0,
+	GPU_ALLOC_UNAVAILABLE,
+	GPU_ALLOC_ERROR,
+};
+enum gpu_alloc_status gpu_alloc(enum gpu_alloc_kind kind, gdr_t g, struct gpu_mem *mem, size_t size,
+				bool aligned, bool sync_memops, char *why, size_t why_len);
+/* Free what gpu_alloc() (or gpu_mem_alloc/gpu_vmm_alloc) allocated: 0, or -1 with a reason in why. */
+int gpu_free(struct gpu_mem *mem, char *why, size_t why_len);
+/* "cuMemAlloc", "cuMemCreate", "gdr_alloc_mapped". */
+const char *gpu_alloc_kind_name(enum gpu_alloc_kind kind);
+/* Does gpu_alloc() of this kind need a gdr_t? */
+static inline bool gpu_alloc_kind_needs_gdr(enum gpu_alloc_kind kind)
+{
+	return kind == GPU_ALLOC_GDR_MAPPED;
+}
 
 /* ---- host data patterns ------------------------------------------------ */
 
@@ -209,7 +256,13 @@ static inline double time_diff_us(struct timespec start, struct timespec end)
 
 /* ---- command-line parsers the benchmarks share ------------------------ */
 
-/* "cuMemAlloc" or "cuMemCreate" (case-insensitive).  0, or -1 on an unknown name. */
+/* cuMemAlloc, cuMemCreate or gdr_alloc_mapped (GPU_ALLOC_KIND_NAMES, case-insensitive).  0, or -1. */
+int parse_gpu_alloc_kind(const char *arg, enum gpu_alloc_kind *kind);
+/*
+ * "cuMemAlloc" or "cuMemCreate" (case-insensitive) as a gpu_alloc_fn.  0, or
+ * -1 on an unknown name -- and on gdr_alloc_mapped, which needs a gdr_t and
+ * so is no gpu_alloc_fn: use parse_gpu_alloc_kind() and gpu_alloc() for it.
+ */
 int parse_gpu_alloc(const char *arg, gpu_alloc_fn *alloc_fn, const char **name);
 /* "default", "wc", "cache" or "device" to a GDR_MAP_FLAG_*.  0, or -1. */
 int parse_map_flags(const char *arg, int *flags);

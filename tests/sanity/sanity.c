@@ -91,24 +91,51 @@ void sanity_require_not_dmabuf(gdr_t g, const char *what)
 		test_waive("the dma-buf mmap backend is in use; it does not %s", what);
 }
 
-void sanity_alloc(CUdevice dev, enum gpu_alloc_kind kind, size_t size, struct gpu_mem *mem)
-{
-	if (kind == GPU_ALLOC_CUMEMCREATE) {
-		char why[256];
+bool sanity_alloc_mapped;
 
-		if (!gpu_vmm_rdma_supported(dev, why, sizeof(why)))
-			test_waive("%s", why);
-		ASSERTDRV(gpu_vmm_alloc(mem, size, true, true));
-	} else {
-		ASSERTDRV(gpu_mem_alloc(mem, size, true, true));
+void sanity_require_cuda_allocations(const char *why)
+{
+	if (sanity_alloc_mapped)
+		test_waive("-a gdr_alloc_mapped: %s", why);
+}
+
+void sanity_waive_twin(const char *twin)
+{
+	if (sanity_alloc_mapped)
+		test_waive("-a gdr_alloc_mapped: %s already ran this with gdr_alloc_mapped memory", twin);
+}
+
+void sanity_alloc(CUdevice dev, gdr_t g, enum gpu_alloc_kind kind, size_t size, struct gpu_mem *mem)
+{
+	char why[512];
+
+	(void)dev;	/* gpu_alloc() allocates on the current context's device, which is dev */
+	if (sanity_alloc_mapped)
+		kind = GPU_ALLOC_GDR_MAPPED;
+	switch (gpu_alloc(kind, g, mem, size, true, true, why, sizeof(why))) {
+	case GPU_ALLOC_OK:
+		break;
+	case GPU_ALLOC_UNAVAILABLE:
+		test_waive("%s", why);
+	case GPU_ALLOC_ERROR:
+		TEST_FAIL("%s", why);
 	}
 	test_debug("allocated %zu bytes at 0x%llx with %s", size, (unsigned long long)mem->ptr,
-		   kind == GPU_ALLOC_CUMEMCREATE ? "cuMemCreate" : "cuMemAlloc");
+		   gpu_alloc_kind_name(kind));
 }
 
 void sanity_free(struct gpu_mem *mem)
 {
-	ASSERTDRV(gpu_mem_free(mem));
+	char why[512];
+
+	if (gpu_free(mem, why, sizeof(why)))
+		TEST_FAIL("%s", why);
+}
+
+void sanity_forget_closed(struct gpu_mem *mem)
+{
+	if (mem->kind == GPU_ALLOC_GDR_MAPPED)
+		memset(mem, 0, sizeof(*mem));
 }
 
 static __thread sigjmp_buf *fault_jump;
@@ -493,6 +520,61 @@ static int show_gpus(void)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/*
+ * -a gdr_alloc_mapped: can this process allocate that way at all?  Asked in a
+ * child (CUDA must stay uninitialised here).  0 yes, 2 not here (the line
+ * printed says why), 1 an error.
+ */
+static int check_alloc_mapped(void)
+{
+	pid_t pid;
+	int status;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		struct gpu_mem mem;
+		char why[512];
+		gdr_t g;
+
+		gpu_init(sanity_gpu_id, false, false, NULL);
+		g = gdr_open();
+		if (!g) {
+			printf("-a gdr_alloc_mapped: gdr_open() with GDRCOPY_BACKEND=%s failed (%s): no vulkan backend here (GDRCOPY_ENABLE_LOGGING=1 says why); nothing to test\n",
+			       getenv("GDRCOPY_BACKEND"), strerror(errno));
+			fflush(stdout);
+			_exit(TEST_EXIT_WAIVED);
+		}
+		switch (gpu_alloc(GPU_ALLOC_GDR_MAPPED, g, &mem, GPU_ALLOC_ALIGNMENT, true, true, why, sizeof(why))) {
+		case GPU_ALLOC_OK:
+			break;
+		case GPU_ALLOC_UNAVAILABLE:
+			printf("-a gdr_alloc_mapped: %s; nothing to test\n", why);
+			fflush(stdout);
+			_exit(TEST_EXIT_WAIVED);
+		case GPU_ALLOC_ERROR:
+			printf("-a gdr_alloc_mapped: %s\n", why);
+			fflush(stdout);
+			_exit(TEST_EXIT_FAILED);
+		}
+		if (gpu_free(&mem, why, sizeof(why))) {
+			printf("-a gdr_alloc_mapped: %s\n", why);
+			fflush(stdout);
+			_exit(TEST_EXIT_FAILED);
+		}
+		gdr_close(g);
+		_exit(TEST_EXIT_PASSED);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return 1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_EXIT_WAIVED)
+		return 2;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 static void usage(FILE *out, const char *prog)
 {
 	fprintf(out,
@@ -506,10 +588,17 @@ static void usage(FILE *out, const char *prog)
 		"  -t <test>           run only this test (repeatable; default: all)\n"
 		"  -d <gpu>            GPU to use (default 0)\n"
 		"  -e                  also run the extended tests (may crash a buggy driver)\n"
+		"  -a <allocator>      GPU memory for the tests: default (each test's own: cuMemAlloc,\n"
+		"                      or cuMemCreate for *_vmmalloc) or gdr_alloc_mapped (libgdrapi's\n"
+		"                      vulkan backend, which can pin only that memory; sets\n"
+		"                      GDRCOPY_BACKEND=vulkan unless it is set).  Tests that need\n"
+		"                      cuMemAlloc memory or gdrdrv waive; *_vmmalloc waive as\n"
+		"                      duplicates.  Exits 2 when gdr_alloc_mapped is not usable here.\n"
 		"  --junit <file>      also write a JUnit XML report to <file>\n"
 		"  --timeout <s>       fail a test that runs longer than <s> seconds (default %d, 0: none)\n"
 		"\n"
-		"Exit status: 0 when no test failed, 1 otherwise.  Waived tests say why.\n",
+		"Exit status: 0 when no test failed, 1 otherwise (2: the -a allocator cannot be used\n"
+		"here, with one line saying why).  Waived tests say why.\n",
 		prog, DEFAULT_TIMEOUT_S);
 }
 
@@ -544,7 +633,7 @@ int main(int argc, char *argv[])
 	memcpy(all, __start_sanity_tests, n_all * sizeof(*all));
 	qsort(all, n_all, sizeof(*all), compare_tests);
 
-	while ((opt = getopt_long(argc, argv, "hvslt:d:e", long_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hvslt:d:ea:", long_options, NULL)) != -1) {
 		char *end;
 
 		switch (opt) {
@@ -573,6 +662,25 @@ int main(int argc, char *argv[])
 		case 'e':
 			extended = true;
 			break;
+		case 'a': {
+			enum gpu_alloc_kind kind;
+
+			if (!strcmp(optarg, "default")) {
+				sanity_alloc_mapped = false;
+				break;
+			}
+			if (parse_gpu_alloc_kind(optarg, &kind)) {
+				fprintf(stderr, "-a %s: expected default or gdr_alloc_mapped\n", optarg);
+				return 1;
+			}
+			if (kind != GPU_ALLOC_GDR_MAPPED) {
+				fprintf(stderr, "-a %s: the tests choose cuMemAlloc/cuMemCreate themselves (*_cumemalloc, *_vmmalloc); -a takes default or gdr_alloc_mapped\n",
+					optarg);
+				return 1;
+			}
+			sanity_alloc_mapped = true;
+			break;
+		}
 		case 'J':
 			junit_path = optarg;
 			break;
@@ -636,6 +744,19 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "no usable CUDA GPU %d: every test would fail; check the GPU driver "
 			"(and -d)\n", sanity_gpu_id);
 		return 1;
+	}
+
+	if (sanity_alloc_mapped) {
+		int usable;
+
+		/* The vulkan backend is the one that allocates; gdr_open() picks it only as a fallback. */
+		setenv("GDRCOPY_BACKEND", "vulkan", 0);
+		printf("allocator: gdr_alloc_mapped (GDRCOPY_BACKEND=%s)\n", getenv("GDRCOPY_BACKEND"));
+		usable = check_alloc_mapped();
+		if (usable) {
+			fflush(stdout);
+			return usable;
+		}
 	}
 
 	start = time_now();

@@ -32,11 +32,18 @@ struct sanity_test {
 #define SANITY_TEST(fn) SANITY_REGISTER(fn, false) static void fn(void)
 #define SANITY_EXTENDED_TEST(fn) SANITY_REGISTER(fn, true) static void fn(void)
 
-/* base_cumemalloc and base_vmmalloc, both running base(kind). */
+/*
+ * base_cumemalloc and base_vmmalloc, both running base(kind).  With
+ * -a gdr_alloc_mapped both would allocate the same way, so _vmmalloc waives.
+ */
 #define SANITY_TEST_BOTH_ALLOCS(base)                                               \
 	static void base(enum gpu_alloc_kind kind);                                 \
 	SANITY_TEST(base##_cumemalloc) { base(GPU_ALLOC_CUMEMALLOC); }               \
-	SANITY_TEST(base##_vmmalloc) { base(GPU_ALLOC_CUMEMCREATE); }                \
+	SANITY_TEST(base##_vmmalloc)                                                \
+	{                                                                           \
+		sanity_waive_twin(#base "_cumemalloc");                             \
+		base(GPU_ALLOC_CUMEMCREATE);                                        \
+	}                                                                           \
 	static void base(enum gpu_alloc_kind kind)
 
 extern const struct sanity_test *const __start_sanity_tests[];
@@ -44,6 +51,17 @@ extern const struct sanity_test *const __stop_sanity_tests[];
 
 /* The GPU chosen with -d. */
 extern int sanity_gpu_id;
+
+/*
+ * -a gdr_alloc_mapped: every test's GPU memory comes from gdr_alloc_mapped()
+ * on the test's gdr_t (libgdrapi's vulkan backend) instead of cuMemAlloc or
+ * cuMemCreate; tests that need those waive.
+ */
+extern bool sanity_alloc_mapped;
+/* Waive under -a gdr_alloc_mapped, saying why the test needs cuMemAlloc/cuMemCreate memory. */
+void sanity_require_cuda_allocations(const char *why);
+/* Waive a _vmmalloc test under -a gdr_alloc_mapped: its twin already ran with that memory. */
+void sanity_waive_twin(const char *twin);
 
 /* gpu_init() of the selected GPU (list not printed: the harness did). */
 CUdevice sanity_gpu_init(bool require_default_compute_mode);
@@ -63,10 +81,16 @@ void sanity_require_not_dmabuf(gdr_t g, const char *what);
 
 /*
  * Allocate a 64 KiB-aligned GPU buffer of this kind (cuMemAlloc with
- * SYNC_MEMOPS, or cuMemCreate); waives when cuMemCreate cannot be used.
+ * SYNC_MEMOPS, or cuMemCreate) -- or, under -a gdr_alloc_mapped, with
+ * gdr_alloc_mapped() on g whatever the kind.  Waives when the allocator
+ * cannot be used here.  g may be NULL for a test that cannot run under
+ * -a gdr_alloc_mapped (it must have waived before).
  */
-void sanity_alloc(CUdevice dev, enum gpu_alloc_kind kind, size_t size, struct gpu_mem *mem);
+void sanity_alloc(CUdevice dev, gdr_t g, enum gpu_alloc_kind kind, size_t size, struct gpu_mem *mem);
+/* Free it; gdr_alloc_mapped memory only after unpinning and before gdr_close() of its gdr_t. */
 void sanity_free(struct gpu_mem *mem);
+/* gdr_close() freed the buffer's gdr_alloc_mapped memory along with its gdr_t: forget it. */
+void sanity_forget_closed(struct gpu_mem *mem);
 
 /* Run fn(arg) with SIGSEGV/SIGBUS caught: 0 if it returned, else the signal. */
 int sanity_catch_fault(void (*fn)(void *arg), void *arg);

@@ -72,7 +72,7 @@ static void basic_pin(enum gpu_alloc_kind kind, enum pin_api api)
 	g = sanity_gdr_open();
 	if (api == PIN_V2_FORCE_PCIE)
 		sanity_require_force_pcie(g, dev);
-	sanity_alloc(dev, kind, BASIC_SIZE, &mem);
+	sanity_alloc(dev, g, kind, BASIC_SIZE, &mem);
 
 	switch (api) {
 	case PIN_LEGACY:
@@ -87,8 +87,8 @@ static void basic_pin(enum gpu_alloc_kind kind, enum pin_api api)
 	}
 	check_pinned_info(g, mh, &mem, BASIC_SIZE);
 	ASSERT_GDR_OK(gdr_unpin_buffer(g, mh));
-	ASSERT_GDR_OK(gdr_close(g));
 	sanity_free(&mem);
+	ASSERT_GDR_OK(gdr_close(g));
 }
 
 SANITY_TEST_BOTH_ALLOCS(basic)
@@ -114,12 +114,13 @@ SANITY_TEST(basic_with_tokens)
 	gdr_mh_t mh;
 	gdr_t g;
 
+	sanity_require_cuda_allocations("P2P tokens belong to cuMemAlloc memory pinned by gdrdrv");
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	sanity_require_not_dmabuf(g, "take P2P tokens");
 	if (sanity_persistent(g))
 		test_waive("persistent mapping is in use, which rejects P2P tokens (load gdrdrv with use_persistent_mapping=0 to run this)");
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, BASIC_SIZE, &mem);
+	sanity_alloc(dev, NULL, GPU_ALLOC_CUMEMALLOC, BASIC_SIZE, &mem);
 	memset(&tokens, 0, sizeof(tokens));
 	ASSERTDRV(cuPointerGetAttribute(&tokens, CU_POINTER_ATTRIBUTE_P2P_TOKENS, mem.ptr));
 	test_debug("p2p token 0x%llx, va space %u", (unsigned long long)tokens.p2pToken,
@@ -144,6 +145,37 @@ static void check_mapping_word(void *map, CUdeviceptr gpu_addr, uint32_t value)
 	ASSERT_EQ(readback, value);
 }
 
+/*
+ * -a gdr_alloc_mapped: that memory is always GPU-page aligned, so the
+ * unaligned buffer starts 16 bytes into an allocation of three GPU pages.
+ */
+static void unaligned_mapping_in_alloc_mapped(CUdevice dev, gdr_t g)
+{
+	const size_t size = 2 * GPU_ALLOC_ALIGNMENT;
+	CUdeviceptr buf, aligned;
+	struct gpu_mem mem;
+	void *map = NULL;
+	gdr_mh_t mh;
+
+	sanity_alloc(dev, g, GPU_ALLOC_CUMEMALLOC, size + GPU_ALLOC_ALIGNMENT, &mem);
+	buf = mem.ptr + 16;
+
+	/* Pinning an unaligned buffer works, mapping it must not. */
+	ASSERT_GDR_OK(gdr_pin_buffer(g, buf, size, 0, 0, &mh));
+	ASSERT_GDR_FAILS(gdr_map(g, mh, &map, size));
+	ASSERT_GDR_OK(gdr_unpin_buffer(g, mh));
+
+	/* From the next GPU page on, it maps. */
+	aligned = mem.ptr + GPU_ALLOC_ALIGNMENT;
+	ASSERT_GDR_OK(gdr_pin_buffer(g, aligned, buf + size - aligned, 0, 0, &mh));
+	ASSERT_GDR_OK(gdr_map(g, mh, &map, buf + size - aligned));
+	check_mapping_word(map, aligned, 0xc0ffee01);
+	ASSERT_GDR_OK(gdr_unmap(g, mh, map, buf + size - aligned));
+	ASSERT_GDR_OK(gdr_unpin_buffer(g, mh));
+	sanity_free(&mem);
+	ASSERT_GDR_OK(gdr_close(g));
+}
+
 SANITY_TEST(basic_unaligned_mapping)
 {
 	const size_t size = 2 * GPU_ALLOC_ALIGNMENT;
@@ -155,8 +187,11 @@ SANITY_TEST(basic_unaligned_mapping)
 	gdr_t g;
 
 	dev = sanity_gpu_init(false);
-	(void)dev;
 	g = sanity_gdr_open();
+	if (sanity_alloc_mapped) {
+		unaligned_mapping_in_alloc_mapped(dev, g);
+		return;
+	}
 
 	/* Small allocations in front push the next one off a GPU page boundary. */
 	while (n_fillers < sizeof(fillers) / sizeof(fillers[0])) {
@@ -209,7 +244,7 @@ SANITY_TEST(basic_small_buffers_mapping)
 
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, GPU_ALLOC_ALIGNMENT, &mem);
+	sanity_alloc(dev, g, GPU_ALLOC_CUMEMALLOC, GPU_ALLOC_ALIGNMENT, &mem);
 
 	/* Two 8-byte buffers in one GPU page: the first starts the page. */
 	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, small, 0, 0, &first));
@@ -226,8 +261,8 @@ SANITY_TEST(basic_small_buffers_mapping)
 
 	ASSERT_GDR_OK(gdr_unmap(g, first, map_first, small));
 	ASSERT_GDR_OK(gdr_unpin_buffer(g, first));
-	ASSERT_GDR_OK(gdr_close(g));
 	sanity_free(&mem);
+	ASSERT_GDR_OK(gdr_close(g));
 }
 
 /* ---- pins from other threads ------------------------------------------- */
@@ -308,7 +343,7 @@ SANITY_TEST_BOTH_ALLOCS(basic_child_thread_pins_buffer)
 
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
-	sanity_alloc(dev, kind, size, &mem);
+	sanity_alloc(dev, g, kind, size, &mem);
 
 	/* 1. The whole pin/map/copy/unmap/unpin cycle in a thread. */
 	a = (struct thread_pin){ .g = g, .addr = mem.ptr, .size = size, .value = 0xa11ce001 };
@@ -343,5 +378,6 @@ SANITY_TEST_BOTH_ALLOCS(basic_child_thread_pins_buffer)
 	run_thread(pin_and_map, &a);
 	ASSERT_GDR_OK(gdr_unmap(g, a.mh, a.map, size));
 	run_thread(close_gdr, g);
+	sanity_forget_closed(&mem);	/* gdr_alloc_mapped memory went with g */
 	sanity_free(&mem);
 }

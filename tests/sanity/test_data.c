@@ -96,7 +96,7 @@ static void data_validation_run(enum gpu_alloc_kind kind, enum data_pin pin)
 	ctx.g = sanity_gdr_open();
 	if (pin == DATA_PIN_V2_FORCE_PCIE)
 		sanity_require_force_pcie(ctx.g, dev);
-	sanity_alloc(dev, kind, DATA_SIZE, &mem);
+	sanity_alloc(dev, ctx.g, kind, DATA_SIZE, &mem);
 	ctx.gpu = mem.ptr;
 	ctx.expected = xmalloc(DATA_SIZE);
 	ctx.readback = xmalloc(DATA_SIZE);
@@ -181,8 +181,8 @@ static void data_validation_run(enum gpu_alloc_kind kind, enum data_pin pin)
 	ASSERT_GDR_OK(gdr_get_info(ctx.g, ctx.mh, &info));
 	ASSERT_EQ(info.mapped, 0);
 	ASSERT_GDR_OK(gdr_unpin_buffer(ctx.g, ctx.mh));
-	ASSERT_GDR_OK(gdr_close(ctx.g));
 	sanity_free(&mem);
+	ASSERT_GDR_OK(gdr_close(ctx.g));
 	free(ctx.expected);
 	free(ctx.readback);
 	free(ctx.host);
@@ -231,12 +231,13 @@ SANITY_TEST(data_validation_mix_mappings_cumemalloc)
 	CUdevice dev;
 	gdr_t g;
 
+	sanity_require_cuda_allocations("gdr_alloc_mapped memory maps with one type only (its memory type's), so there is no mix to test");
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	sanity_require_not_dmabuf(g, "let the caller choose mapping types, so there is no mix to test");
 	if (!sanity_gpu_coherent(dev))
 		test_waive("the platform is not coherent, so GPU memory cannot be mapped CPU-cached");
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, size, &mem);
+	sanity_alloc(dev, g, GPU_ALLOC_CUMEMALLOC, size, &mem);
 
 	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, size, 0, 0, &wc_mh));
 	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, size, 0, 0, &cache_mh));
@@ -254,6 +255,6 @@ SANITY_TEST(data_validation_mix_mappings_cumemalloc)
 	ASSERT_GDR_OK(gdr_unmap(g, cache_mh, cache_map, size));
 	ASSERT_GDR_OK(gdr_unpin_buffer(g, wc_mh));
 	ASSERT_GDR_OK(gdr_unpin_buffer(g, cache_mh));
-	ASSERT_GDR_OK(gdr_close(g));
 	sanity_free(&mem);
+	ASSERT_GDR_OK(gdr_close(g));
 }

@@ -23,8 +23,10 @@
 
 #include "sanity.h"
 
-/* Our library's extension; weak so this program still runs on GDRCopy 2.6's library. */
+/* Our library's extensions; weak so this program still runs on GDRCopy 2.6's library. */
 #pragma weak gdr_get_backend_name
+#pragma weak gdr_alloc_mapped
+#pragma weak gdr_free_mapped
 
 /* ---- thread safety --------------------------------------------------------- */
 
@@ -48,7 +50,7 @@ static void *ts_worker(void *arg)
 {
 	struct ts_thread *t = arg;
 	struct ts_shared *s = t->shared;
-	CUdeviceptr slice = s->base + t->id * TS_SLICE;
+	CUdeviceptr slice;
 	unsigned char *src = malloc(TS_SLICE), *dst = malloc(TS_SLICE), *gpu = malloc(TS_SLICE);
 	gdr_t own = NULL;
 
@@ -59,15 +61,26 @@ static void *ts_worker(void *arg)
 	for (unsigned int iter = 0; iter < TS_ITERATIONS; iter++) {
 		uint32_t seed = (t->id << 16) | iter;
 		gdr_t g = s->g;
+		struct gpu_mem own_mem = { 0 };
 		gdr_info_t info;
 		gdr_mh_t mh;
 		void *map = NULL;
 
-		/* Every third iteration on a gdr_t of its own, opened and closed meanwhile. */
-		if (iter % 3 == 2) {
+		slice = s->base + t->id * TS_SLICE;
+		/*
+		 * Every third iteration on a gdr_t of its own, opened and closed
+		 * meanwhile; every tenth under -a gdr_alloc_mapped, where each such
+		 * gdr_t creates a Vulkan instance and device (tenths of a second).
+		 */
+		if (iter % (sanity_alloc_mapped ? 10 : 3) == 2) {
 			own = gdr_open();
 			ASSERT_MSG(own, "gdr_open() in thread %u failed: %s", t->id, strerror(errno));
 			g = own;
+			/* gdr_alloc_mapped memory can be pinned only on the gdr_t that allocated it. */
+			if (sanity_alloc_mapped) {
+				sanity_alloc(0, own, GPU_ALLOC_CUMEMALLOC, TS_SLICE, &own_mem);
+				slice = own_mem.ptr;
+			}
 		}
 		ASSERT_GDR_OK(gdr_pin_buffer(g, slice, TS_SLICE, 0, 0, &mh));
 		ASSERT_GDR_OK(gdr_map(g, mh, &map, TS_SLICE));
@@ -87,6 +100,7 @@ static void *ts_worker(void *arg)
 		ASSERT_GDR_OK(gdr_unmap(g, mh, map, TS_SLICE));
 		ASSERT_GDR_OK(gdr_unpin_buffer(g, mh));
 		if (own) {
+			sanity_free(&own_mem);
 			ASSERT_GDR_OK(gdr_close(own));
 			own = NULL;
 		}
@@ -107,7 +121,7 @@ SANITY_TEST(thread_safety_pin_map_copy_cumemalloc)
 
 	dev = gpu_init(sanity_gpu_id, false, false, &s.ctx);
 	s.g = sanity_gdr_open();
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, TS_THREADS * TS_SLICE, &mem);
+	sanity_alloc(dev, s.g, GPU_ALLOC_CUMEMALLOC, TS_THREADS * TS_SLICE, &mem);
 	s.base = mem.ptr;
 	ASSERT_EQ(pthread_barrier_init(&s.start, NULL, TS_THREADS), 0);
 	for (unsigned int i = 0; i < TS_THREADS; i++) {
@@ -117,8 +131,8 @@ SANITY_TEST(thread_safety_pin_map_copy_cumemalloc)
 	for (unsigned int i = 0; i < TS_THREADS; i++)
 		ASSERT_EQ(pthread_join(ids[i], NULL), 0);
 	pthread_barrier_destroy(&s.start);
-	ASSERT_GDR_OK(gdr_close(s.g));
 	sanity_free(&mem);
+	ASSERT_GDR_OK(gdr_close(s.g));
 }
 
 /* ---- backend selection ------------------------------------------------------ */
@@ -145,7 +159,10 @@ static bool dmabuf_expected(CUdevice dev, char *why, size_t len)
 	return true;
 }
 
-/* Pin, map, write and read back one buffer through g. */
+/*
+ * Pin, map, write and read back one buffer through g, a gdrdrv or dma-buf
+ * gdr_t: cuMemAlloc memory, whatever -a says.
+ */
 static void check_backend_works(gdr_t g, CUdevice dev, size_t expected_page_size)
 {
 	const size_t size = 2 * GPU_ALLOC_ALIGNMENT;
@@ -156,7 +173,8 @@ static void check_backend_works(gdr_t g, CUdevice dev, size_t expected_page_size
 	void *map;
 
 	ASSERT(src && gpu);
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, size, &mem);
+	(void)dev;
+	ASSERTDRV(gpu_mem_alloc(&mem, size, true, true));
 	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, size, 0, 0, &mh));
 	ASSERT_GDR_OK(gdr_map(g, mh, &map, size));
 	ASSERT_GDR_OK(gdr_get_info(g, mh, &info));
@@ -341,6 +359,25 @@ static void require_gdrdrv_loaded(void)
 		test_waive("%s does not exist (gdrdrv not loaded); the test breaks a working node", GDRDRV_NODE);
 }
 
+/*
+ * The log must give the mknod with gdrdrv's own numbers: those of the misc
+ * device in sysfs (our gdrdrv), or GDRCopy's major (not checked: it has no sysfs file).
+ */
+static void expect_mknod_numbers(const char *log)
+{
+	unsigned int major, minor;
+	char want[64];
+	FILE *f = fopen("/sys/class/misc/gdrdrv/dev", "r");
+
+	if (!f)
+		return;
+	if (fscanf(f, "%u:%u", &major, &minor) == 2) {
+		snprintf(want, sizeof(want), "mknod -m 666 %s c %u %u", GDRDRV_NODE, major, minor);
+		ASSERT_MSG(strstr(log, want), "the log does not say '%s': '%s'", want, log);
+	}
+	fclose(f);
+}
+
 static void expect_open_error(int err, int expected, const char *log, const char *situation)
 {
 	ASSERT_MSG(err == expected, "gdr_open() with %s set errno %d (%s), expected %d (%s)", situation,
@@ -358,6 +395,7 @@ SANITY_TEST(open_error_gdrdrv_node_missing)
 	expect_open_error(gdrdrv_open_errno(log, sizeof(log)), ENOENT, log, "no " GDRDRV_NODE);
 	/* gdrdrv is loaded, so the fix is to create the node: say so. */
 	ASSERT_MSG(strstr(log, "mknod"), "the log does not say how to create the node: '%s'", log);
+	expect_mknod_numbers(log);
 }
 
 SANITY_TEST(open_error_gdrdrv_permission_denied)
@@ -382,6 +420,7 @@ SANITY_TEST(open_error_gdrdrv_wrong_device)
 	expect_open_error(gdrdrv_open_errno(log, sizeof(log)), ENODEV, log,
 			  GDRDRV_NODE " pointing at another driver");
 	ASSERT_MSG(strstr(log, "mknod"), "the log does not say how to recreate the node: '%s'", log);
+	expect_mknod_numbers(log);
 }
 
 SANITY_TEST(backend_fallback_without_gdrdrv)
@@ -413,5 +452,95 @@ SANITY_TEST(backend_fallback_without_gdrdrv)
 	/* The vulkan backend only maps its own allocations, not cuMemAlloc memory. */
 	if (!name || strcmp(name, "vulkan"))
 		check_backend_works(g, dev, 0);
+	ASSERT_GDR_OK(gdr_close(g));
+}
+
+/* ---- gdr_alloc_mapped (the vulkan backend's allocator) ------------------------- */
+
+static void require_alloc_mapped_symbols(void)
+{
+	if (!gdr_alloc_mapped || !gdr_free_mapped || !gdr_get_backend_name)
+		test_waive("this libgdrapi has no gdr_alloc_mapped() (GDRCopy's own library?)");
+}
+
+SANITY_TEST(gdr_alloc_mapped_enotsup_elsewhere)
+{
+	uint64_t gpu_ptr = 0;
+	void *cpu_ptr = NULL;
+	struct gpu_mem mem;
+	char why[512];
+	const char *name;
+	gdr_t g;
+
+	require_alloc_mapped_symbols();
+	sanity_gpu_init(false);
+	g = sanity_gdr_open();
+	name = gdr_get_backend_name(g);
+	if (!strcmp(name, "vulkan"))
+		test_waive("the vulkan backend is in use, which does allocate (gdr_alloc_mapped_rules tests it)");
+	ASSERT_EQ(gdr_alloc_mapped(g, GPU_ALLOC_ALIGNMENT, &gpu_ptr, &cpu_ptr), ENOTSUP);
+	ASSERT_MSG(!gpu_ptr && !cpu_ptr, "gdr_alloc_mapped() failed but handed out pointers");
+	ASSERT_EQ(gdr_free_mapped(g, GPU_ALLOC_ALIGNMENT), ENOTSUP);
+	/* What -a gdr_alloc_mapped prints there: a waiver naming the backend, not a failure. */
+	ASSERT_EQ(gpu_alloc(GPU_ALLOC_GDR_MAPPED, g, &mem, GPU_ALLOC_ALIGNMENT, true, true, why, sizeof(why)),
+		  GPU_ALLOC_UNAVAILABLE);
+	ASSERT_MSG(strstr(why, name) && strstr(why, "vulkan"), "gpu_alloc's reason names neither the %s backend nor vulkan: '%s'",
+		   name, why);
+	test_debug("%s", why);
+	ASSERT_GDR_OK(gdr_close(g));
+}
+
+SANITY_TEST(gdr_alloc_mapped_rules)
+{
+	const size_t size = 100;	/* rounded up to one GPU page */
+	uint32_t word = 0, readback = 0;
+	struct gpu_mem mem, other;
+	gdr_mh_t mh, outside;
+	void *map = NULL;
+	CUdevice dev;
+	gdr_t g;
+
+	require_alloc_mapped_symbols();
+	dev = sanity_gpu_init(false);
+	g = sanity_gdr_open();
+	if (strcmp(gdr_get_backend_name(g), "vulkan"))
+		test_waive("the %s backend is in use; gdr_alloc_mapped needs the vulkan backend (-a gdr_alloc_mapped, or GDRCOPY_BACKEND=vulkan)",
+			   gdr_get_backend_name(g));
+	sanity_alloc(dev, g, GPU_ALLOC_GDR_MAPPED, size, &mem);
+	ASSERT_MSG(mem.cpu_ptr, "gdr_alloc_mapped() gave no CPU pointer");
+	ASSERT_MSG(!(mem.ptr & (GPU_ALLOC_ALIGNMENT - 1)), "gdr_alloc_mapped() pointer 0x%llx is not 64 KiB aligned",
+		   (unsigned long long)mem.ptr);
+
+	/* The CPU pointer and the CUDA pointer name the same bytes, both ways. */
+	*(volatile uint32_t *)mem.cpu_ptr = 0xfeed0001;
+	__sync_synchronize();
+	ASSERTDRV(cuMemcpyDtoH(&readback, mem.ptr, sizeof(readback)));
+	ASSERT_EQ(readback, 0xfeed0001);
+	word = 0xfeed0002;
+	ASSERTDRV(cuMemcpyHtoD(mem.ptr + GPU_ALLOC_ALIGNMENT - sizeof(word), &word, sizeof(word)));
+	ASSERT_EQ(((volatile uint32_t *)mem.cpu_ptr)[GPU_ALLOC_ALIGNMENT / sizeof(word) - 1], 0xfeed0002);
+
+	/* The whole rounded-up page pins and maps; the mapping is the same memory. */
+	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, GPU_ALLOC_ALIGNMENT, 0, 0, &mh));
+	ASSERT_GDR_OK(gdr_map(g, mh, &map, GPU_ALLOC_ALIGNMENT));
+	ASSERT_EQ(((volatile uint32_t *)map)[0], 0xfeed0001);
+
+	/* Memory that did not come from gdr_alloc_mapped cannot be pinned. */
+	ASSERTDRV(gpu_mem_alloc(&other, GPU_ALLOC_ALIGNMENT, true, true));
+	ASSERT_EQ(gdr_pin_buffer(g, other.ptr, GPU_ALLOC_ALIGNMENT, 0, 0, &outside), EINVAL);
+	/* Nor a range running past the allocation. */
+	ASSERT_EQ(gdr_pin_buffer(g, mem.ptr, 2 * GPU_ALLOC_ALIGNMENT, 0, 0, &outside), EINVAL);
+	ASSERTDRV(gpu_mem_free(&other));
+
+	/* Pinned memory cannot be freed; unpinned it can, once. */
+	ASSERT_EQ(gdr_free_mapped(g, mem.ptr), EBUSY);
+	ASSERT_GDR_OK(gdr_unmap(g, mh, map, GPU_ALLOC_ALIGNMENT));
+	ASSERT_GDR_OK(gdr_unpin_buffer(g, mh));
+	ASSERT_GDR_OK(gdr_free_mapped(g, mem.ptr));
+	ASSERT_EQ(gdr_free_mapped(g, mem.ptr), EINVAL);
+	sanity_forget_closed(&mem);	/* freed by hand above */
+
+	/* gdr_close() frees what was never freed. */
+	sanity_alloc(dev, g, GPU_ALLOC_GDR_MAPPED, size, &mem);
 	ASSERT_GDR_OK(gdr_close(g));
 }

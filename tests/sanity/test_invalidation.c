@@ -20,6 +20,14 @@
 
 #define INVAL_SIZE ((size_t)2 * GPU_ALLOC_ALIGNMENT)
 
+/*
+ * Why each test waives under -a gdr_alloc_mapped (sanity_require_cuda_allocations).
+ * As every test here does, their allocations need no gdr_t (NULL).
+ */
+#define WHY_FREE "the test frees the GPU memory while it is pinned (cuMemFree and the NVIDIA free callback), and gdr_alloc_mapped memory cannot be freed while pinned"
+#define WHY_FORK "the test checks gdrdrv's rules for a gdr_t across fork() and fd passing; the vulkan backend has no device file"
+#define WHY_CLOSE "the test keeps using the GPU memory after gdr_close(), but gdr_alloc_mapped memory goes with its gdr_t"
+
 struct mapped_buffer {
 	struct gpu_mem mem;
 	gdr_mh_t mh;
@@ -31,7 +39,7 @@ static void map_new_buffer(gdr_t g, CUdevice dev, enum gpu_alloc_kind kind, size
 			   struct mapped_buffer *buf)
 {
 	buf->size = size;
-	sanity_alloc(dev, kind, size, &buf->mem);
+	sanity_alloc(dev, g, kind, size, &buf->mem);
 	ASSERT_GDR_OK(gdr_pin_buffer(g, buf->mem.ptr, size, 0, 0, &buf->mh));
 	ASSERT_GDR_OK(gdr_map(g, buf->mh, &buf->map, size));
 }
@@ -69,6 +77,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_access_after_gdr_close)
 	gdr_t g;
 	int sig;
 
+	sanity_require_cuda_allocations(WHY_CLOSE);
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	map_new_buffer(g, dev, kind, INVAL_SIZE, &buf);
@@ -90,6 +99,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_access_after_free)
 	gdr_t g;
 	int sig, flag = -1;
 
+	sanity_require_cuda_allocations(WHY_FREE);
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	map_new_buffer(g, dev, kind, INVAL_SIZE, &buf);
@@ -121,6 +131,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_two_mappings)
 	gdr_t g;
 	int sig;
 
+	sanity_require_cuda_allocations(WHY_FREE);
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	map_new_buffer(g, dev, kind, INVAL_SIZE, &a);
@@ -262,6 +273,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_fork_access_after_free)
 	gdr_t g;
 	int sig;
 
+	sanity_require_cuda_allocations(WHY_FREE);
 	ASSERT(seen && child_data && parent_data);
 	two_way_init(&tw, kind);
 	/* Fork before CUDA is initialised: a child of a CUDA process cannot use CUDA. */
@@ -321,6 +333,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_fork_after_gdr_map)
 	CUdevice dev;
 	gdr_t g;
 
+	sanity_require_cuda_allocations(WHY_FORK);
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	sanity_require_not_dmabuf(g, "keep mappings out of fork children");
@@ -361,10 +374,11 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_fork_child_gdr_map_parent)
 	struct mapped_buffer buf = { .size = INVAL_SIZE };
 	CUdevice dev;
 
+	sanity_require_cuda_allocations(WHY_FORK);
 	dev = sanity_gpu_init(false);
 	p.g = sanity_gdr_open();
 	sanity_require_not_dmabuf(p.g, "stop another process from mapping a pinned buffer");
-	sanity_alloc(dev, kind, INVAL_SIZE, &buf.mem);
+	sanity_alloc(dev, NULL, kind, INVAL_SIZE, &buf.mem);
 	ASSERT_GDR_OK(gdr_pin_buffer(p.g, buf.mem.ptr, INVAL_SIZE, 0, 0, &p.mh));
 
 	sanity_expect_child_passed(sanity_fork(child_maps_parent_pin, &p),
@@ -410,6 +424,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_fork_map_and_free)
 	gdr_t g;
 	int sig;
 
+	sanity_require_cuda_allocations(WHY_FREE);
 	ASSERT(seen && expected);
 	two_way_init(&tw, kind);
 	child = sanity_fork(fork_map_and_free_child, &tw);
@@ -507,7 +522,7 @@ static void receiver_pins_with_foreign_fd(void *arg)
 	if (!sanity_recv(fp->go[0]))
 		return;
 	dev = sanity_gpu_init(true);
-	sanity_alloc(dev, fp->kind, INVAL_SIZE, &mem);
+	sanity_alloc(dev, NULL, fp->kind, INVAL_SIZE, &mem);
 	fd = sanity_recv_fd(fp->sock[1], &unused);
 
 	/* Our own, valid buffer: only the fd's owner makes the pin fail. */
@@ -544,6 +559,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_unix_sock_shared_fd_gdr_pin_buffer)
 	gdr_t g;
 	int fd;
 
+	sanity_require_cuda_allocations(WHY_FORK);
 	fd_passing_init(&fp, kind);
 	child = sanity_fork(receiver_pins_with_foreign_fd, &fp);
 	fd_passing_as_parent(&fp);
@@ -605,6 +621,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_unix_sock_shared_fd_gdr_map)
 	gdr_t g;
 	int fd;
 
+	sanity_require_cuda_allocations(WHY_FORK);
 	fd_passing_init(&fp, kind);
 	child = sanity_fork(receiver_maps_with_foreign_fd, &fp);
 	fd_passing_as_parent(&fp);
@@ -615,7 +632,7 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_unix_sock_shared_fd_gdr_map)
 	/* A file of our own, so we know the driver's handle to pass along. */
 	fd = open(GDRDRV_NODE, O_RDWR | O_CLOEXEC);
 	ASSERT_MSG(fd >= 0, "cannot open %s: %s", GDRDRV_NODE, strerror(errno));
-	sanity_alloc(dev, kind, INVAL_SIZE, &mem);
+	sanity_alloc(dev, NULL, kind, INVAL_SIZE, &mem);
 	if (sanity_persistent(g)) {
 		memset(&pin_v2, 0, sizeof(pin_v2));
 		pin_v2.addr = mem.ptr;
@@ -688,7 +705,7 @@ static void child_pins_parent_buffer(void *arg)
 		TEST_FAIL("a fork child pinned its parent's GPU buffer with the parent's P2P tokens");
 	}
 	/* Control: the child's own memory pins. */
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &own_mem);
+	sanity_alloc(dev, NULL, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &own_mem);
 	ASSERT_GDR_OK(gdr_pin_buffer(g, own_mem.ptr, INVAL_SIZE, 0, 0, &mh));
 	ASSERT_GDR_OK(gdr_unpin_buffer(g, mh));
 	ASSERT_GDR_OK(gdr_close(g));
@@ -705,6 +722,7 @@ SANITY_TEST(invalidation_fork_child_gdr_pin_parent_with_tokens)
 	gdr_mh_t mh;
 	gdr_t g;
 
+	sanity_require_cuda_allocations("P2P tokens belong to cuMemAlloc memory pinned by gdrdrv");
 	two_way_init(&tw, GPU_ALLOC_CUMEMALLOC);
 	child = sanity_fork(child_pins_parent_buffer, &tw);
 	two_way_as_parent(&tw);
@@ -716,7 +734,7 @@ SANITY_TEST(invalidation_fork_child_gdr_pin_parent_with_tokens)
 		sanity_wait(child);
 		test_waive("the dma-buf mmap backend is in use; it takes no P2P tokens");
 	}
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &mem);
+	sanity_alloc(dev, NULL, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &mem);
 	memset(&tokens, 0, sizeof(tokens));
 	ASSERTDRV(cuPointerGetAttribute(&tokens, CU_POINTER_ATTRIBUTE_P2P_TOKENS, mem.ptr));
 
@@ -775,6 +793,7 @@ SANITY_EXTENDED_TEST(leakage_pin_pages_fork_cumemalloc)
 	pid_t child;
 	int fd;
 
+	sanity_require_cuda_allocations("the test counts the page references gdrdrv holds for cuMemAlloc memory");
 	before = read_refcount();
 	if (before < 0)
 		test_waive("cannot read " REFCOUNT_FILE ": load gdrdrv with dbg_enabled=1 and run as root");
@@ -786,7 +805,7 @@ SANITY_EXTENDED_TEST(leakage_pin_pages_fork_cumemalloc)
 	sanity_require_not_dmabuf(leak_g, "use gdrdrv's page references");
 	fd = sanity_find_gdrdrv_fd();
 	ASSERT_MSG(fd >= 0, "gdr_open() did not open " GDRDRV_NODE);
-	sanity_alloc(dev, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &mem);
+	sanity_alloc(dev, NULL, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &mem);
 	ASSERT_GDR_OK(gdr_pin_buffer(leak_g, mem.ptr, INVAL_SIZE, 0, 0, &mh));
 	during = read_refcount();
 	ASSERT_MSG(during > 0, "the refcount did not count the pin (%ld)", during);
