@@ -40,7 +40,8 @@ static void usage(const char *prog)
 	       "  -d gpu      GPU id (default: 0)\n"
 	       "  -n iters    timed iterations per size (default: %d)\n"
 	       "  -w iters    untimed warm-up iterations per size (default: %d)\n"
-	       "  -a fn       GPU allocation function: cuMemAlloc or cuMemCreate (default: cuMemAlloc)\n"
+	       "  -a fn       GPU allocation function: " BENCH_ALLOC_CHOICES "\n"
+	       "              (default: cuMemAlloc)\n"
 	       "  -M type     mapping type to request: default, wc, cache or device (default: default)\n"
 	       "  -%c          print one JSON object per pin size on stdout (JSON Lines);\n"
 	       "              the human-readable text goes to stderr (default: off)\n"
@@ -248,7 +249,7 @@ int main(int argc, char **argv)
 {
 	struct bench_locality loc;
 	struct apiperf_opts o;
-	struct gpu_mem gbuf;
+	struct bench_gpu_buf gbuf;
 	size_t rounded, size;
 	double *pin_lat;
 	CUdevice dev;
@@ -263,7 +264,8 @@ int main(int argc, char **argv)
 	bench_print_locality(&loc);
 
 	rounded = (o.max_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc);
+	g = bench_gdr_open();
+	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc, g);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("allocated size: %zu\n", rounded);
 	bench_say("gpu alloc fn: %s\n", o.alloc.name);
@@ -272,15 +274,14 @@ int main(int argc, char **argv)
 	if (!pin_lat)
 		bench_die("cannot allocate %u latency samples", o.iters);
 
-	g = bench_gdr_open();
 	for (size = GPU_PAGE_SIZE; size <= rounded; size <<= 1)
 		run_size(g, gbuf.ptr, size, &o, pin_lat);
 
+	bench_gpu_free(&gbuf);
 	bench_say("closing gdrdrv\n");
 	ret = gdr_close(g);
 	if (ret)
 		bench_die("gdr_close: %s", strerror(ret));
-	bench_gpu_free(&gbuf);
 	free(pin_lat);
 	return EXIT_SUCCESS;
 }

@@ -244,8 +244,18 @@ struct bench_alloc bench_parse_alloc(const char *arg)
 {
 	struct bench_alloc alloc;
 
+	if (!strcasecmp(arg, "gdr_alloc_mapped")) {
+#ifdef GDRAPI_HAVE_ALLOC_MAPPED
+		alloc.fn = NULL;
+		alloc.name = "gdr_alloc_mapped";
+		return alloc;
+#else
+		bench_die("-a gdr_alloc_mapped: this program was built against a gdrapi.h "
+			  "without gdr_alloc_mapped()");
+#endif
+	}
 	if (parse_gpu_alloc(arg, &alloc.fn, &alloc.name))
-		bench_die("-a %s: expected cuMemAlloc or cuMemCreate", arg);
+		bench_die("-a %s: expected " BENCH_ALLOC_CHOICES, arg);
 	return alloc;
 }
 
@@ -378,23 +388,51 @@ void bench_print_locality(const struct bench_locality *loc)
 	bench_say("\n");
 }
 
-void bench_gpu_alloc(struct gpu_mem *mem, CUdevice dev, size_t size,
-		     const struct bench_alloc *alloc)
+void bench_gpu_alloc(struct bench_gpu_buf *buf, CUdevice dev, size_t size,
+		     const struct bench_alloc *alloc, gdr_t g)
 {
 	char why[256];
 	CUresult res;
 
+	memset(buf, 0, sizeof(*buf));
+	buf->size = size;
+	if (!alloc->fn) {
+#ifdef GDRAPI_HAVE_ALLOC_MAPPED
+		uint64_t gpu_ptr = 0;
+		void *cpu_ptr = NULL;
+		int ret = gdr_alloc_mapped(g, size, &gpu_ptr, &cpu_ptr);
+
+		if (ret)
+			bench_die("gdr_alloc_mapped of %zu bytes: %s%s", size, strerror(ret),
+				  ret == ENOTSUP ? " (only the vulkan backend allocates; "
+				  "set GDRCOPY_BACKEND=vulkan or use -a cuMemAlloc)" : "");
+		buf->ptr = (CUdeviceptr)gpu_ptr;
+		buf->g = g;
+		return;
+#endif
+	}
 	if (alloc->fn == gpu_vmm_alloc && !gpu_vmm_rdma_supported(dev, why, sizeof(why)))
 		bench_die("-a cuMemCreate: %s; use -a cuMemAlloc", why);
-	res = alloc->fn(mem, size, true, true);
+	res = alloc->fn(&buf->mem, size, true, true);
 	if (res != CUDA_SUCCESS)
 		bench_die("%s of %zu bytes failed: %s (%s)", alloc->name, size, cuda_error_name(res),
 			  cuda_error_string(res));
+	buf->ptr = buf->mem.ptr;
 }
 
-void bench_gpu_free(struct gpu_mem *mem)
+void bench_gpu_free(struct bench_gpu_buf *buf)
 {
-	BENCH_CU(gpu_mem_free(mem));
+#ifdef GDRAPI_HAVE_ALLOC_MAPPED
+	if (buf->g) {
+		int ret = gdr_free_mapped(buf->g, buf->ptr);
+
+		if (ret)
+			bench_die("gdr_free_mapped: %s", strerror(ret));
+		buf->g = NULL;
+		return;
+	}
+#endif
+	BENCH_CU(gpu_mem_free(&buf->mem));
 }
 
 /* --- gdrcopy --------------------------------------------------------- */

@@ -70,15 +70,18 @@ size_t bench_parse_size(char opt, const char *arg);
 unsigned int bench_parse_uint(char opt, const char *arg);
 
 /*
- * -a cuMemAlloc|cuMemCreate and -M default|wc|cache|device: the parsers of
- * tests/common (testutil.h), with an error message and exit on bad input.
+ * -a cuMemAlloc|cuMemCreate|gdr_alloc_mapped and -M default|wc|cache|device:
+ * the parsers of tests/common (testutil.h) plus gdr_alloc_mapped (memory
+ * libgdrapi allocates itself, for backends that cannot pin cuMemAlloc
+ * memory, such as the Vulkan BAR1 one), exiting with a message on bad input.
  */
 struct bench_alloc {
-	gpu_alloc_fn fn;
+	gpu_alloc_fn fn;	/* NULL for gdr_alloc_mapped */
 	const char *name;
 };
 struct bench_alloc bench_parse_alloc(const char *arg);
 int bench_parse_map_flag(const char *arg);
+#define BENCH_ALLOC_CHOICES "cuMemAlloc, cuMemCreate or gdr_alloc_mapped"
 
 /* Short mapping-type name used in records: none, wc, cache, device. */
 const char *bench_mapping_type_name(gdr_mapping_type_t type);
@@ -107,12 +110,19 @@ void bench_print_locality(const struct bench_locality *loc);
 
 /*
  * GPU memory whose start is 64 KiB aligned (gdr_map needs that), with
- * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set so that cuMemcpy/cuMemset on it are
- * complete when they return.  Exits explaining why on failure.
+ * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set (cuMemAlloc/cuMemCreate) so that
+ * cuMemcpy/cuMemset on it are complete when they return.  g is needed for
+ * gdr_alloc_mapped only.  Exits explaining why on failure.
  */
-void bench_gpu_alloc(struct gpu_mem *mem, CUdevice dev, size_t size,
-		     const struct bench_alloc *alloc);
-void bench_gpu_free(struct gpu_mem *mem);
+struct bench_gpu_buf {
+	CUdeviceptr ptr;
+	size_t size;
+	struct gpu_mem mem;	/* cuMemAlloc / cuMemCreate */
+	gdr_t g;		/* gdr_alloc_mapped: the gdr_t that owns it */
+};
+void bench_gpu_alloc(struct bench_gpu_buf *buf, CUdevice dev, size_t size,
+		     const struct bench_alloc *alloc, gdr_t g);
+void bench_gpu_free(struct bench_gpu_buf *buf);
 
 /* --- gdrcopy --------------------------------------------------------- */
 

@@ -45,7 +45,8 @@ static void usage(const char *prog)
 	       "  -d gpu      GPU id (default: 0)\n"
 	       "  -w iters    write iterations per size (default: %d)\n"
 	       "  -r iters    read iterations per size (default: %d)\n"
-	       "  -a fn       GPU allocation function: cuMemAlloc or cuMemCreate (default: cuMemAlloc)\n"
+	       "  -a fn       GPU allocation function: " BENCH_ALLOC_CHOICES "\n"
+	       "              (default: cuMemAlloc)\n"
 	       "  -M type     mapping type to request: default, wc, cache or device (default: default)\n"
 	       "  -p          also measure plain memcpy to/from the same mapping (default: off)\n"
 	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
@@ -254,7 +255,7 @@ int main(int argc, char **argv)
 {
 	struct bench_locality loc;
 	struct copybw_opts o;
-	struct gpu_mem gbuf;
+	struct bench_gpu_buf gbuf;
 	unsigned char *src, *dst;
 	size_t rounded, size;
 	void *map_ptr = NULL;
@@ -276,7 +277,8 @@ int main(int argc, char **argv)
 	bench_say("testing size: %zu\n", o.size);
 	bench_say("rounded size: %zu\n", rounded);
 	bench_say("gpu alloc fn: %s\n", o.alloc.name);
-	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc);
+	g = bench_gdr_open();
+	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc, g);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 
 	src = aligned_alloc(64, rounded);
@@ -286,8 +288,8 @@ int main(int argc, char **argv)
 	/* Start from known GPU contents. */
 	bench_fill_pattern(src, rounded, 0);
 	BENCH_CU(cuMemcpyHtoD(gbuf.ptr, src, rounded));
+	BENCH_CU(cuCtxSynchronize());
 
-	g = bench_gdr_open();
 	ret = gdr_pin_buffer(g, gbuf.ptr, rounded, 0, 0, &mh);
 	if (ret)
 		bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", rounded,
@@ -322,12 +324,12 @@ int main(int argc, char **argv)
 	ret = gdr_unpin_buffer(g, mh);
 	if (ret)
 		bench_die("gdr_unpin_buffer: %s", strerror(ret));
+	bench_gpu_free(&gbuf);
 	bench_say("closing gdrdrv\n");
 	ret = gdr_close(g);
 	if (ret)
 		bench_die("gdr_close: %s", strerror(ret));
 
-	bench_gpu_free(&gbuf);
 	free(src);
 	free(dst);
 	return EXIT_SUCCESS;

@@ -74,7 +74,8 @@ static void usage(const char *prog)
 	       "  -d gpu      GPU id (default: 0)\n"
 	       "  -w iters    iterations per size towards the GPU (default: %d)\n"
 	       "  -r iters    iterations per size from the GPU (default: %d)\n"
-	       "  -a fn       GPU allocation function: cuMemAlloc or cuMemCreate (default: cuMemAlloc)\n"
+	       "  -a fn       GPU allocation function: " BENCH_ALLOC_CHOICES "\n"
+	       "              (default: cuMemAlloc)\n"
 	       "  -M type     mapping type to request: default, wc, cache or device (default: default)\n"
 	       "  -c          also time cuMemcpy H2D and D2H from pinned host memory (default: off)\n"
 	       "  -C          cold cache: cuMemsetD8 the buffer before every copy, outside the\n"
@@ -193,6 +194,7 @@ static struct bench_stats time_size(const struct copylat_ctx *ctx, enum copy_kin
 			for (i = 0; i < plan->per_bucket; i++) {
 				/* Evict the CPU's cached copy; SYNC_MEMOPS makes it complete. */
 				BENCH_CU(cuMemsetD8(ctx->dptr, COLD_FILL, size));
+				BENCH_CU(cuCtxSynchronize());
 				t0 = bench_now_us();
 				do_copy(ctx, kind, size);
 				sum += bench_now_us() - t0;
@@ -253,6 +255,7 @@ static void run_test(struct copylat_ctx *ctx, enum copy_kind kind,
 		/* Known GPU contents for the reads to return. */
 		bench_fill_pattern(ctx->scratch, ctx->o->size, gpu_seed);
 		BENCH_CU(cuMemcpyHtoD(ctx->dptr, ctx->scratch, ctx->o->size));
+		BENCH_CU(cuCtxSynchronize());
 	}
 	for (size = 1; size <= ctx->o->size; size <<= 1) {
 		struct bench_record rec;
@@ -288,7 +291,7 @@ int main(int argc, char **argv)
 	struct bench_buckets write_plan, read_plan;
 	struct copylat_opts o;
 	struct copylat_ctx ctx;
-	struct gpu_mem gbuf;
+	struct bench_gpu_buf gbuf;
 	void *map_ptr = NULL;
 	void *src = NULL, *dst = NULL;
 	size_t rounded;
@@ -307,7 +310,8 @@ int main(int argc, char **argv)
 	bench_print_locality(&loc);
 
 	rounded = (o.size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc);
+	g = bench_gdr_open();
+	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc, g);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("allocated size: %zu\n", rounded);
 	bench_say("gpu alloc fn: %s\n", o.alloc.name);
@@ -322,8 +326,8 @@ int main(int argc, char **argv)
 		bench_die("cannot allocate %zu bytes of host memory", rounded);
 	bench_fill_pattern(ctx.scratch, rounded, 0);
 	BENCH_CU(cuMemcpyHtoD(gbuf.ptr, ctx.scratch, rounded));
+	BENCH_CU(cuCtxSynchronize());
 
-	g = bench_gdr_open();
 	ret = gdr_pin_buffer(g, gbuf.ptr, rounded, 0, 0, &ctx.mh);
 	if (ret)
 		bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", rounded,
@@ -376,6 +380,7 @@ int main(int argc, char **argv)
 	ret = gdr_unpin_buffer(g, ctx.mh);
 	if (ret)
 		bench_die("gdr_unpin_buffer: %s", strerror(ret));
+	bench_gpu_free(&gbuf);
 	bench_say("closing gdrdrv\n");
 	ret = gdr_close(g);
 	if (ret)
@@ -383,7 +388,6 @@ int main(int argc, char **argv)
 
 	BENCH_CU(cuMemFreeHost(src));
 	BENCH_CU(cuMemFreeHost(dst));
-	bench_gpu_free(&gbuf);
 	free(ctx.scratch);
 	free(ctx.bucket_us);
 	return EXIT_SUCCESS;

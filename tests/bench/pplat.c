@@ -92,7 +92,8 @@ static void usage(const char *prog)
 	       "  -d gpu      GPU id (default: 0)\n"
 	       "  -t iters    round trips (default: %d)\n"
 	       "  -u seconds  give up with ERROR: TIMEOUT!!! after this long, 0 = never (default: %d)\n"
-	       "  -a fn       GPU allocation function: cuMemAlloc or cuMemCreate (default: cuMemAlloc)\n"
+	       "  -a fn       GPU allocation function: " BENCH_ALLOC_CHOICES "\n"
+	       "              (default: cuMemAlloc)\n"
 	       "  -s size     bytes of data per round trip, a multiple of 4; 0 = flags only,\n"
 	       "              which runs the kernel as 1 block x 1 thread (default: 0)\n"
 	       "  -B blocks   kernel blocks when there is data (default: %d)\n"
@@ -383,7 +384,7 @@ int main(int argc, char **argv)
 	struct bench_stats st;
 	struct pplat_opts o;
 	struct pplat_ctx ctx;
-	struct gpu_mem gbuf;
+	struct bench_gpu_buf gbuf;
 	double bucket_us[BENCH_MAX_BUCKETS];
 	uint64_t timestamps[PPLAT_MAX_BUCKETS + 1];
 	void *params[PPLAT_KERNEL_PARAMS];
@@ -429,16 +430,20 @@ int main(int argc, char **argv)
 
 	need_gdr = o.gpu_flag_loc == LOC_GPUMEM || o.cpu_flag_loc == LOC_GPUMEM ||
 		   (o.data_size && o.data_loc == LOC_GPUMEM);
+	/* gdr_alloc_mapped memory comes from libgdrapi itself. */
+	if (need_gdr || !o.alloc.fn)
+		g = bench_gdr_open();
 	bench_say("gpu flag: %s; cpu flag: %s; data: %s, %zu bytes; %u block(s) x %u thread(s)\n",
 		  loc_name(o.gpu_flag_loc), loc_name(o.cpu_flag_loc), loc_name(o.data_loc),
 		  o.data_size, o.blocks, o.threads);
 
 	/* One GPU buffer (flags, data, kernel bookkeeping) and one mapped host buffer. */
 	buf_size = (PPLAT_DATA_OFFSET + o.data_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	bench_gpu_alloc(&gbuf, dev, buf_size, &o.alloc);
+	bench_gpu_alloc(&gbuf, dev, buf_size, &o.alloc, g);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("gpu alloc fn: %s\n", o.alloc.name);
 	BENCH_CU(cuMemsetD8(gbuf.ptr, 0, buf_size));
+	BENCH_CU(cuCtxSynchronize());
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.o = &o;
@@ -448,7 +453,6 @@ int main(int argc, char **argv)
 	BENCH_CU(cuMemHostGetDevicePointer(&host_dev, ctx.host_buf, 0));
 
 	if (need_gdr) {
-		g = bench_gdr_open();
 		ret = gdr_pin_buffer(g, gbuf.ptr, buf_size, 0, 0, &ctx.mh);
 		if (ret)
 			bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", buf_size,
@@ -578,13 +582,15 @@ int main(int argc, char **argv)
 		ret = gdr_unpin_buffer(g, ctx.mh);
 		if (ret)
 			bench_die("gdr_unpin_buffer: %s", strerror(ret));
+	}
+	BENCH_CU(cuMemFreeHost(ctx.host_buf));
+	bench_gpu_free(&gbuf);
+	if (g) {
 		bench_say("closing gdrdrv\n");
 		ret = gdr_close(g);
 		if (ret)
 			bench_die("gdr_close: %s", strerror(ret));
 	}
-	BENCH_CU(cuMemFreeHost(ctx.host_buf));
-	bench_gpu_free(&gbuf);
 	free(ctx.stage);
 	return EXIT_SUCCESS;
 }
