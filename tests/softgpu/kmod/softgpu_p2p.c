@@ -246,7 +246,7 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 		unsigned int chunk;
 
 		if (!map)
-			goto out_put_mems;
+			goto out_unlock;
 		chunk = (addr - map->va + map->offset) / SOFTGPU_CHUNK_SIZE;
 		softgpu_mem_get(map->mem);
 		pin->mems[i] = map->mem;
@@ -257,7 +257,7 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	if (softgpu_bar1_limit &&
 	    softgpu_p2p_stats.pinned_bytes + len > softgpu_bar1_limit) {
 		ret = -ENOMEM;
-		goto out_put_mems;
+		goto out_unlock;
 	}
 
 	pin->table.version = softgpu_pt_version;
@@ -282,10 +282,9 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	*page_table = &pin->table;
 	return 0;
 
-out_put_mems:
 out_unlock:
 	mutex_unlock(&softgpu_lock);
-	softgpu_pin_free(pin);
+	softgpu_pin_free(pin);	/* drops the memory references taken so far */
 	return ret;
 }
 
@@ -327,7 +326,7 @@ int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 	softgpu_p2p_stats.put_pages_calls++;
 	pin = softgpu_pin_lookup(page_table);
 	if (!pin) {
-		softgpu_misuse("nvidia_p2p_put_pages on an unknown page table (already put, or its free callback ran: a use-after-free on the real driver)");
+		softgpu_misuse("nvidia_p2p_put_pages on a page table never handed out or already put (a use-after-free on the real driver)");
 		mutex_unlock(&softgpu_lock);
 		return -EINVAL;
 	}
