@@ -48,6 +48,12 @@ static void set_gpu(struct data_ctx *ctx, uint32_t seed)
 {
 	fill_seeded(ctx->expected, ctx->size, seed);
 	ASSERTDRV(cuMemcpyHtoD(ctx->gpu, ctx->expected, ctx->size));
+	/*
+	 * From pageable memory cuMemcpyHtoD may return before the DMA lands;
+	 * SYNC_MEMOPS closes that gap for cuMemAlloc memory, but gdr_alloc_mapped
+	 * (imported) memory may not take the attribute.
+	 */
+	ASSERTDRV(cuCtxSynchronize());
 }
 
 /*

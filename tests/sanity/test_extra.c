@@ -518,6 +518,7 @@ SANITY_TEST(gdr_alloc_mapped_rules)
 	ASSERT_EQ(readback, 0xfeed0001);
 	word = 0xfeed0002;
 	ASSERTDRV(cuMemcpyHtoD(mem.ptr + GPU_ALLOC_ALIGNMENT - sizeof(word), &word, sizeof(word)));
+	ASSERTDRV(cuCtxSynchronize());	/* the copy may still be in flight (see test_data.c) */
 	ASSERT_EQ(((volatile uint32_t *)mem.cpu_ptr)[GPU_ALLOC_ALIGNMENT / sizeof(word) - 1], 0xfeed0002);
 
 	/* The whole rounded-up page pins and maps; the mapping is the same memory. */
