@@ -300,8 +300,12 @@ static void test_open_stale_node_not_opened(void **state)
 	assert_int_equal(fake_open_count(), 0);
 }
 
-/* A plain file where the node should be. */
-static void test_open_node_is_plain_file(void **state)
+/*
+ * Only device nodes are judged before open: a plain file is opened, so that
+ * open's own errno (EACCES, ...) still gets its diagnosis, and judged on the
+ * opened file.  The fake answers with /dev/null (1:3), which matches here.
+ */
+static void test_open_plain_file_judged_after_open(void **state)
 {
 	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
 
@@ -309,7 +313,6 @@ static void test_open_node_is_plain_file(void **state)
 	use_config(&cfg);
 	sandbox_set_misc(&sandbox, 1, 3);
 	sandbox_write(sandbox.device, "");
-	/* The fake answers the path with /dev/null, so only the stat before open sees a file: allowed. */
 	{
 		gdr_t g = gdr_open();
 
@@ -934,7 +937,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_stale_major, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_stale_misc_minor, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_stale_node_not_opened, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_node_is_plain_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_plain_file_judged_after_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_misc_numbers_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_misc_match_no_get_version, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_no_driver_not_loaded, setup, teardown),
