@@ -159,6 +159,11 @@ struct gdrdrv_mr {
 	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
 	u32 map_type;			/* GDRDRV_MR_*, while mapped */
 	unsigned int map_count;		/* VMAs mapping this region */
+	struct gdrdrv_memtype_run {	/* x86: WC reserved for the mapping */
+		u64 phys;
+		unsigned long len;
+	} *wc_runs;
+	unsigned int nr_wc_runs;
 };
 
 static void gdrdrv_mr_free(struct kref *ref)
@@ -795,11 +800,23 @@ static long gdrdrv_compat_ioctl(struct file *filp, unsigned int cmd,
 }
 #endif
 
+/* Drops the WC memtype reservations of a mapping; mr->sem held. */
+static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr)
+{
+	unsigned int i;
+
+	for (i = 0; i < mr->nr_wc_runs; i++)
+		arch_io_free_memtype_wc(mr->wc_runs[i].phys, mr->wc_runs[i].len);
+	kfree(mr->wc_runs);
+	mr->wc_runs = NULL;
+	mr->nr_wc_runs = 0;
+}
+
 static void gdrdrv_vma_open(struct vm_area_struct *vma)
 {
 	struct gdrdrv_mr *mr = vma->vm_private_data;
 
-	/* A VMA split or moved by mremap(): one more VMA maps the region. */
+	/* A VMA copied by mremap(): one more VMA maps the region for now. */
 	kref_get(&mr->ref);
 	down_write(&mr->sem);
 	mr->map_count++;
@@ -811,15 +828,33 @@ static void gdrdrv_vma_close(struct vm_area_struct *vma)
 	struct gdrdrv_mr *mr = vma->vm_private_data;
 
 	down_write(&mr->sem);
-	if (!--mr->map_count)
+	if (!--mr->map_count) {
 		mr->map_type = GDRDRV_MR_NONE;
+		/* The core has removed the VMA's page table entries already. */
+		gdrdrv_mr_free_memtypes(mr);
+	}
 	up_write(&mr->sem);
 	gdrdrv_mr_put(mr);
+}
+
+/*
+ * No partial munmap/mprotect: the x86 PAT memtype is reserved for the whole
+ * VMA, and kernels before 6.16 free it wrongly for a piece of a split VMA
+ * ("freeing invalid memtype").  Libraries unmap what they mapped.
+ */
+static int gdrdrv_vma_may_split(struct vm_area_struct *vma, unsigned long addr)
+{
+	return -EINVAL;
 }
 
 static const struct vm_operations_struct gdrdrv_vm_ops = {
 	.open = gdrdrv_vma_open,
 	.close = gdrdrv_vma_close,
+#ifdef GDRDRV_HAVE_VM_OPS_MAY_SPLIT
+	.may_split = gdrdrv_vma_may_split,
+#else
+	.split = gdrdrv_vma_may_split,
+#endif
 };
 
 static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
@@ -894,43 +929,67 @@ static int gdrdrv_remap(struct vm_area_struct *vma, unsigned long addr,
 }
 
 /*
- * Maps the region's GPU pages: one remap per physically contiguous run.
- * x86 PAT checks a remap that does not cover the whole VMA page by page and
- * fails it if the cache types differ inside it; such remaps are done one
- * host page at a time.
+ * x86 PAT and remaps that cover only part of a VMA: such a remap gets the
+ * cache type already recorded for the physical range (UC- for unreserved
+ * MMIO, not the WC we asked for), and fails if the type changes inside it.
+ * A remap of the whole VMA reserves its own type.  So for a region whose
+ * GPU pages are not all contiguous, reserve WC for each run first; if that
+ * is refused, remap host page by host page, which always passes the check
+ * (the mapping is then as cached as the range was already recorded).
  */
+static int gdrdrv_remap_run(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
+			    u32 type, unsigned long addr, u64 phys,
+			    unsigned long len, pgprot_t prot)
+{
+	unsigned long done;
+	int ret;
+
+	if (!IS_ENABLED(CONFIG_X86) || len == vma->vm_end - vma->vm_start)
+		return gdrdrv_remap(vma, addr, phys >> PAGE_SHIFT, len, prot);
+
+	if (type == GDRDRV_MR_WC && mr->wc_runs &&
+	    !arch_io_reserve_memtype_wc(phys, len)) {
+		mr->wc_runs[mr->nr_wc_runs].phys = phys;
+		mr->wc_runs[mr->nr_wc_runs].len = len;
+		mr->nr_wc_runs++;
+		return gdrdrv_remap(vma, addr, phys >> PAGE_SHIFT, len, prot);
+	}
+	for (done = 0; done < len; done += PAGE_SIZE) {
+		ret = gdrdrv_remap(vma, addr + done, (phys + done) >> PAGE_SHIFT,
+				   PAGE_SIZE, prot);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Maps the region's GPU pages, one remap per physically contiguous run. */
 static int gdrdrv_remap_mr(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
-			   pgprot_t prot)
+			   u32 type, pgprot_t prot)
 {
 	struct nvidia_p2p_page_table *pt = mr->page_table;
 	unsigned long addr = vma->vm_start;
 	u32 i = 0;
 	int ret;
 
+	if (IS_ENABLED(CONFIG_X86) && type == GDRDRV_MR_WC) {
+		/* At most one run per GPU page; NULL just means no reservations. */
+		mr->wc_runs = kmalloc_array(pt->entries, sizeof(*mr->wc_runs),
+					    GFP_KERNEL);
+	}
 	while (addr < vma->vm_end && i < pt->entries) {
 		u64 phys = pt->pages[i]->physical_address;
 		unsigned long run = GDRDRV_GPU_PAGE_SIZE;
-		unsigned long len, done;
+		unsigned long len;
 
 		for (i++; i < pt->entries && addr + run < vma->vm_end &&
 		     pt->pages[i]->physical_address == phys + run; i++)
 			run += GDRDRV_GPU_PAGE_SIZE;
 		len = min(run, vma->vm_end - addr);
 
-		if (IS_ENABLED(CONFIG_X86) && len != vma->vm_end - vma->vm_start) {
-			for (done = 0; done < len; done += PAGE_SIZE) {
-				ret = gdrdrv_remap(vma, addr + done,
-						   (phys + done) >> PAGE_SHIFT,
-						   PAGE_SIZE, prot);
-				if (ret)
-					return ret;
-			}
-		} else {
-			ret = gdrdrv_remap(vma, addr, phys >> PAGE_SHIFT, len,
-					   prot);
-			if (ret)
-				return ret;
-		}
+		ret = gdrdrv_remap_run(vma, mr, type, addr, phys, len, prot);
+		if (ret)
+			return ret;
 		addr += len;
 	}
 	return addr == vma->vm_end ? 0 : -EINVAL;
@@ -1003,9 +1062,10 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 
 	gdrdrv_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP |
 			     VM_IO | VM_PFNMAP);
-	ret = gdrdrv_remap_mr(vma, mr, vma->vm_page_prot);
+	ret = gdrdrv_remap_mr(vma, mr, type, vma->vm_page_prot);
 	if (ret) {
 		/* The core zaps what was mapped; ->close is not called. */
+		gdrdrv_mr_free_memtypes(mr);
 		gdrdrv_dbg("handle 0x%lx: remapping failed (%d)\n", mr->handle,
 			   ret);
 		ret = -EAGAIN;
