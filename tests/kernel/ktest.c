@@ -531,10 +531,15 @@ static void kt_restore_knobs(void)
 
 static int kt_kmsg = -1;
 
+/* Kernel log lines that fail the test running when they appear. */
 static const char *const kt_bad_log[] = {
-	"WARNING:", "BUG:", "Oops", "bad page", "Bad page", "conflicting memory types",
-	"map pfn expected mapping type", "reserve_ram_pages_type", "general protection", "Call Trace", "P2P API misuse",
-	"never released", "INFO: task",
+	"WARNING:", "BUG:", "kernel BUG at", "Oops", "Call Trace", "Kernel panic",
+	"general protection fault", "Unable to handle", "bad page", "Bad page",
+	"KASAN", "UBSAN", "possible circular locking", "inconsistent lock state",
+	"possible recursive locking", "list_del corruption", "refcount_t:",
+	"conflicting memory types", "freeing invalid memtype",
+	"map pfn expected mapping type", "reserve_ram_pages_type",
+	"P2P API misuse", "never released", "blocked for more than",
 };
 
 /* Returns the first bad kernel log line since the last call, or NULL. */
