@@ -1229,8 +1229,8 @@ static void test_gdrdrv_unload_with_pins(void)
 	char params[256], c;
 	pid_t pid;
 
-	if (!kt_env.gdrdrv_ko && system("command -v modprobe >/dev/null 2>&1"))
-		kt_skip("needs -k GDRDRV_KO (or modprobe) to load gdrdrv again");
+	if (!kt_env.gdrdrv_ko && system("modprobe -n -q gdrdrv >/dev/null 2>&1"))
+		kt_skip("cannot load gdrdrv again: modprobe does not find it; pass -k GDRDRV_KO");
 	kt_gdrdrv_params(params, sizeof(params), kt_env.persistent);
 	KT_ASSERT(!pipe(to_child) && !pipe(to_parent), "pipe");
 	pid = fork();
