@@ -807,7 +807,7 @@ static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr)
 
 	for (i = 0; i < mr->nr_wc_runs; i++)
 		arch_io_free_memtype_wc(mr->wc_runs[i].phys, mr->wc_runs[i].len);
-	kfree(mr->wc_runs);
+	kvfree(mr->wc_runs);
 	mr->wc_runs = NULL;
 	mr->nr_wc_runs = 0;
 }
@@ -963,6 +963,22 @@ static int gdrdrv_remap_run(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
 	return 0;
 }
 
+/* How many physically contiguous runs of GPU pages the VMA maps. */
+static unsigned int gdrdrv_count_runs(struct vm_area_struct *vma,
+				      struct nvidia_p2p_page_table *pt)
+{
+	u32 pages = DIV_ROUND_UP(vma->vm_end - vma->vm_start,
+				 GDRDRV_GPU_PAGE_SIZE);
+	unsigned int runs = 1;
+	u32 i;
+
+	for (i = 1; i < pages && i < pt->entries; i++)
+		if (pt->pages[i]->physical_address !=
+		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
+			runs++;
+	return runs;
+}
+
 /* Maps the region's GPU pages, one remap per physically contiguous run. */
 static int gdrdrv_remap_mr(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
 			   u32 type, pgprot_t prot)
@@ -973,9 +989,12 @@ static int gdrdrv_remap_mr(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
 	int ret;
 
 	if (IS_ENABLED(CONFIG_X86) && type == GDRDRV_MR_WC) {
-		/* At most one run per GPU page; NULL just means no reservations. */
-		mr->wc_runs = kmalloc_array(pt->entries, sizeof(*mr->wc_runs),
-					    GFP_KERNEL);
+		unsigned int runs = gdrdrv_count_runs(vma, pt);
+
+		/* NULL just means no reservations: see gdrdrv_remap_run(). */
+		if (runs > 1)
+			mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs),
+						     GFP_KERNEL);
 	}
 	while (addr < vma->vm_end && i < pt->entries) {
 		u64 phys = pt->pages[i]->physical_address;
@@ -1140,19 +1159,20 @@ static const struct file_operations gdrdrv_fops = {
  * The node's intended mode and group, as attributes of the device, so a udev
  * rule can apply the group (devtmpfs alone only honours the mode).
  */
-static ssize_t node_mode_show(struct device *dev,
-			      struct device_attribute *attr, char *buf)
+/* sysfs_emit() is GPL-only: plain scnprintf() within the page. */
+static ssize_t gdrdrv_node_mode_show(struct device *dev,
+				     struct device_attribute *attr, char *buf)
 {
-	return sprintf(buf, "%04o\n", node_mode & 0777);
+	return scnprintf(buf, PAGE_SIZE, "%04o\n", node_mode & 0777);
 }
-static DEVICE_ATTR_RO(node_mode);
+static DEVICE_ATTR(node_mode, 0444, gdrdrv_node_mode_show, NULL);
 
-static ssize_t node_gid_show(struct device *dev,
-			     struct device_attribute *attr, char *buf)
+static ssize_t gdrdrv_node_gid_show(struct device *dev,
+				    struct device_attribute *attr, char *buf)
 {
-	return sprintf(buf, "%u\n", node_gid);
+	return scnprintf(buf, PAGE_SIZE, "%u\n", node_gid);
 }
-static DEVICE_ATTR_RO(node_gid);
+static DEVICE_ATTR(node_gid, 0444, gdrdrv_node_gid_show, NULL);
 
 static struct attribute *gdrdrv_dev_attrs[] = {
 	&dev_attr_node_mode.attr,
