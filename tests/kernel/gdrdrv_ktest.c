@@ -861,6 +861,44 @@ static void test_gdrdrv_vmm_unmap_under_pin(void)
 	KT_ASSERT(sg_stats().memory_used == st0.memory_used, "VMM memory leaked");
 }
 
+/* Pins of cuMemMap'ed memory mapped at an offset into its handle. */
+static void test_gdrdrv_vmm_offset(void)
+{
+	struct fixture f = { .sg = sg_open(), .gd = gd_open(), .size = 2 * KT_GPU_PAGE };
+	struct softgpu_mem_create c = { .size = 3 * KT_GPU_PAGE };
+	struct softgpu_va_reserve r = { .size = f.size };
+	struct softgpu_mem_map m;
+	uint32_t *map;
+	uint64_t h;
+	int err;
+
+	KT_EXPECT_OK(sg_ioctl(f.sg, SOFTGPU_IOC_MEM_CREATE, &c));
+	KT_EXPECT_OK(sg_ioctl(f.sg, SOFTGPU_IOC_VA_RESERVE, &r));
+	m = (struct softgpu_mem_map){ .va = r.va, .size = f.size, .handle = c.handle,
+				      .offset = KT_GPU_PAGE };
+	KT_EXPECT_OK(sg_ioctl(f.sg, SOFTGPU_IOC_MEM_MAP, &m));
+	f.va = r.va;
+	KT_EXPECT_OK(gd_pin(f.gd, f.va, f.size, 0, &h));
+	map = gd_map(f.gd, h, f.size, &err);
+	KT_ASSERT(map, "mmap: %s", kt_errname(err));
+	check_mapping_data(&f, map, f.size);
+
+	/* The same handle mapped whole elsewhere: its pages 1-2 are ours. */
+	{
+		struct softgpu_va_reserve r2 = { .size = c.size };
+		uint32_t *pattern = malloc(f.size);
+
+		KT_EXPECT_OK(sg_ioctl(f.sg, SOFTGPU_IOC_VA_RESERVE, &r2));
+		m = (struct softgpu_mem_map){ .va = r2.va, .size = c.size, .handle = c.handle };
+		KT_EXPECT_OK(sg_ioctl(f.sg, SOFTGPU_IOC_MEM_MAP, &m));
+		fill_pattern(pattern, f.size / 4, 0x0ff5e7);
+		sg_write(f.sg, r2.va + KT_GPU_PAGE, pattern, f.size);
+		KT_ASSERT(!memcmp(map, pattern, f.size),
+			  "pin of a mapping at offset 64 KiB shows the wrong pages");
+		free(pattern);
+	}
+}
+
 static struct fixture fork_fixture;
 static uint64_t fork_handle;
 static uint32_t *fork_map;
@@ -1313,6 +1351,7 @@ static const struct kt_test tests[] = {
 	T(gdrdrv_free_under_pin, true),
 	T(gdrdrv_softgpu_close_under_pin, true),
 	T(gdrdrv_vmm_unmap_under_pin, true),
+	T(gdrdrv_vmm_offset, true),
 	T(gdrdrv_fork_isolation, true),
 	T(gdrdrv_scm_rights_isolation, true),
 	T(gdrdrv_threads, true),
