@@ -138,12 +138,19 @@ def prepare_vm_root(debs: Path, source_tree: Path, dest: Path, *, names: tuple[s
     built from `source_tree` and installed under /usr/local.
     """
     image = containers.ensure_image(containers.bookworm_vm_recipe(BOOKWORM_KERNEL))
+    # softgpu first: DKMS then builds gdrdrv against softgpu's symbol
+    # versions, the way a host with a non-DKMS NVIDIA driver is set up
+    # (P2P_SYMVERS in /etc/dkms/gdrdrv.conf, see dkms.conf).
+    symvers = "/usr/local/share/softgpu/Module.symvers"
     script = f"""
-apt-get install -y --no-install-recommends {_debs('/pkgs/new', names)}
-dkms status -m gdrdrv -k {BOOKWORM_KERNEL} | grep -q ': installed'
 cp -a /src /tmp/src
 make -C /tmp/src softgpu_install KVER={BOOKWORM_KERNEL} prefix=/usr/local
+install -D -m 644 /tmp/src/tests/softgpu/kmod/Module.symvers {symvers}
 rm -rf /tmp/src
+mkdir -p /etc/dkms
+echo 'MAKE[0]="${{MAKE[0]}} P2P_SYMVERS={symvers}"' > /etc/dkms/gdrdrv.conf
+apt-get install -y --no-install-recommends {_debs('/pkgs/new', names)}
+dkms status -m gdrdrv -k {BOOKWORM_KERNEL} | grep -q ': installed'
 ldconfig
 depmod -a {BOOKWORM_KERNEL}
 modinfo -n gdrdrv -k {BOOKWORM_KERNEL}
