@@ -959,6 +959,7 @@ static int gdrdrv_remap_run(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
 				   PAGE_SIZE, prot);
 		if (ret)
 			return ret;
+		cond_resched();
 	}
 	return 0;
 }
@@ -1010,6 +1011,7 @@ static int gdrdrv_remap_mr(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
 		if (ret)
 			return ret;
 		addr += len;
+		cond_resched();
 	}
 	return addr == vma->vm_end ? 0 : -EINVAL;
 }
