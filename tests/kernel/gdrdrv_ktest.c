@@ -342,6 +342,21 @@ static void test_softgpu_dmabuf(void)
 	KT_ASSERT(mmap(NULL, 2 * KT_GPU_PAGE, PROT_READ, MAP_SHARED, e.fd, 0) == MAP_FAILED,
 		  "mapping past the dma-buf's end must fail");
 
+	/* Unmapping part of a mapping (a VMA split) is fine and leaves the rest. */
+	{
+		uint8_t *three = mmap(NULL, 3 * host_page(), PROT_READ | PROT_WRITE,
+				      MAP_SHARED, e.fd, 0);
+
+		KT_ASSERT(three != MAP_FAILED, "mmap: %s", strerror(errno));
+		KT_ASSERT(!munmap(three + host_page(), host_page()), "partial munmap: %s",
+			  strerror(errno));
+		KT_ASSERT(!memcmp(three + 2 * host_page(),
+				  (uint8_t *)pattern + 3 * host_page(), host_page()),
+			  "the rest of a split dma-buf mapping");
+		munmap(three, host_page());
+		munmap(three + 2 * host_page(), host_page());
+	}
+
 	/* The dma-buf keeps the memory after FREE, like a persistent pin. */
 	used = sg_info(sg).memory_used;
 	sg_free(sg, va);
@@ -703,6 +718,30 @@ static void test_gdrdrv_map_errors(void)
 	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_TYPE_COUNT), EINVAL);
 	KT_EXPECT_ERR(gd_req_type(f.gd, h, 0x80000000u), EINVAL);
 	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_DEVICE), EOPNOTSUPP);	/* x86 */
+}
+
+/*
+ * gdrdrv refuses to split its mappings (the PAT memtype covers the whole
+ * VMA): a partial munmap or mprotect fails and leaves the mapping whole.
+ */
+static void test_gdrdrv_map_no_split(void)
+{
+	struct fixture f = fixture(2 * KT_GPU_PAGE);
+	uint64_t h = pin_ok(&f, f.va, f.size);
+	uint32_t *map, v;
+	int err;
+
+	map = gd_map(f.gd, h, f.size, &err);
+	KT_ASSERT(map, "mmap: %s", kt_errname(err));
+	KT_ASSERT(munmap((char *)map + KT_GPU_PAGE, KT_GPU_PAGE) == -1 && errno == EINVAL,
+		  "partial munmap: %s", kt_errname(errno));
+	KT_ASSERT(mprotect(map, KT_GPU_PAGE, PROT_READ) == -1 && errno == EINVAL,
+		  "partial mprotect: %s", kt_errname(errno));
+	map[KT_GPU_PAGE / 4] = 0x5151;
+	KT_ASSERT(!kt_try_read32(&map[KT_GPU_PAGE / 4], &v) && v == 0x5151,
+		  "second half after a refused split");
+	KT_ASSERT(!munmap(map, f.size), "whole munmap: %s", strerror(errno));
+	KT_EXPECT_OK(gd_unpin(f.gd, h));
 }
 
 static void test_gdrdrv_req_mapping_type(void)
@@ -1345,6 +1384,7 @@ static const struct kt_test tests[] = {
 	T(gdrdrv_bad_handles, true),
 	T(gdrdrv_map, true),
 	T(gdrdrv_map_errors, true),
+	T(gdrdrv_map_no_split, true),
 	T(gdrdrv_req_mapping_type, true),
 	T(gdrdrv_unpin_zaps_mapping, true),
 	T(gdrdrv_close_while_mapped, true),

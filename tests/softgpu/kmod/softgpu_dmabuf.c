@@ -72,11 +72,18 @@ static int softgpu_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vm
 		prot = pgprot_writecombine(prot);
 	vma->vm_page_prot = prot;
 
-	/* One remap per GPU page: the pages need not be contiguous. */
+	/*
+	 * One remap per GPU page: the pages need not be contiguous.  BAR
+	 * pages go one host page at a time: a remap of the whole VMA makes
+	 * x86 PAT reserve a memtype for it, which kernels before 6.16 free
+	 * wrongly when the VMA is split ("freeing invalid memtype"); piece by
+	 * piece, PAT takes the WC type softgpu's own BAR mapping reserved.
+	 */
 	while (addr < vma->vm_end) {
 		struct softgpu_dmabuf_page *page = &buf->pages[offset / SOFTGPU_CHUNK_SIZE];
 		u64 within = offset & SOFTGPU_CHUNK_MASK;
 		unsigned long len = min_t(u64, vma->vm_end - addr,
+					  buf->write_combined ? PAGE_SIZE :
 					  SOFTGPU_CHUNK_SIZE - within);
 		phys_addr_t phys = page->mem->chunks[page->chunk].phys + within;
 
