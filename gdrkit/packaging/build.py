@@ -12,6 +12,8 @@ driver_install); nothing here compiles anything itself.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import io
 import os
@@ -19,7 +21,7 @@ import platform
 import shutil
 import tarfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +135,19 @@ def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     return dest
 
 
+@contextlib.contextmanager
+def _exclusive(workdir: Path) -> Iterator[None]:
+    """One build at a time in a fixed build directory (tests may run side by side)."""
+    BUILD_ROOT.mkdir(parents=True, exist_ok=True)
+    with (BUILD_ROOT / f".{workdir.name}.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another build in {workdir}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _build_env(epoch: int, jobs: int) -> dict[str, str]:
     return {
         "SOURCE_DATE_EPOCH": str(epoch),
@@ -151,6 +166,11 @@ def build_debs(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: i
     if dry_run:
         print(f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b; copy *.deb to {output}")
         return []
+    with _exclusive(workdir):
+        return _build_debs_locked(plan, source, output, workdir, tree, jobs)
+
+
+def _build_debs_locked(plan: model.Plan, source: Source, output: Path, workdir: Path, tree: Path, jobs: int) -> list[Path]:
     if workdir.exists():
         shutil.rmtree(workdir)
     stage(plan, source, tree)
@@ -222,6 +242,11 @@ def build_rpms(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: i
     if dry_run:
         print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb; copy *.rpm to {output}")
         return []
+    with _exclusive(topdir):
+        return _build_rpms_locked(plan, source, output, topdir, tree, jobs)
+
+
+def _build_rpms_locked(plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
     log(f"rpm ({plan.family.name}): staging {source.commit[:12]}")
