@@ -27,7 +27,7 @@ def bookworm() -> vm.SuiteRoot:
 
 
 def shm_files() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith("gdrkit-vram-")}
+    return {name for name in os.listdir("/dev/shm") if name.startswith(f"gdrkit-vram-{os.getpid()}-")}
 
 
 def test_command_output_and_status(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
