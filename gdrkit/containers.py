@@ -22,6 +22,10 @@ from typing import Any
 from gdrkit.system import die, ensure_debian_packages, have_command, log
 
 DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
+# Hosts behind a TLS-intercepting proxy trust its CA through their bundle; containers
+# get the same bundle for pip (apt uses plain http mirrors and needs nothing).
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+CONTAINER_CA_BUNDLE = "/etc/gdrkit-host-ca.crt"
 START_TIMEOUT_S = 60
 
 
@@ -117,11 +121,15 @@ class Engine:
     ) -> tuple[RunResult, Any]:
         """Run `bash -c script` in a new container; (result, container). Output streams to stderr."""
         volumes = {str(host): {"bind": inside, "mode": "rw"} for host, inside in mounts.items()}
+        environment = dict(env)
+        if HOST_CA_BUNDLE.exists():
+            volumes[str(HOST_CA_BUNDLE)] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
+            environment.setdefault("PIP_CERT", CONTAINER_CA_BUNDLE)
         container = self.client.containers.create(
             image,
             ["bash", "-c", script],
             volumes=volumes,
-            environment=dict(env),
+            environment=environment,
             privileged=privileged,
             network_mode="host",
         )
