@@ -490,10 +490,17 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	return 0;
 }
 
-/* Unpublishes a region, revokes its mappings, releases its pins. */
+/*
+ * Revokes the mappings and releases the pins of an unpublished region.  The
+ * zap runs under mr->sem like the free callback's: two zaps of one PAT-tracked
+ * VMA at once make pre-6.16 kernels free its memtype twice.
+ */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
-	gdrdrv_mr_zap(mr);
+	down_write(&mr->sem);
+	if (mr->map_count)
+		gdrdrv_mr_zap(mr);
+	up_write(&mr->sem);
 	gdrdrv_mr_unpin(mr);
 	gdrdrv_mr_put(mr);
 }
