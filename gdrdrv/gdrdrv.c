@@ -86,8 +86,20 @@ module_param(use_persistent_mapping, int, 0444);
 MODULE_PARM_DESC(use_persistent_mapping,
 		 "pin with nvidia_p2p_get_pages_persistent() when the NVIDIA driver supports it; 0 selects callback-based pins (default 1)");
 
+/* Permission bits read and shown in octal, as chmod writes them. */
+static int gdrdrv_param_get_mode(char *buffer, const struct kernel_param *kp)
+{
+	return scnprintf(buffer, PAGE_SIZE, "%04o\n",
+			 *(unsigned int *)kp->arg & 0777);
+}
+
+static const struct kernel_param_ops gdrdrv_param_ops_mode = {
+	.set = param_set_uint,
+	.get = gdrdrv_param_get_mode,
+};
+
 static unsigned int node_mode = 0666;
-module_param(node_mode, uint, 0444);
+module_param_cb(node_mode, &gdrdrv_param_ops_mode, &node_mode, 0444);
 MODULE_PARM_DESC(node_mode,
 		 "permission bits of /dev/gdrdrv (default 0666; 0660 with node_gid to restrict access to a group)");
 
