@@ -112,22 +112,24 @@ def clone_committed_tree(dest: Path, repo: Path = REPO_ROOT) -> None:
 
 
 def install_script(family: str, files: Sequence[str], abi: str) -> str:
-    """Install the packages, make sure DKMS built gdrdrv for `abi`, build softgpu for it."""
+    """Provide the stand-in GPU, install the packages, make sure DKMS built gdrdrv for `abi`."""
     install = FAMILY_INSTALL[family].format(files=" ".join(shlex.quote(f) for f in files))
     return "\n".join(
         [
             "set -u",
             'mark() { echo "GDRKIT-STEP $1 $2"; }',
+            # softgpu stands in for the NVIDIA driver: its module for the entry's kernel, its
+            # libcuda.so.1, and its P2P header and Module.symvers where NVIDIA's DKMS sources
+            # live, so the packaged gdrdrv finds it the way it finds a real driver.
+            f"(make -C /src -j2 softgpu_install KVER={abi} prefix=/usr/local && "
+            f"make -C /src/tests/softgpu/kmod install-nvidia-src KVER={abi} && depmod -a {abi} && ldconfig) "
+            ">/tmp/softgpu-build.log 2>&1; rc=$?; [ $rc = 0 ] || tail -n 40 /tmp/softgpu-build.log; mark softgpu $rc",
             f"{install}; rc=$?; mark install $rc; [ $rc = 0 ] || exit 1",
             # The package's postinst builds for the kernels it finds; in a container
             # `uname -r` is the host's, so ask for the entry's kernel explicitly when needed.
             f"dkms status -m gdrdrv -k {abi} | grep -q installed || dkms autoinstall -k {abi}",
             f"dkms status -m gdrdrv -k {abi}; dkms status -m gdrdrv -k {abi} | grep -q installed; "
-            "rc=$?; mark dkms $rc; [ $rc = 0 ] || exit 1",
-            # softgpu is test-only: the stand-in GPU, built for the same kernel from the source tree.
-            f"make -C /src -j2 softgpu_install KVER={abi} prefix=/usr/local >/tmp/softgpu-build.log 2>&1 "
-            f"&& depmod -a {abi} && ldconfig; rc=$?; [ $rc = 0 ] || tail -n 40 /tmp/softgpu-build.log; "
-            "mark softgpu $rc; exit $rc",
+            "rc=$?; mark dkms $rc; exit $rc",
         ]
     )
 
