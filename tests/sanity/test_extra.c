@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -404,8 +405,8 @@ SANITY_TEST(open_error_gdrdrv_permission_denied)
 
 	require_gdrdrv_loaded();
 	private_dev(NODE_ROOT_ONLY);
-	/* Root ignores file modes: become nobody. */
-	ASSERT_MSG(!setresgid(65534, 65534, 65534) && !setresuid(65534, 65534, 65534),
+	/* Root ignores file modes: become nobody, supplementary groups included. */
+	ASSERT_MSG(!setgroups(0, NULL) && !setresgid(65534, 65534, 65534) && !setresuid(65534, 65534, 65534),
 		   "cannot drop root: %s", strerror(errno));
 	expect_open_error(gdrdrv_open_errno(log, sizeof(log)), EACCES, log, "a root-only " GDRDRV_NODE);
 }
