@@ -1,31 +1,35 @@
 """The one place gdrkit talks to Docker (through the Docker SDK).
 
 Everything container-related goes through `Engine`: starting the engine
-when it is not running (dockerd in the background, as root), turning a
-directory into an image (`docker import`, since no registry may be
-reachable), running a command in a container with bind mounts, committing
-and exporting containers.  Unit tests replace `Engine.client` with a fake.
-Every container an `Engine` creates is removed by `Engine.cleanup()`.
+when it is not running (dockerd in the background, as root), building
+images locally (mmdebstrap recipes, or any root directory, through
+`docker import`: no registry may be reachable), running a script in a
+container with bind mounts, committing and exporting containers.  Every
+container an `Engine` creates is removed by `Engine.cleanup()`; the
+module-level helpers share one default engine, cleaned by `cleanup()`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gdrkit.system import die, ensure_debian_packages, have_command, log
+from gdrkit.system import cache_dir, die, ensure_debian_packages, have_command, log, run as run_command
 
 DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
 # Hosts behind a TLS-intercepting proxy trust its CA through their bundle; containers
 # get the same bundle for pip (apt uses plain http mirrors and needs nothing).
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CONTAINER_CA_BUNDLE = "/etc/gdrkit-host-ca.crt"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 START_TIMEOUT_S = 60
 
 
@@ -33,6 +37,26 @@ START_TIMEOUT_S = 60
 class RunResult:
     status: int
     output: str
+
+    @property
+    def exit_code(self) -> int:
+        return self.status
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """A Debian root file system built with mmdebstrap, cached as an image tagged by its recipe."""
+
+    suite: str
+    include: tuple[str, ...]
+    # Packages downloaded (not installed) into /opt/extra-debs of the image.
+    extra_debs: tuple[str, ...] = ()
+    name: str = "gdrkit-test"
+
+    @property
+    def tag(self) -> str:
+        digest = hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+        return f"{self.name}:{self.suite}-{digest}"
 
 
 def _connect() -> Any:
@@ -118,20 +142,25 @@ class Engine:
         privileged: bool = False,
         keep: bool = False,
         timeout_s: float = 3600,
+        read_only: bool = False,
+        network: bool = True,
+        shell_flags: str = "",
+        stream: bool = True,
     ) -> tuple[RunResult, Any]:
-        """Run `bash -c script` in a new container; (result, container). Output streams to stderr."""
-        volumes = {str(host): {"bind": inside, "mode": "rw"} for host, inside in mounts.items()}
-        environment = dict(env)
+        """Run `bash [flags] -c script` in a new container; (result, container)."""
+        mode = "ro" if read_only else "rw"
+        volumes = {str(host): {"bind": inside, "mode": mode} for host, inside in mounts.items()}
+        environment = {"DEBIAN_FRONTEND": "noninteractive", **env}
         if HOST_CA_BUNDLE.exists():
             volumes[str(HOST_CA_BUNDLE)] = {"bind": CONTAINER_CA_BUNDLE, "mode": "ro"}
             environment.setdefault("PIP_CERT", CONTAINER_CA_BUNDLE)
         container = self.client.containers.create(
             image,
-            ["bash", "-c", script],
+            ["bash", *shell_flags.split(), "-c", script],
             volumes=volumes,
             environment=environment,
             privileged=privileged,
-            network_mode="host",
+            network_mode="host" if network else "none",
         )
         self.created.append(container)
         container.start()
@@ -139,14 +168,48 @@ class Engine:
         deadline = time.monotonic() + timeout_s
         for chunk in container.logs(stream=True, follow=True):
             chunks.append(chunk)
-            print(chunk.decode(errors="replace"), end="", flush=True)
+            if stream:
+                print(chunk.decode(errors="replace"), end="", flush=True)
             if time.monotonic() > deadline:
                 container.kill()
+                chunks.append(f"\n[killed after {timeout_s:.0f} s]\n".encode())
                 break
         status = int(container.wait().get("StatusCode", 1))
         if not keep:
             self.remove(container)
         return RunResult(status, b"".join(chunks).decode(errors="replace")), container
+
+    def ensure_image(self, recipe: ImageRecipe, *, rebuild: bool = False) -> str:
+        """The image of `recipe`, built with mmdebstrap and imported on first use; returns its tag."""
+        if not rebuild and self.has_image(recipe.tag):
+            return recipe.tag
+        ensure_debian_packages(["mmdebstrap"])
+        tarball = cache_dir() / f"{recipe.tag.replace(':', '_')}.tar"
+        hooks = []
+        if recipe.extra_debs:
+            names = " ".join(recipe.extra_debs)
+            hooks = [
+                "--customize-hook",
+                f'mkdir -p "$1/opt/extra-debs" && cd "$1/opt/extra-debs" && apt-get download {names}',
+            ]
+        log(f"building image {recipe.tag} with mmdebstrap (about a minute)")
+        run_command(
+            [
+                "mmdebstrap",
+                "--variant=apt",
+                f"--include={','.join(recipe.include)}",
+                *hooks,
+                recipe.suite,
+                tarball,
+                f"deb {DEBIAN_MIRROR} {recipe.suite} main",
+                f"deb {DEBIAN_SECURITY_MIRROR} {recipe.suite}-security main",
+            ],
+            capture=True,
+        )
+        repository, tag = recipe.tag.split(":")
+        self.client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
+        tarball.unlink()
+        return recipe.tag
 
     def commit(self, container: Any, tag: str) -> None:
         repository, _, version = tag.partition(":")
@@ -189,3 +252,60 @@ def engine() -> Iterator[Engine]:
         yield instance
     finally:
         instance.cleanup()
+
+
+_default: Engine | None = None
+
+
+def default_engine() -> Engine:
+    """The engine the module-level helpers share (connected on first use)."""
+    global _default
+    if _default is None:
+        _default = Engine.connect()
+    return _default
+
+
+def ensure_image(recipe: ImageRecipe, *, rebuild: bool = False) -> str:
+    return default_engine().ensure_image(recipe, rebuild=rebuild)
+
+
+def run_script(image: str, script: str, *, mounts: Mapping[Path, str] | None = None, timeout: float = 900) -> RunResult:
+    """Run `script` (bash -euxo pipefail) offline in a new container of `image`, mounts read-only."""
+    result, _ = default_engine().run(
+        image,
+        script,
+        mounts=mounts or {},
+        read_only=True,
+        network=False,
+        shell_flags="-euxo pipefail",
+        stream=False,
+        timeout_s=timeout,
+    )
+    return result
+
+
+def export_filesystem(image: str, script: str, dest: Path, *, mounts: Mapping[Path, str] | None = None) -> Path:
+    """Run `script` in a container of `image`, then unpack its file system into `dest` (to boot it in a VM)."""
+    engine = default_engine()
+    result, container = engine.run(
+        image, script, mounts=mounts or {}, read_only=True, network=False, shell_flags="-euxo pipefail",
+        stream=False, keep=True, timeout_s=1800,
+    )
+    try:
+        if result.status != 0:
+            raise die("preparing the file system failed:\n" + result.output[-3000:])
+        engine.export_to(container, dest)
+    finally:
+        engine.remove(container)
+    return dest
+
+
+def images_built(names: Sequence[str] = ("gdrkit-test",)) -> list[str]:
+    return [tag for image in default_engine().client.images.list() for tag in image.tags if tag.split(":")[0] in names]
+
+
+def cleanup() -> None:
+    """Remove every container the default engine started."""
+    if _default is not None:
+        _default.cleanup()
+

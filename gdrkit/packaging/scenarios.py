@@ -11,10 +11,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdrkit.packaging import containers
+from gdrkit import containers
+from gdrkit.containers import ImageRecipe
 
-BOOKWORM_KERNEL = "6.1.0-56-amd64"
-OTHER_KERNEL = "6.1.0-56-cloud-amd64"
+
+def bookworm_kernels() -> tuple[str, str]:
+    """bookworm's current kernel ABI and its cloud flavour (the "another kernel" of the scenarios)."""
+    from gdrkit.vm.suites import resolve_kernel
+
+    abi = resolve_kernel("bookworm").abi
+    return abi, abi.replace("-amd64", "-cloud-amd64")
+
+
+def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
+    """bookworm with dkms and the headers of `kernel`; those of `other_kernel` kept aside."""
+    return ImageRecipe(
+        suite="bookworm",
+        include=("dkms", f"linux-headers-{kernel}", "kmod", "ca-certificates"),
+        extra_debs=(f"linux-headers-{other_kernel}",),
+    )
+
+
 # The packages a DKMS install uses (the prebuilt-module package conflicts with it).
 DKMS_SET = ("libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy")
 
@@ -48,7 +65,7 @@ def _debs(directory: str, names: tuple[str, ...]) -> str:
     return " ".join(f"{directory}/{name}_*.deb" for name in names)
 
 
-def fresh_install_script(version: str, kernel: str = BOOKWORM_KERNEL, other: str = OTHER_KERNEL) -> str:
+def fresh_install_script(version: str, kernel: str, other: str) -> str:
     return _SNAPSHOT + f"""
 snapshot > /tmp/before
 echo "CHECK: apt installs {' '.join(DKMS_SET)} and DKMS builds gdrdrv for {kernel}"
@@ -89,7 +106,7 @@ echo SCENARIO PASSED
 """
 
 
-def upgrade_script(old: str, new: str, kernel: str = BOOKWORM_KERNEL) -> str:
+def upgrade_script(old: str, new: str, kernel: str) -> str:
     return _SNAPSHOT + f"""
 snapshot > /tmp/before
 echo "CHECK: install the previous version {old}"
@@ -118,42 +135,11 @@ echo SCENARIO PASSED
 """
 
 
-def run_scenario(script: str, new_debs: Path, old_debs: Path | None = None) -> Outcome:
-    image = containers.ensure_image(containers.bookworm_dkms_recipe(BOOKWORM_KERNEL, OTHER_KERNEL))
+def run_scenario(script: str, kernels: tuple[str, str], new_debs: Path, old_debs: Path | None = None) -> Outcome:
+    image = containers.ensure_image(bookworm_dkms_recipe(*kernels))
     mounts = {new_debs.resolve(): "/pkgs/new"}
     if old_debs is not None:
         mounts[old_debs.resolve()] = "/pkgs/old"
     result = containers.run_script(image, script, mounts=mounts)
     passed = result.exit_code == 0 and "SCENARIO PASSED" in result.output
     return Outcome(passed, result.output)
-
-
-def prepare_vm_root(debs: Path, source_tree: Path, dest: Path, *, names: tuple[str, ...] = DKMS_SET) -> Path:
-    """A bookworm file system with our packages installed and gdrdrv built by DKMS.
-
-    Exported to `dest`, for gdrkit.vm.boot() with the host's
-    /boot/vmlinuz-<kver> and `dest`/lib/modules/<kver>: gdrdrv is the one
-    DKMS installed from the gdrdrv-dkms package, gdrcopy_sanity the one of
-    the gdrcopy-tests package.  softgpu (the test-only GPU, not packaged) is
-    built from `source_tree` and installed under /usr/local.
-    """
-    image = containers.ensure_image(containers.bookworm_vm_recipe(BOOKWORM_KERNEL))
-    # softgpu first: DKMS then builds gdrdrv against softgpu's symbol
-    # versions, the way a host with a non-DKMS NVIDIA driver is set up
-    # (P2P_SYMVERS in /etc/dkms/gdrdrv.conf, see dkms.conf).
-    symvers = "/usr/local/share/softgpu/Module.symvers"
-    script = f"""
-cp -a /src /tmp/src
-make -C /tmp/src softgpu_install KVER={BOOKWORM_KERNEL} prefix=/usr/local
-install -D -m 644 /tmp/src/tests/softgpu/kmod/Module.symvers {symvers}
-rm -rf /tmp/src
-mkdir -p /etc/dkms
-echo 'MAKE[0]="${{MAKE[0]}} P2P_SYMVERS={symvers}"' > /etc/dkms/gdrdrv.conf
-apt-get install -y --no-install-recommends {_debs('/pkgs/new', names)}
-dkms status -m gdrdrv -k {BOOKWORM_KERNEL} | grep -q ': installed'
-ldconfig
-depmod -a {BOOKWORM_KERNEL}
-modinfo -n gdrdrv -k {BOOKWORM_KERNEL}
-"""
-    mounts = {debs.resolve(): "/pkgs/new", source_tree.resolve(): "/src"}
-    return containers.export_filesystem(image, script, dest, mounts=mounts)
