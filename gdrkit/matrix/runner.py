@@ -19,6 +19,7 @@ manager (their kernels are not booted here).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import shutil
@@ -31,6 +32,7 @@ from pathlib import Path
 from gdrkit.containers import Engine
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
+from gdrkit.packaging.families import DebianFamily
 from gdrkit.system import UserError, cache_dir, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -52,8 +54,10 @@ SCRUB_BUILT = (
 
 # What each family needs in its image to build and install our packages.
 FAMILY_SETUP = {
+    # The package build tools are the ones `build-deb` would install (DebianFamily.build_deps),
+    # baked into the image so that each build does not download them again.
     "debian": SCRUB_BUILT + " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-    "ca-certificates git make gcc libc6-dev python3 python3-venv dkms debhelper dpkg-dev fakeroot rpm "
+    "ca-certificates make gcc libc6-dev python3 python3-venv " + " ".join(DebianFamily.build_deps) + " "
     "&& apt-get clean && rm -rf /var/lib/apt/lists/*",
     "rhel": "dnf install -y git make gcc python3 rpm-build kernel-devel dkms || "
     "(dnf install -y epel-release && dnf install -y git make gcc python3 rpm-build kernel-devel dkms)",
@@ -101,7 +105,9 @@ def step_statuses(output: str) -> dict[str, int]:
 
 
 def image_tag(entry: Entry, abi: str) -> str:
-    return f"gdrkit-matrix/{entry.name}:{abi.replace('+', '_')}"
+    """The prepared image's tag: changes with the kernel and with the setup script."""
+    setup = hashlib.sha256(FAMILY_SETUP[entry.family].encode()).hexdigest()[:8]
+    return f"gdrkit-matrix/{entry.name}:{abi.replace('+', '_')}-{setup}"
 
 
 def clone_committed_tree(dest: Path, repo: Path = REPO_ROOT) -> None:
