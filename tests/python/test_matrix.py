@@ -162,3 +162,17 @@ def test_local_matrix_entries_pass_end_to_end() -> None:
     table = report.format_table(results)
     print(table)
     assert not any(r.failed or r.skipped for r in results), table
+
+
+def test_a_failing_step_shows_the_compiler_error_first() -> None:
+    from gdrkit.matrix import runner
+
+    output = "\n".join(
+        ["make -C /lib/modules/6.12.57+deb13-amd64/build M=/src/gdrdrv modules"]
+        + [f"  CC [M]  noise {i}" for i in range(50)]
+        + ["/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'", "make: *** [Makefile:90: all] Error 2"]
+        + [f"packaging noise {i}" for i in range(40)]
+    )
+    detail = runner.tail(output)
+    assert detail.splitlines()[0] == "/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'"
+    assert detail.splitlines()[-1] == "packaging noise 39"
