@@ -82,7 +82,7 @@
  * @size:      in: bytes; the end is rounded up to 64 KiB.
  * @p2p_token: in: CUDA P2P token; must be 0 when persistent mapping is in use.
  * @va_space:  in: CUDA VA-space id; must be 0 when persistent mapping is in use.
- * @pad:       must be 0.
+ * @pad:       ignored: GDRCopy 2.6's library leaves it uninitialised.
  * @handle:    out: the handle of the pinned buffer.
  */
 struct gdrdrv_pin_buffer {
