@@ -69,26 +69,15 @@ static void parse_args(int argc, char **argv, struct apiperf_opts *o)
 		case 's':
 			o->max_size = bench_parse_size('s', optarg);
 			break;
-		case 'd':
-			o->dev_id = (int)bench_parse_uint('d', optarg);
-			break;
 		case 'n':
 			o->iters = bench_parse_uint('n', optarg);
 			break;
 		case 'w':
 			o->warmup = bench_parse_uint('w', optarg);
 			break;
-		case 'a':
-			o->alloc = bench_parse_alloc(optarg);
-			break;
-		case 'M':
-			o->map_flag = bench_parse_map_flag(optarg);
-			break;
-		case BENCH_JSON_OPTION:
-			bench_set_json(true);
-			break;
 		default:
-			bench_die("unknown option; run %s -h for the list", argv[0]);
+			if (!bench_common_option(c, optarg, &o->dev_id, &o->alloc, &o->map_flag))
+				bench_die("unknown option; run %s -h for the list", argv[0]);
 		}
 	}
 	if (optind < argc)

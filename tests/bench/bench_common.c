@@ -268,6 +268,26 @@ int bench_parse_map_flag(const char *arg)
 	return flag;
 }
 
+bool bench_common_option(int c, const char *arg, int *dev_id, struct bench_alloc *alloc, int *map_flag)
+{
+	switch (c) {
+	case 'd':
+		*dev_id = (int)bench_parse_uint('d', arg);
+		return true;
+	case 'a':
+		*alloc = bench_parse_alloc(arg);
+		return true;
+	case 'M':
+		*map_flag = bench_parse_map_flag(arg);
+		return true;
+	case BENCH_JSON_OPTION:
+		bench_set_json(true);
+		return true;
+	default:
+		return false;
+	}
+}
+
 const char *bench_mapping_type_name(gdr_mapping_type_t type)
 {
 	switch (type) {

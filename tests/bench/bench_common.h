@@ -83,6 +83,12 @@ struct bench_alloc bench_parse_alloc(const char *arg);
 int bench_parse_map_flag(const char *arg);
 #define BENCH_ALLOC_CHOICES "cuMemAlloc, cuMemCreate or gdr_alloc_mapped"
 
+/*
+ * The options every benchmark takes: -d gpu, -a allocator, -M mapping type
+ * and -j.  Returns false when c is none of them (the tool's own, or unknown).
+ */
+bool bench_common_option(int c, const char *arg, int *dev_id, struct bench_alloc *alloc, int *map_flag);
+
 /* Short mapping-type name used in records: none, wc, cache, device. */
 const char *bench_mapping_type_name(gdr_mapping_type_t type);
 

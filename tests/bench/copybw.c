@@ -88,29 +88,18 @@ static void parse_args(int argc, char **argv, struct copybw_opts *o)
 		case 'l':
 			o->sweep = true;
 			break;
-		case 'd':
-			o->dev_id = (int)bench_parse_uint('d', optarg);
-			break;
 		case 'w':
 			o->write_iters = bench_parse_uint('w', optarg);
 			break;
 		case 'r':
 			o->read_iters = bench_parse_uint('r', optarg);
 			break;
-		case 'a':
-			o->alloc = bench_parse_alloc(optarg);
-			break;
-		case 'M':
-			o->map_flag = bench_parse_map_flag(optarg);
-			break;
 		case 'p':
 			o->plain_memcpy = true;
 			break;
-		case BENCH_JSON_OPTION:
-			bench_set_json(true);
-			break;
 		default:
-			bench_die("unknown option; run %s -h for the list", argv[0]);
+			if (!bench_common_option(c, optarg, &o->dev_id, &o->alloc, &o->map_flag))
+				bench_die("unknown option; run %s -h for the list", argv[0]);
 		}
 	}
 	if (optind < argc)

@@ -136,17 +136,11 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 		case 'h':
 			usage(argv[0]);
 			exit(EXIT_SUCCESS);
-		case 'd':
-			o->dev_id = (int)bench_parse_uint('d', optarg);
-			break;
 		case 't':
 			o->iters = bench_parse_uint('t', optarg);
 			break;
 		case 'u':
 			o->timeout_s = bench_parse_uint('u', optarg);
-			break;
-		case 'a':
-			o->alloc = bench_parse_alloc(optarg);
 			break;
 		case 's':
 			o->data_size = bench_parse_size('s', optarg);
@@ -171,17 +165,12 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 		case 'D':
 			o->data_loc = parse_location('D', optarg);
 			break;
-		case 'M':
-			o->map_flag = bench_parse_map_flag(optarg);
-			break;
-		case BENCH_JSON_OPTION:
-			bench_set_json(true);
-			break;
 		case 'K':
 			fputs(pplat_kernel_ptx, stdout);
 			exit(EXIT_SUCCESS);
 		default:
-			bench_die("unknown option; run %s -h for the list", argv[0]);
+			if (!bench_common_option(c, optarg, &o->dev_id, &o->alloc, &o->map_flag))
+				bench_die("unknown option; run %s -h for the list", argv[0]);
 		}
 	}
 	if (optind < argc)
