@@ -8,11 +8,9 @@ from invoke.context import Context
 from invoke.tasks import task
 from invoke.exceptions import Exit
 
-from gdrkit.system import ensure_debian_packages
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_test
 
-HOST_PACKAGES = ("qemu-system-x86", "mmdebstrap", "busybox-static", "zstd")
 
 
 @task(
@@ -55,7 +53,6 @@ def vm_test(
     a module failed to load/unload, the pin refcount was not 0, or the
     kernel log shows a WARNING, BUG, oops, lockdep or PAT report.
     """
-    ensure_debian_packages(HOST_PACKAGES)
     options = VmTestOptions(
         kernel=kernel,
         command=cmd,

@@ -20,11 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.system import cache_dir, die, log, run
+from gdrkit.system import cache_dir, die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
 BASE_PACKAGES = ("build-essential", "kmod", "procps")
+# What this host needs to build roots and boot them (installed on first use).
+HOST_PACKAGES = ("qemu-system-x86", "mmdebstrap", "busybox-static", "zstd")
 # Left out of every root: documentation, and the hook that would build an
 # initramfs for the kernel (the VM boots with gdrkit's own).
 DPKG_EXCLUDES = (
@@ -151,6 +153,7 @@ def prepare_suite_root(
 
     `extra_packages` go into the root too; a different set is a different root.
     """
+    ensure_debian_packages(HOST_PACKAGES)
     choice = resolve_kernel(kernel, refresh=refresh)
     name = root_name(choice, extra_packages)
     root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name)

@@ -148,3 +148,22 @@ def test_locked_is_exclusive_and_says_when_it_waits(tmp_path: Path, capsys: pyte
         with rootfs.locked(lock):
             pass
     assert "waiting for another gdrkit run" in capsys.readouterr().err
+
+
+def test_preparing_a_root_first_installs_what_the_host_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh machine has no qemu or mmdebstrap: every VM flow starts here, so it installs them.
+    from gdrkit.vm import rootfs
+
+    seen: list[tuple[str, ...]] = []
+
+    class Stop(Exception):
+        pass
+
+    def no_kernel(*args: object, **kwargs: object) -> None:
+        raise Stop
+
+    monkeypatch.setattr(rootfs, "ensure_debian_packages", lambda packages: seen.append(tuple(packages)))
+    monkeypatch.setattr(rootfs, "resolve_kernel", no_kernel)
+    with pytest.raises(Stop):
+        rootfs.prepare_suite_root("bookworm")
+    assert seen and {"qemu-system-x86", "mmdebstrap", "busybox-static"} <= set(seen[0])
