@@ -36,6 +36,7 @@ from gdrkit.packaging.families import DebianFamily
 from gdrkit.system import UserError, cache_dir, log, run
 from gdrkit.version import REPO_ROOT
 
+COMPILER_DIAGNOSTIC = re.compile(r"\.[ch]:\d+:(\d+:)? (fatal )?error: ")
 COMPILER_ERROR = re.compile(r"(error|fatal error): |\*\*\* \[.*\] Error \d+")
 STEP_MARK = re.compile(r"^GDRKIT-STEP (\w+) (\d+)$", re.MULTILINE)
 DETAIL_TAIL_LINES = 30
@@ -99,7 +100,8 @@ class Workspace:
 def tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
     """The compiler's error lines first (what a failing row must show), then the output's tail."""
     all_lines = text.rstrip().splitlines()
-    errors = [line for line in all_lines if COMPILER_ERROR.search(line)]
+    diagnostics = [line for line in all_lines if COMPILER_DIAGNOSTIC.search(line)]
+    errors = diagnostics + [line for line in all_lines if COMPILER_ERROR.search(line) and line not in diagnostics]
     return "\n".join(errors[:10] + ["..."] + all_lines[-lines:] if errors else all_lines[-lines:])
 
 

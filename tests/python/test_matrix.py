@@ -168,7 +168,8 @@ def test_a_failing_step_shows_the_compiler_error_first() -> None:
     from gdrkit.matrix import runner
 
     output = "\n".join(
-        ["make -C /lib/modules/6.12.57+deb13-amd64/build M=/src/gdrdrv modules"]
+        ["error: command failed (exit 2): dpkg-buildpackage -b -us -uc --no-sign -j2"]
+        + ["make -C /lib/modules/6.12.57+deb13-amd64/build M=/src/gdrdrv modules"]
         + [f"  CC [M]  noise {i}" for i in range(50)]
         + ["/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'", "make: *** [Makefile:90: all] Error 2"]
         + [f"packaging noise {i}" for i in range(40)]
