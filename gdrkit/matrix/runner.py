@@ -56,7 +56,7 @@ SCRUB_BUILT = (
 
 # What each family needs in its image to build and install our packages.
 FAMILY_SETUP = {
-    # The package build tools are the ones `build-deb` would install (DebianFamily.build_deps),
+    # The package build tools are the ones `build-deb --no-lint` installs (DebianFamily.build_deps),
     # baked into the image so that each build does not download them again.
     "debian": SCRUB_BUILT + " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
     "ca-certificates make gcc libc6-dev python3 python3-venv " + " ".join(DebianFamily.build_deps) + " "

@@ -71,10 +71,16 @@ def _kernel_sort_key(release: str) -> list[int]:
     return [int(part) for part in "".join(c if c.isdigit() else " " for c in release).split()]
 
 
-def ensure_build_deps(kernels: Iterable[str], *, dry_run: bool = False) -> None:
-    """Install what building both package kinds needs on this Debian host."""
+def ensure_build_deps(
+    kernels: Iterable[str], *, kinds: Iterable[str] = ("deb", "rpm"), lint: bool = True, dry_run: bool = False
+) -> None:
+    """Install what building (and linting) the given package kinds needs on this Debian host."""
     deb = DebianFamily()
     wanted = list(deb.build_deps)
+    for kind in kinds:
+        wanted += deb.kind_build_deps[kind]
+        if lint:
+            wanted += deb.kind_lint_deps[kind]
     wanted += [deb.kernel_headers_package.format(kver=k) for k in kernels]
     ensure_debian_packages(wanted, dry_run=dry_run)
 

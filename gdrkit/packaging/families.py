@@ -76,14 +76,15 @@ class DebianFamily(Family):
         "debhelper",
         "dkms",
         "fakeroot",
-        "lintian",
-        "rpm",
-        "rpmlint",
         "strip-nondeterminism",
         "dh-strip-nondeterminism",
         "git",
         "kmod",
     )
+    # What a Debian host needs besides build_deps: per package kind, to build and to lint
+    # (bullseye has no rpmlint, so a deb build must not ask for it).
+    kind_build_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": (), "rpm": ("rpm",)}
+    kind_lint_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": ("lintian",), "rpm": ("rpmlint",)}
     kernel_headers_package = "linux-headers-{kver}"
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"

@@ -93,7 +93,7 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
 def execute(build_plan: BuildPlan) -> list[Row]:
     request = build_plan.request
     if request.install_deps:
-        build.ensure_build_deps(build_plan.kernels, dry_run=request.dry_run)
+        build.ensure_build_deps(build_plan.kernels, kinds=request.kinds, lint=request.lint, dry_run=request.dry_run)
     if request.nvidia_src_dir:
         if not Path(request.nvidia_src_dir, "nv-p2p.h").exists() and not request.dry_run:
             raise die(

@@ -62,3 +62,16 @@ def test_build_deb_task_passes_its_options_down(monkeypatch: pytest.MonkeyPatch,
     request = seen[0]
     assert request.kinds == ("deb",) and request.kernels == ("a", "b") and not request.with_kmod
     assert request.output == tmp_path and request.device_mode == "0666" and request.dry_run
+
+
+def test_build_dependencies_follow_the_kinds_and_lint(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bullseye has no rpmlint: a deb-only build without lint must not ask for it.
+    from gdrkit.packaging import build
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(build, "ensure_debian_packages", lambda packages, dry_run=False: asked.append(list(packages)))
+    build.ensure_build_deps((), kinds=("deb",), lint=False)
+    build.ensure_build_deps(("6.1.0-56-amd64",), kinds=("deb", "rpm"), lint=True)
+    deb_only, everything = asked
+    assert not {"rpm", "rpmlint", "lintian"} & set(deb_only) and "debhelper" in deb_only
+    assert {"rpm", "rpmlint", "lintian", "linux-headers-6.1.0-56-amd64"} <= set(everything)
