@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gdrkit.vm import ModuleLoad, SuiteRoot, boot, build_in_root, default_loads, prepare_suite_root
+from gdrkit.vm import ModuleLoad, SuiteRoot, boot, build_in_root, default_loads, in_root, prepare_suite_root
 
 pytestmark = pytest.mark.slow
 
@@ -113,3 +113,29 @@ def test_pin_count_benchmark_prints_the_ratio(root: SuiteRoot) -> None:
     run = run_in_vm(root, "gdrdrv_pinbench")
     assert_clean(run, "gdrdrv_pinbench")
     assert re.search(r"ratio 10000 pins / 1 pin \(oldest handle\): get_info [0-9.]+x, mmap\+munmap [0-9.]+x", run.console), run.console[-3000:]
+
+
+SANITIZED_TREE = "/opt/gdrcopy-asan"
+SANITIZE_FLAGS = "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+
+
+def test_sanity_passes_with_asan_and_ubsan(root: SuiteRoot) -> None:
+    # The library and gdrcopy_sanity both built with AddressSanitizer and UBSan (in the
+    # root, by its own compiler, in a copy of the tree); any report aborts the test child.
+    status, output = in_root(
+        root.root_dir,
+        f"rm -rf {SANITIZED_TREE} && cp -a /src {SANITIZED_TREE} && "
+        f"make -s -C {SANITIZED_TREE}/libgdrapi clean && make -s -C {SANITIZED_TREE}/libgdrapi SANITIZE=1 && "
+        f"make -s -C {SANITIZED_TREE}/tests/common clean && make -s -C {SANITIZED_TREE}/tests/sanity clean && "
+        f"make -s -C {SANITIZED_TREE}/tests/sanity CFLAGS='{SANITIZE_FLAGS}' LDFLAGS='-fsanitize=address,undefined'",
+    )
+    assert status == 0, output[-4000:]
+    run = run_in_vm(
+        root,
+        f"LD_LIBRARY_PATH={SANITIZED_TREE}/libgdrapi/build ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 "
+        f"UBSAN_OPTIONS=print_stacktrace=1 {SANITIZED_TREE}/tests/sanity/gdrcopy_sanity -v",
+    )
+    total, passed, failed, waived = sanity_counts(run.console)
+    assert "ERROR: AddressSanitizer" not in run.console and "runtime error:" not in run.console, run.console[-6000:]
+    assert failed == 0 and total >= 36, f"{total=} {passed=} {failed=} {waived=}"
+    assert_clean(run, "gdrcopy_sanity under ASan+UBSan")
