@@ -300,7 +300,8 @@ static bool all_8_aligned(const void *a, const void *b, size_t n)
 	return (((uintptr_t)a | (uintptr_t)b | n) & 7) == 0;
 }
 
-int gdr_copy_to_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+/* Both directions: the routine each mapping type needs, then the fence copies end with. */
+static int copy_for_type(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t size)
 {
 	if ((int)type <= GDR_MAPPING_TYPE_NONE || (int)type >= GDR_MAPPING_TYPE_MAX) {
 		gdr_err("gdr_copy: unknown mapping type %d", (int)type);
@@ -311,38 +312,16 @@ int gdr_copy_to_type(gdr_mapping_type_t type, void *dst, const void *src, size_t
 	gdr_copy_engine_init();
 	switch (type) {
 	case GDR_MAPPING_TYPE_WC:
-		gdr_wc_copy_to(&engine, dst, src, size);
-		break;
-	case GDR_MAPPING_TYPE_DEVICE:
-		if (all_8_aligned(dst, src, size))
-			memcpy(dst, src, size);
+		if (to_mapping)
+			gdr_wc_copy_to(&engine, dst, src, size);
 		else
-			scalar_copy_to(dst, src, size);
-		break;
-	default:
-		memcpy(dst, src, size);
-		break;
-	}
-	copy_fence(type);
-	return 0;
-}
-
-int gdr_copy_from_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
-{
-	if ((int)type <= GDR_MAPPING_TYPE_NONE || (int)type >= GDR_MAPPING_TYPE_MAX) {
-		gdr_err("gdr_copy: unknown mapping type %d", (int)type);
-		return EINVAL;
-	}
-	if (size == 0)
-		return 0;
-	gdr_copy_engine_init();
-	switch (type) {
-	case GDR_MAPPING_TYPE_WC:
-		gdr_wc_copy_from(&engine, dst, src, size);
+			gdr_wc_copy_from(&engine, dst, src, size);
 		break;
 	case GDR_MAPPING_TYPE_DEVICE:
 		if (all_8_aligned(dst, src, size))
 			memcpy(dst, src, size);
+		else if (to_mapping)
+			scalar_copy_to(dst, src, size);
 		else
 			scalar_copy_from(dst, src, size);
 		break;
@@ -352,4 +331,14 @@ int gdr_copy_from_type(gdr_mapping_type_t type, void *dst, const void *src, size
 	}
 	copy_fence(type);
 	return 0;
+}
+
+int gdr_copy_to_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+{
+	return copy_for_type(type, true, dst, src, size);
+}
+
+int gdr_copy_from_type(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
+{
+	return copy_for_type(type, false, dst, src, size);
 }
