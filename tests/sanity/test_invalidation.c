@@ -238,21 +238,34 @@ static void read_mapping(void *arg)
 #define PARENT_SEED 0x11110000U
 #define CHILD_SEED 0x22220000U
 
-static void fork_access_after_free_child(void *arg)
+/*
+ * A fork child's start: wait for the parent's go, then map a buffer of its own,
+ * filled with CHILD_SEED.  NULL when the parent gave up before saying go.
+ */
+static gdr_t child_maps_own_buffer(struct two_way *tw, struct mapped_buffer *buf)
 {
-	struct two_way *tw = arg;
-	struct mapped_buffer buf;
 	CUdevice dev;
 	gdr_t g;
 
 	two_way_as_child(tw);
-	/* Allocate only once the parent freed its buffer, so its pages may come back here. */
 	if (!sanity_recv(tw->to_child[0]))
-		return;
+		return NULL;
 	dev = sanity_gpu_init(true);
 	g = sanity_gdr_open();
-	map_new_buffer(g, dev, tw->kind, INVAL_SIZE, &buf);
-	fill_buffer(&buf, CHILD_SEED);
+	map_new_buffer(g, dev, tw->kind, INVAL_SIZE, buf);
+	fill_buffer(buf, CHILD_SEED);
+	return g;
+}
+
+static void fork_access_after_free_child(void *arg)
+{
+	struct two_way *tw = arg;
+	struct mapped_buffer buf;
+	/* The go comes once the parent freed its buffer, so its pages may come back here. */
+	gdr_t g = child_maps_own_buffer(tw, &buf);
+
+	if (!g)
+		return;
 	ASSERT(gpu_holds(buf.mem.ptr, buf.size, CHILD_SEED));
 	sanity_send(tw->to_parent[1], 1);
 	sanity_recv(tw->to_child[0]);
@@ -397,16 +410,10 @@ static void fork_map_and_free_child(void *arg)
 {
 	struct two_way *tw = arg;
 	struct mapped_buffer buf;
-	CUdevice dev;
-	gdr_t g;
+	gdr_t g = child_maps_own_buffer(tw, &buf);
 
-	two_way_as_child(tw);
-	if (!sanity_recv(tw->to_child[0]))
+	if (!g)
 		return;
-	dev = sanity_gpu_init(true);
-	g = sanity_gdr_open();
-	map_new_buffer(g, dev, tw->kind, INVAL_SIZE, &buf);
-	fill_buffer(&buf, CHILD_SEED);
 	sanity_free(&buf.mem);	/* while mapped */
 	unmap_buffer(g, &buf);
 	ASSERT_GDR_OK(gdr_close(g));
