@@ -16,14 +16,24 @@ from gdrkit.version import REPO_ROOT
 @task(
     help={
         "quick": "only the tests that need no VM, container or package build (seconds)",
+        "soak": "only the long soak tier that .ci/run leaves out: full-count race tests, fuzzing, slab poisoning (hours)",
         "keyword": "only tests whose name matches this pytest -k expression",
     }
 )
-def test(c: Context, quick: bool = False, keyword: str = "") -> None:
-    """Run the whole test suite (pytest over tests/python); fails on any failing test."""
+def test(c: Context, quick: bool = False, soak: bool = False, keyword: str = "") -> None:
+    """Run the whole test suite (pytest over tests/python); fails on any failing test.
+
+    The soak tier is left out unless --soak asks for it (then only it runs).
+    """
+    if quick and soak:
+        raise Exit("--quick and --soak exclude each other: the soak tier is all VM runs", code=2)
     argv = [sys.executable, "-m", "pytest", "tests/python", "-ra", "-v"]
-    if quick:
-        argv += ["-m", "not slow"]
+    if soak:
+        argv += ["-m", "soak"]
+    elif quick:
+        argv += ["-m", "not slow and not soak"]
+    else:
+        argv += ["-m", "not soak"]
     if keyword:
         argv += ["-k", keyword]
     status = subprocess.call(argv, cwd=REPO_ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
