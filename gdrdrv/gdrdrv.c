@@ -8,20 +8,35 @@
  * directly.  This is a drop-in for GDRCopy 2.6's driver: the ioctl ABI in
  * include/uapi/gdrdrv.h is binary compatible with it.
  *
- * Objects and locking:
+ * Objects:
  *  - struct gdrdrv_file: one per open file.  Owned by the opener's thread
  *    group; every ioctl and mmap from another process fails with EACCES.
  *    Its pinned buffers live in an xarray indexed by handle, and handles
  *    double as mmap page offsets.  ->lock serialises handle allocation.
  *  - struct gdrdrv_mr: one pinned range ("memory region").  Refcounted: the
  *    handle table, each VMA mapping it, a running free callback and ioctls in
- *    flight each hold a reference.  ->sem guards its state.
+ *    flight each hold a reference.
+ *
+ * The life of a region, and what guards each part of it:
+ *  - mr->sem guards the page table pointer, the state (unpinning, cb_fired),
+ *    the mapping count and type, and the WC memtype reservations.
+ *  - A region is mappable while it has a page table and neither unpin nor
+ *    the free callback has begun (gdrdrv_mr_mappable()).  Both end that
+ *    under mr->sem held for write, and zap every PTE of the region before
+ *    dropping it; only then are the pages given back.
+ *  - PTEs are inserted only by the fault handler, under mr->sem held for
+ *    read, after checking that the region is mappable.  A fault runs only on
+ *    a VMA already in the file's mapping tree, so a zap always finds what a
+ *    fault inserted: no PTE outlives the pin.  ->mmap only sets the VMA up.
+ *  - The memtype reservations of a WC mapping are taken by ->mmap and given
+ *    back when the last VMA closes (the core has removed its PTEs by then);
+ *    unpin and the callback never touch them.
  *  - The NVIDIA free callback takes only mr->sem.  gdrdrv never calls into
  *    the NVIDIA driver with mr->sem held, since nvidia_p2p_put_pages() waits
  *    for a running callback (AB-BA otherwise).
- *  - Lock order: mmap_lock, then mr->sem, then the file's i_mmap lock (taken
- *    by unmap_mapping_range()).
- */
+ *  - Lock order: mmap_lock (or the VMA lock), then mr->sem, then the file's
+ *    i_mmap lock (taken by unmap_mapping_range()), then page table locks.
+  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
@@ -166,7 +181,8 @@ struct gdrdrv_mr {
 
 	/* Guarded by sem. */
 	struct nvidia_p2p_page_table *page_table;	/* NULL once released */
-	bool cb_fired;
+	bool unpinning;			/* unpin or close has begun */
+	bool cb_fired;			/* the NVIDIA free callback has run */
 	bool can_cache;
 	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
 	u32 map_type;			/* GDRDRV_MR_*, while mapped */
@@ -177,6 +193,12 @@ struct gdrdrv_mr {
 	} *wc_runs;
 	unsigned int nr_wc_runs;
 };
+
+/* Whether new PTEs may map the region; mr->sem held. */
+static bool gdrdrv_mr_mappable(const struct gdrdrv_mr *mr)
+{
+	return mr->page_table && !mr->unpinning && !mr->cb_fired;
+}
 
 static void gdrdrv_mr_free(struct kref *ref)
 {
@@ -503,13 +525,15 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 }
 
 /*
- * Revokes the mappings and releases the pins of an unpublished region.  The
- * zap runs under mr->sem like the free callback's: two zaps of one PAT-tracked
- * VMA at once make pre-6.16 kernels free its memtype twice.
+ * Ends a region that is out of the handle table: from here on no mmap or
+ * fault can use it, every PTE is gone, and then the pins are released.  The
+ * page table stays readable until gdrdrv_mr_unpin() releases it, but nothing
+ * reads it any more.
  */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
 	down_write(&mr->sem);
+	mr->unpinning = true;
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
 	up_write(&mr->sem);
@@ -819,7 +843,7 @@ static long gdrdrv_compat_ioctl(struct file *filp, unsigned int cmd,
 }
 #endif
 
-/* Drops the WC memtype reservations of a mapping; mr->sem held. */
+/* Drops the WC memtype reservations of a mapping; mr->sem held for write. */
 static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr)
 {
 	unsigned int i;
@@ -829,6 +853,60 @@ static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr)
 	kvfree(mr->wc_runs);
 	mr->wc_runs = NULL;
 	mr->nr_wc_runs = 0;
+}
+
+/* Physical address of the host page at byte @off of the region. */
+static u64 gdrdrv_mr_phys(struct nvidia_p2p_page_table *pt, u64 off)
+{
+	return pt->pages[off >> GDRDRV_GPU_PAGE_SHIFT]->physical_address +
+	       (off & GDRDRV_GPU_PAGE_OFFSET);
+}
+
+/*
+ * x86 PAT: a PFN inserted by a fault takes the cache type recorded for its
+ * physical range (UC- for MMIO nobody reserved), not the one in the VMA.  So
+ * a WC mapping reserves WC for each physically contiguous run of GPU pages
+ * it covers, and gives the reservations back when its last VMA closes.  They
+ * belong to the mapping alone: the free callback and unpin only zap.  A run
+ * whose reservation is refused (another type is recorded there) is mapped as
+ * that type, which is never less safe.  mr->sem held for write.
+ */
+static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
+{
+	struct nvidia_p2p_page_table *pt = mr->page_table;
+	u32 pages = DIV_ROUND_UP(size, GDRDRV_GPU_PAGE_SIZE);
+	unsigned int runs = 1;
+	u32 i, first;
+
+	if (!IS_ENABLED(CONFIG_X86))
+		return;
+	for (i = 1; i < pages; i++)
+		if (pt->pages[i]->physical_address !=
+		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
+			runs++;
+	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs), GFP_KERNEL);
+	if (!mr->wc_runs)
+		return;
+	for (first = 0, i = 1; i <= pages; i++) {
+		u64 phys = pt->pages[first]->physical_address;
+		u64 len;
+
+		if (i < pages && pt->pages[i]->physical_address ==
+		    phys + ((u64)(i - first) << GDRDRV_GPU_PAGE_SHIFT))
+			continue;
+		len = min_t(u64, (u64)(i - first) << GDRDRV_GPU_PAGE_SHIFT,
+			    size - ((u64)first << GDRDRV_GPU_PAGE_SHIFT));
+		if (!arch_io_reserve_memtype_wc(phys, len)) {
+			mr->wc_runs[mr->nr_wc_runs].phys = phys;
+			mr->wc_runs[mr->nr_wc_runs].len = len;
+			mr->nr_wc_runs++;
+		} else {
+			gdrdrv_dbg("handle 0x%lx: WC refused for 0x%llx+0x%llx (another cache type is recorded there)\n",
+				   mr->handle, phys, len);
+		}
+		first = i;
+		cond_resched();
+	}
 }
 
 static void gdrdrv_vma_open(struct vm_area_struct *vma)
@@ -856,10 +934,73 @@ static void gdrdrv_vma_close(struct vm_area_struct *vma)
 	gdrdrv_mr_put(mr);
 }
 
+/* The protection of MMIO pages: never encrypted (AMD SME). */
+static pgprot_t gdrdrv_pgprot_mmio(pgprot_t prot)
+{
+#if defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_PGPROT_DECRYPTED_GPL_ONLY)
+	return pgprot_decrypted(prot);
+#else
+	/*
+	 * pgprot_decrypted() is GPL-only here (confidential computing).
+	 * Clear the AMD SME bit ourselves; Intel TDX guests are not served by
+	 * this flavour.
+	 */
+	return __pgprot(__sme_clr(pgprot_val(prot)));
+#endif
+}
+
+/* How much one fault maps ahead: one fault per 2 MiB of first touches. */
+#define GDRDRV_FAULT_AROUND (2UL << 20)
+
 /*
- * No partial munmap/mprotect: the x86 PAT memtype is reserved for the whole
- * VMA, and kernels before 6.16 free it wrongly for a piece of a split VMA
- * ("freeing invalid memtype").  Libraries unmap what they mapped.
+ * Mappings are populated here, on first touch, never in ->mmap: a fault runs
+ * only on a VMA that the core has already linked into the file's mapping
+ * tree, and it inserts PTEs under mr->sem (read) after checking that the
+ * region is still mappable.  Unpin and the free callback mark the region
+ * dead and zap under mr->sem (write), so every PTE is either inserted before
+ * the zap (and removed by it) or refused afterwards: none can outlive a pin.
+ */
+static vm_fault_t gdrdrv_vma_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct gdrdrv_mr *mr = vma->vm_private_data;
+	unsigned long addr, end;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+	pgprot_t prot;
+
+	down_read(&mr->sem);
+	if (!gdrdrv_mr_mappable(mr))
+		goto out;
+	prot = gdrdrv_pgprot_mmio(vma->vm_page_prot);
+	/* From the GPU page of the fault, a window clipped to the VMA. */
+	addr = vma->vm_start + round_down(vmf->address - vma->vm_start,
+					  GDRDRV_GPU_PAGE_SIZE);
+	end = addr + min(vma->vm_end - addr, GDRDRV_FAULT_AROUND);
+	for (; addr < end; addr += PAGE_SIZE) {
+		u64 off = ((vma->vm_pgoff - mr->handle) << PAGE_SHIFT) +
+			  (addr - vma->vm_start);
+		vm_fault_t r = vmf_insert_pfn_prot(vma, addr,
+				gdrdrv_mr_phys(mr->page_table, off) >> PAGE_SHIFT,
+				prot);
+
+		if (addr == (vmf->address & PAGE_MASK))
+			ret = r;
+		if (r & VM_FAULT_ERROR) {
+			/* Only the faulting page's own insertion must work. */
+			if (addr > (vmf->address & PAGE_MASK))
+				break;
+			if (addr == (vmf->address & PAGE_MASK))
+				goto out;
+		}
+	}
+out:
+	up_read(&mr->sem);
+	return ret;
+}
+
+/*
+ * No partial munmap/mprotect: a pin is mapped, revoked and reported
+ * (GET_INFO's mapped) as one whole, and libraries unmap what they mapped.
  */
 static int gdrdrv_vma_may_split(struct vm_area_struct *vma, unsigned long addr)
 {
@@ -869,6 +1010,7 @@ static int gdrdrv_vma_may_split(struct vm_area_struct *vma, unsigned long addr)
 static const struct vm_operations_struct gdrdrv_vm_ops = {
 	.open = gdrdrv_vma_open,
 	.close = gdrdrv_vma_close,
+	.fault = gdrdrv_vma_fault,
 #ifdef GDRDRV_HAVE_VM_OPS_MAY_SPLIT
 	.may_split = gdrdrv_vma_may_split,
 #else
@@ -931,110 +1073,11 @@ static int gdrdrv_pgprot(u32 type, pgprot_t *prot)
 	}
 }
 
-static int gdrdrv_remap(struct vm_area_struct *vma, unsigned long addr,
-			unsigned long pfn, unsigned long size, pgprot_t prot)
-{
-#if defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_IO_REMAP_PFN_RANGE_GPL_ONLY)
-	return io_remap_pfn_range(vma, addr, pfn, size, prot);
-#else
-	/*
-	 * io_remap_pfn_range() is GPL-only on this kernel (confidential
-	 * computing: it marks the pages shared).  Clear the AMD SME bit
-	 * ourselves; Intel TDX guests are not served by this flavour.
-	 */
-	return remap_pfn_range(vma, addr, pfn, size,
-			       __pgprot(__sme_clr(pgprot_val(prot))));
-#endif
-}
-
 /*
- * x86 PAT and remaps that cover only part of a VMA: such a remap gets the
- * cache type already recorded for the physical range (UC- for unreserved
- * MMIO, not the WC we asked for), and fails if the type changes inside it.
- * A remap of the whole VMA reserves its own type.  So for a region whose
- * GPU pages are not all contiguous, reserve WC for each run first; if that
- * is refused, remap host page by host page, which always passes the check
- * (the mapping is then as cached as the range was already recorded).
+ * Sets a VMA up to map a region; its pages come in on fault (see
+ * gdrdrv_vma_fault()).  Nothing here touches a page table entry: the VMA is
+ * not yet in the file's mapping tree, where a zap would look for it.
  */
-static int gdrdrv_remap_run(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
-			    u32 type, unsigned long addr, u64 phys,
-			    unsigned long len, pgprot_t prot)
-{
-	unsigned long done;
-	int ret;
-
-	if (!IS_ENABLED(CONFIG_X86) || len == vma->vm_end - vma->vm_start)
-		return gdrdrv_remap(vma, addr, phys >> PAGE_SHIFT, len, prot);
-
-	if (type == GDRDRV_MR_WC && mr->wc_runs &&
-	    !arch_io_reserve_memtype_wc(phys, len)) {
-		mr->wc_runs[mr->nr_wc_runs].phys = phys;
-		mr->wc_runs[mr->nr_wc_runs].len = len;
-		mr->nr_wc_runs++;
-		return gdrdrv_remap(vma, addr, phys >> PAGE_SHIFT, len, prot);
-	}
-	for (done = 0; done < len; done += PAGE_SIZE) {
-		ret = gdrdrv_remap(vma, addr + done, (phys + done) >> PAGE_SHIFT,
-				   PAGE_SIZE, prot);
-		if (ret)
-			return ret;
-		cond_resched();
-	}
-	return 0;
-}
-
-/* How many physically contiguous runs of GPU pages the VMA maps. */
-static unsigned int gdrdrv_count_runs(struct vm_area_struct *vma,
-				      struct nvidia_p2p_page_table *pt)
-{
-	u32 pages = DIV_ROUND_UP(vma->vm_end - vma->vm_start,
-				 GDRDRV_GPU_PAGE_SIZE);
-	unsigned int runs = 1;
-	u32 i;
-
-	for (i = 1; i < pages && i < pt->entries; i++)
-		if (pt->pages[i]->physical_address !=
-		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
-			runs++;
-	return runs;
-}
-
-/* Maps the region's GPU pages, one remap per physically contiguous run. */
-static int gdrdrv_remap_mr(struct vm_area_struct *vma, struct gdrdrv_mr *mr,
-			   u32 type, pgprot_t prot)
-{
-	struct nvidia_p2p_page_table *pt = mr->page_table;
-	unsigned long addr = vma->vm_start;
-	u32 i = 0;
-	int ret;
-
-	if (IS_ENABLED(CONFIG_X86) && type == GDRDRV_MR_WC) {
-		unsigned int runs = gdrdrv_count_runs(vma, pt);
-
-		/* NULL just means no reservations: see gdrdrv_remap_run(). */
-		if (runs > 1)
-			mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs),
-						     GFP_KERNEL);
-	}
-	while (addr < vma->vm_end && i < pt->entries) {
-		u64 phys = pt->pages[i]->physical_address;
-		unsigned long run = GDRDRV_GPU_PAGE_SIZE;
-		unsigned long len;
-
-		for (i++; i < pt->entries && addr + run < vma->vm_end &&
-		     pt->pages[i]->physical_address == phys + run; i++)
-			run += GDRDRV_GPU_PAGE_SIZE;
-		len = min(run, vma->vm_end - addr);
-
-		ret = gdrdrv_remap_run(vma, mr, type, addr, phys, len, prot);
-		if (ret)
-			return ret;
-		addr += len;
-		cond_resched();
-	}
-	return addr == vma->vm_end ? 0 : -EINVAL;
-}
-
 static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 {
 	struct gdrdrv_file *file = filp->private_data;
@@ -1067,8 +1110,9 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 		ret = -EINVAL;
 		goto out;
 	}
-	if (mr->cb_fired || !mr->page_table) {
-		gdrdrv_dbg("handle 0x%lx: the GPU memory was freed\n", mr->handle);
+	if (!gdrdrv_mr_mappable(mr)) {
+		gdrdrv_dbg("handle 0x%lx: the GPU memory was freed or is being unpinned\n",
+			   mr->handle);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -1102,15 +1146,8 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 
 	gdrdrv_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP |
 			     VM_IO | VM_PFNMAP);
-	ret = gdrdrv_remap_mr(vma, mr, type, vma->vm_page_prot);
-	if (ret) {
-		/* The core zaps what was mapped; ->close is not called. */
-		gdrdrv_mr_free_memtypes(mr);
-		gdrdrv_dbg("handle 0x%lx: remapping failed (%d)\n", mr->handle,
-			   ret);
-		ret = -EAGAIN;
-		goto out;
-	}
+	if (type == GDRDRV_MR_WC)
+		gdrdrv_mr_reserve_memtypes(mr, size);
 	/* The VMA now holds the reference; ->close drops it. */
 	vma->vm_ops = &gdrdrv_vm_ops;
 	vma->vm_private_data = mr;
