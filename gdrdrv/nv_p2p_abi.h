@@ -10,11 +10,24 @@
  * either header.  The layouts are exact (64-bit): a wrong field here
  * corrupts memory on a real host, so the offsets are asserted below.
  *
+ * The spelling matters too: with CONFIG_MODVERSIONS, genksyms hashes the
+ * type NAMES of an exported function's declaration (and of the structs it
+ * reaches), so 'u64' where nv-p2p.h says 'uint64_t' gives every nvidia_p2p_*
+ * import a CRC that the real nvidia.ko does not export, and the kernel
+ * refuses to load gdrdrv next to it.  Types, field names and field order
+ * are therefore spelled exactly as in nv-p2p.h; scripts/p2p_crcs.sh checks
+ * the CRCs against a real header.
+ *
  * GDRDRV_P2P_PT_MAJOR (make variable of the same name) selects the page-table
  * generation to declare:
  *   2 (default) -- version 2.0, drivers 580 and newer: the page table has a
  *                  flags field carrying NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE;
  *   1           -- version 1.2, drivers 515 to 575: no flags field.
+ *
+ * GDRDRV_P2P_PERSISTENT_API (make variable, y or n; default y) declares the
+ * persistent pin API, which drivers before 535 do not export: a gdrdrv that
+ * imports it cannot load there.  Build with GDRDRV_P2P_PERSISTENT_API=n (and
+ * GDRDRV_P2P_PT_MAJOR=1) for 515 to 530; gdrdrv then uses callback pins.
  */
 #ifndef GDRDRV_NV_P2P_ABI_H
 #define GDRDRV_NV_P2P_ABI_H
@@ -43,8 +56,10 @@
 #define NVIDIA_P2P_DMA_MAPPING_VERSION 0x00020003
 #define NVIDIA_P2P_GPU_UUID_LEN 16
 
+#ifndef GDRDRV_P2P_NO_PERSISTENT_API
 /* The persistent pin API (nvidia_p2p_get_pages_persistent) is declared. */
 #define NVIDIA_P2P_CAP_GET_PAGES_PERSISTENT_API
+#endif
 
 /* Flags of nvidia_p2p_get_pages_persistent(). */
 #define NVIDIA_P2P_FLAGS_DEFAULT 0
@@ -60,25 +75,25 @@ enum nvidia_p2p_page_size_type {
 
 /* One GPU page: its bus address, and registers only Fermi GPUs used. */
 struct nvidia_p2p_page {
-	u64 physical_address;
+	uint64_t physical_address;
 	union nvidia_p2p_request_registers {
 		struct {
-			u32 wreqmb_h;
-			u32 rreqmb_h;
-			u32 rreqmb_0;
-			u32 reserved[3];
+			uint32_t wreqmb_h;
+			uint32_t rreqmb_h;
+			uint32_t rreqmb_0;
+			uint32_t reserved[3];
 		} fermi;
 	} registers;
 };
 
 struct nvidia_p2p_page_table {
-	u32 version;			/* NVIDIA_P2P_PAGE_TABLE_VERSION */
-	u32 page_size;			/* enum nvidia_p2p_page_size_type */
+	uint32_t version;			/* NVIDIA_P2P_PAGE_TABLE_VERSION */
+	uint32_t page_size;			/* enum nvidia_p2p_page_size_type */
 	struct nvidia_p2p_page **pages;	/* 'entries' pointers */
-	u32 entries;
-	u8 *gpu_uuid;			/* NVIDIA_P2P_GPU_UUID_LEN bytes */
+	uint32_t entries;
+	uint8_t *gpu_uuid;			/* NVIDIA_P2P_GPU_UUID_LEN bytes */
 #if GDRDRV_P2P_PT_MAJOR >= 2
-	u32 flags;			/* NVIDIA_P2P_PAGE_TABLE_FLAGS_* */
+	uint32_t flags;			/* NVIDIA_P2P_PAGE_TABLE_FLAGS_* */
 #endif
 };
 
@@ -99,24 +114,26 @@ static_assert(offsetof(struct nvidia_p2p_page_table, flags) == 32);
  * the CUDA allocation is freed, in which case free_callback(data) runs; the
  * callback may only call nvidia_p2p_free_page_table().
  */
-int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
-			 u64 length,
+int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
+			 uint64_t length,
 			 struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data);
 /* Blocks while a free callback for this pin is running. */
-int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
 			 struct nvidia_p2p_page_table *page_table);
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table);
 
+#ifdef NVIDIA_P2P_CAP_GET_PAGES_PERSISTENT_API
 /*
  * Persistent pin: no callback; the pages outlive the CUDA allocation until
  * nvidia_p2p_put_pages_persistent().  Address and length 64 KiB aligned.
  */
-int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
-				    u32 flags);
-int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+				    uint32_t flags);
+int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
-				    u32 flags);
+				    uint32_t flags);
+#endif
 
 #endif /* GDRDRV_NV_P2P_ABI_H */

@@ -13,13 +13,9 @@
 
 #include "gdrdrv_p2p.h"
 
-#ifdef GDRDRV_HAVE_NV_P2P_H
+/* Spelled as nv-p2p.h spells them; so does nv_p2p_abi.h. */
 #define P2P_U64 uint64_t
 #define P2P_U32 uint32_t
-#else
-#define P2P_U64 u64
-#define P2P_U32 u32
-#endif
 
 int nvidia_p2p_get_pages(P2P_U64 p2p_token, P2P_U32 va_space,
 			 P2P_U64 virtual_address, P2P_U64 length,

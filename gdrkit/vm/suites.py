@@ -20,6 +20,10 @@ from gdrkit.system import die, log, run
 MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://security.debian.org/debian-security"
 LISTS_MAX_AGE_S = 24 * 3600
+# The components a suite's private lists carry: contrib and non-free hold
+# NVIDIA's real driver packages (nvidia-kernel-dkms, libcuda1), the judges
+# of our stand-ins.  Roots are built from main alone.
+ARCHIVE_COMPONENTS = ("main", "contrib", "non-free")
 
 
 @dataclass(frozen=True)
@@ -32,15 +36,16 @@ class Suite:
     updates: bool = True
     backports: bool = True
 
-    def sources_lines(self) -> list[str]:
+    def sources_lines(self, components: Sequence[str] = ("main",)) -> list[str]:
         """The one-line apt sources that reach this suite's packages."""
-        lines = [f"deb {MIRROR} {self.name} main"]
+        parts = " ".join(components)
+        lines = [f"deb {MIRROR} {self.name} {parts}"]
         if self.updates:
-            lines.append(f"deb {MIRROR} {self.name}-updates main")
+            lines.append(f"deb {MIRROR} {self.name}-updates {parts}")
         if self.security:
-            lines.append(f"deb {SECURITY_MIRROR} {self.name}-security main")
+            lines.append(f"deb {SECURITY_MIRROR} {self.name}-security {parts}")
         if self.backports:
-            lines.append(f"deb {MIRROR} {self.name}-backports main")
+            lines.append(f"deb {MIRROR} {self.name}-backports {parts}")
         return lines
 
 
@@ -141,13 +146,15 @@ class AptLists:
         return (now or time.time()) - stamp.stat().st_mtime < LISTS_MAX_AGE_S
 
     def update(self, *, force: bool = False) -> None:
-        """`apt-get update` into the private lists, unless done within a day."""
-        if self.is_fresh() and not force:
+        """`apt-get update` into the private lists, unless done within a day (for the same sources)."""
+        wanted = "\n".join(self.suite.sources_lines(ARCHIVE_COMPONENTS)) + "\n"
+        same_sources = self.sources.exists() and self.sources.read_text() == wanted
+        if self.is_fresh() and same_sources and not force:
             return
         log(f"refreshing package lists of {self.suite.name}")
         (self.lists / "partial").mkdir(parents=True, exist_ok=True)
         (self.cache / "archives" / "partial").mkdir(parents=True, exist_ok=True)
-        self.sources.write_text("\n".join(self.suite.sources_lines()) + "\n")
+        self.sources.write_text(wanted)
         self.status.touch()
         result = run(["apt-get", "-q", "update", *self.options()], capture=True, check=False)
         if result.returncode != 0 and (self.base / "updated").exists():
@@ -163,6 +170,25 @@ class AptLists:
     def query(self, args: Sequence[str]) -> tuple[int, str]:
         result = run(["apt-cache", *self.options(), *args], capture=True, check=False)
         return result.returncode, result.stdout
+
+    def download(self, package: str) -> Path:
+        """The candidate .deb of `package`, fetched into the lists' cache once."""
+        archives = self.cache / "archives"
+        archives.mkdir(parents=True, exist_ok=True)
+        status, out = self.query(["show", "--no-all-versions", package])
+        version = re.search(r"^Version: (\S+)", out, re.MULTILINE)
+        if status != 0 or not version:
+            raise die(f"{self.suite.name} has no package {package}", "check the name, or refresh the lists (--refresh)")
+        # The file name apt gives it: the epoch's colon is written %3a.
+        deb = archives / f"{package}_{version.group(1).replace(':', '%3a')}_amd64.deb"
+        if not deb.exists():
+            result = run(["apt-get", "-q", "download", *self.options(), package], cwd=archives, capture=True, check=False)
+            if result.returncode != 0 or not deb.exists():
+                raise die(
+                    f"downloading {package} from {self.suite.name} failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}",
+                    "check network access to deb.debian.org",
+                )
+        return deb
 
 
 def current_abi(query: AptQuery) -> str | None:
@@ -237,14 +263,17 @@ def _version_key(abi: str) -> list[int]:
     return [int(part) for part in re.findall(r"\d+", abi)]
 
 
-def _real_lists(base: Path | None, refresh: bool) -> Callable[[Suite], AptQuery]:
+def suite_lists(suite: Suite, base: Path | None = None, refresh: bool = False) -> AptLists:
+    """A suite's private package lists under the cache, refreshed at most daily."""
     from gdrkit.system import cache_dir
 
-    root = base or cache_dir() / "vm" / "apt"
+    lists = AptLists(suite, base or cache_dir() / "vm" / "apt")
+    lists.update(force=refresh)
+    return lists
 
+
+def _real_lists(base: Path | None, refresh: bool) -> Callable[[Suite], AptQuery]:
     def lists_for(suite: Suite) -> AptQuery:
-        lists = AptLists(suite, root)
-        lists.update(force=refresh)
-        return lists.query
+        return suite_lists(suite, base, refresh).query
 
     return lists_for

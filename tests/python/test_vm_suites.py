@@ -153,10 +153,15 @@ def test_lists_are_refreshed_once_a_day(tmp_path: Path, monkeypatch: pytest.Monk
     lists.update()
     lists.update()
     assert len(calls) == 1 and calls[0][:3] == ["apt-get", "-q", "update"]
-    assert (tmp_path / "sid/sources.list").read_text() == "deb http://deb.debian.org/debian sid main\n"
+    # contrib and non-free too: NVIDIA's real driver packages live there.
+    assert (tmp_path / "sid/sources.list").read_text() == "deb http://deb.debian.org/debian sid main contrib non-free\n"
     assert (tmp_path / "sid/dpkg-status").read_text() == ""
     lists.update(force=True)
     assert len(calls) == 2
+    # Lists fetched for other sources are not fresh, however recent.
+    (tmp_path / "sid/sources.list").write_text("deb http://deb.debian.org/debian sid main\n")
+    lists.update()
+    assert len(calls) == 3
 
 
 def test_failed_update_names_the_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,10 @@
  * Where the real driver would silently corrupt memory on a contract
  * violation, softgpu refuses, logs, and counts it (softgpu_stats.api_misuse),
  * so tests can fail on it.
+ *
+ * The exported definitions spell their types as nv-p2p.h does (uint64_t,
+ * not u64): genksyms hashes the spelling, so only then do softgpu's symbol
+ * CRCs equal the real nvidia.ko's.
  */
 #include <linux/completion.h>
 #include <linux/hashtable.h>
@@ -288,8 +292,8 @@ out_unlock:
 	return ret;
 }
 
-int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
-			 u64 length, struct nvidia_p2p_page_table **page_table,
+int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
+			 uint64_t length, struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data)
 {
 	/* With no callback this is the old persistent API: no tokens then. */
@@ -305,9 +309,9 @@ int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages);
 
-int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
-				    u32 flags)
+				    uint32_t flags)
 {
 	might_sleep();
 	if (!softgpu_persistent_api)
@@ -317,7 +321,7 @@ int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_get_pages_persistent);
 
-int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
 			 struct nvidia_p2p_page_table *page_table)
 {
 	struct softgpu_pin *pin;
@@ -364,9 +368,9 @@ int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_put_pages);
 
-int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
-				    u32 flags)
+				    uint32_t flags)
 {
 	struct softgpu_pin *pin;
 
@@ -410,14 +414,14 @@ int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table)
 EXPORT_SYMBOL_GPL(nvidia_p2p_free_page_table);
 
 /* Obsolete since the Fermi days; the real driver refuses them too. */
-int nvidia_p2p_init_mapping(u64 p2p_token, struct nvidia_p2p_params *params,
+int nvidia_p2p_init_mapping(uint64_t p2p_token, struct nvidia_p2p_params *params,
 			    void (*destroy_callback)(void *data), void *data)
 {
 	return -ENOTSUPP;
 }
 EXPORT_SYMBOL_GPL(nvidia_p2p_init_mapping);
 
-int nvidia_p2p_destroy_mapping(u64 p2p_token)
+int nvidia_p2p_destroy_mapping(uint64_t p2p_token)
 {
 	return -ENOTSUPP;
 }
