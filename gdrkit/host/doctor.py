@@ -18,6 +18,7 @@ from gdrkit.packaging.families import family_for_os_release
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MODULE = "gdrdrv"
 NODE = "/dev/gdrdrv"
+HARDENED_GROUP = "video"  # the packaged udev rule's group (packages/gdrcopy.yaml device_node)
 
 
 @dataclass(frozen=True)
@@ -177,14 +178,59 @@ def check_device_node(probe: Probe) -> Finding:
                        f"{NODE} is {node.major}:{node.minor} but gdrdrv is {expected[0]}:{expected[1]} (stale node)",
                        f"rm {NODE} && udevadm trigger, or ./toolkit insmod")
     group = probe.group_name(node.gid)
-    detail = f"{NODE} {node.major}:{node.minor} mode {node.mode:04o} group {group}"
-    if node.mode & 0o002:
-        return Finding("device node", WARN, detail + ": any local user can pin GPU memory",
-                       "use mode 0660 and a group (the packaged udev rule: 60-gdrdrv.rules)")
-    if not node.mode & 0o060:
-        return Finding("device node", WARN, detail + ": only root can use it",
-                       "give the group access: the packaged udev rule sets 0660 and group video")
-    return Finding("device node", OK, detail)
+    # Who may open it is check_node_access's finding.
+    return Finding("device node", OK, f"{NODE} {node.major}:{node.minor} mode {node.mode:04o} group {group}")
+
+
+# What a world-accessible node means; the README's "The device node" says the same.
+WORLD_ACCESS_MEANS = (
+    "any local user can open it, reach gdrdrv's ioctls and pin and map any GPU memory it can name,"
+    " that is the GPU memory of its own CUDA contexts (the reference GDRCopy's default)"
+)
+
+
+def _hardening(probe: Probe, group: str = HARDENED_GROUP) -> str:
+    gid = probe.group_id(group)
+    gid_text = str(gid) if gid is not None else f"$(getent group {group} | cut -d: -f3)"
+    return (
+        f"restrict it to a group: 'options {MODULE} node_mode=0660 node_gid={gid_text}' in"
+        f" /etc/modprobe.d/{MODULE}.conf (group {group}), or the packaged udev rule 60-gdrdrv.rules"
+        f" (0660, group {group}); then add the users and container runtimes that may pin GPU memory"
+        f" to the group (usermod -aG {group} USER) and give containers the node with"
+        f" docker run --device {NODE} --group-add {group}"
+    )
+
+
+def _module_mode(probe: Probe) -> int | None:
+    """gdrdrv's node_mode parameter: the mode the kernel creates the node with (ours only)."""
+    text = (probe.read(f"/sys/module/{MODULE}/parameters/node_mode") or "").strip()
+    try:
+        return int(text, 8) if text else None
+    except ValueError:
+        return None
+
+
+def check_node_access(probe: Probe) -> Finding:
+    """Who may open /dev/gdrdrv: its mode and group, and what they mean."""
+    node = probe.node(NODE)
+    if node is None:
+        return Finding("node access", SKIP, f"no {NODE} (see the device node finding)")
+    group = probe.group_name(node.gid)
+    detail = f"{NODE} mode {node.mode:04o}, group {group}"
+    if node.mode & 0o006:
+        return Finding("node access", WARN, f"{detail}: {WORLD_ACCESS_MEANS}", _hardening(probe))
+    if not node.mode & 0o060 or node.gid == 0:
+        return Finding("node access", WARN, f"{detail}: only root can use it",
+                       f"give a group access: 'options {MODULE} node_mode=0660 node_gid=GID' in"
+                       f" /etc/modprobe.d/{MODULE}.conf, or the packaged udev rule (0660, group {HARDENED_GROUP})")
+    created = _module_mode(probe)
+    if created is not None and created & 0o006:
+        return Finding("node access", WARN,
+                       f"{detail}, but gdrdrv creates it {created:04o} and udev narrows it only afterwards:"
+                       " a process that opens it in between keeps its access",
+                       f"also set 'options {MODULE} node_mode=0660' in /etc/modprobe.d/{MODULE}.conf"
+                       " (the packaged modprobe.d file does)")
+    return Finding("node access", OK, f"{detail}: only root and members of {group} can pin GPU memory")
 
 
 def _nvidia_smi(probe: Probe, *args: str) -> str | None:
@@ -264,6 +310,7 @@ CHECKS: tuple[Callable[[Probe], Finding], ...] = (
     check_dkms,
     check_versions,
     check_device_node,
+    check_node_access,
     check_gpudirect,
     check_bar1,
     check_secure_boot,

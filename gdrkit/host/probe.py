@@ -79,6 +79,14 @@ class Probe:
         except (KeyError, ImportError):
             return str(gid)
 
+    def group_id(self, name: str) -> int | None:
+        try:
+            import grp
+
+            return grp.getgrnam(name).gr_gid
+        except (KeyError, ImportError):
+            return None
+
 
 @dataclass
 class FakeProbe(Probe):
@@ -112,3 +120,6 @@ class FakeProbe(Probe):
 
     def group_name(self, gid: int) -> str:
         return self.groups.get(gid, str(gid))
+
+    def group_id(self, name: str) -> int | None:
+        return next((gid for gid, group in self.groups.items() if group == name), None)

@@ -296,6 +296,8 @@ def plan(
     )
     if not re.fullmatch(r"0?[0-7]{3}", base.device_mode):
         raise die(f"device mode {base.device_mode!r} is not an octal mode", "use e.g. 0660 or 0666")
+    # Always with the leading 0: the module parameter node_mode reads "660" as decimal.
+    base = dataclasses.replace(base, device_mode=base.device_mode.rjust(4, "0"))
     packages: list[Package] = []
     for entry in desc.raw_packages[family.package_type]:
         kind = str(entry.get("kind", "plain"))

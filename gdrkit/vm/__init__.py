@@ -27,7 +27,7 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
 
 `boot(kernel_image, modules_dir, root_dir, command, *, loads=(), check_refcount=False,
       ivshmem_mb=256, memory_mb=2048, timeout=900, log_dir=None, extra_kernel_args=(),
-      vram_copy=None) -> VmResult`
+      vram_copy=None, early_death_retries=1) -> VmResult`
     Boots `kernel_image` (2 vCPUs, TCG) with a generated initramfs holding
     busybox and the virtio-pci/9p modules from `modules_dir` (that kernel's
     `/lib/modules/<abi>`), mounts `root_dir` as root, `modprobe`s each
@@ -46,6 +46,12 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
     run or finish), `console_log`, `kernel_log_findings`, `seconds`,
     `timed_out`, `results` (raw key=value report), `refcount`, and
     `problems(loads)`: every reason besides the status that fails the run.
+    A guest that died before /init reported `ours_started` (printed just
+    before the first module load) died before anything of ours ran, as TCG
+    sometimes makes a kernel do: it is booted again, once by default.  The
+    result is the last boot's; `earlier_attempts` holds the others (their
+    logs moved to `<log_dir>/attempt-N/`) and `attempt_lines()` describes
+    every boot.  A failure after the marker, or a timeout, is never retried.
 
 `scan_kernel_log(text, *, kernel_lines_only=False) -> list[Finding]`
     The kernel-log oracle: oops, BUG, WARNING, KASAN, UBSAN, lockdep, bad

@@ -31,6 +31,10 @@ KERNEL_LOG_PORT = "/dev/ttyS2"
 # What the initramfs needs to mount a virtio-9p root (by module name).
 NINEP_MODULES = ("virtio_pci", "9pnet_virtio", "9p")
 REFCOUNT_FILE = "/proc/driver/gdrdrv/nv_get_pages_refcount"
+# The results key /init reports just before it loads the first module under
+# test (or, with none, runs the command).  A guest that died without it died
+# in the kernel's own boot or the 9p setup, before any code of ours ran.
+OURS_STARTED = "ours_started"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUSYBOX = Path("/bin/busybox")
 
@@ -204,6 +208,9 @@ def init_script(plan: GuestPlan) -> str:
         "mount -t tmpfs tmpfs /newroot/tmp",
         "mount -t tmpfs tmpfs /newroot/run",
         "loaded_ok=1",
+        # Before anything of ours runs.  Closing the port after the echo waits
+        # for the UART to drain, so once this line is past, the host has it.
+        f"report {OURS_STARTED} 1",
     ]
     for load in plan.loads:
         key = load.name.replace("-", "_")

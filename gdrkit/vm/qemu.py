@@ -5,6 +5,16 @@ The console (ttyS0) is streamed to the terminal and copied to a log file;
 file of its own.  A PCI ivshmem device backed by a file in /dev/shm gives the
 guest a real PCI BAR for softgpu.  Whatever happens (success, timeout,
 Ctrl-C), qemu is gone and the /dev/shm file removed when `boot` returns.
+
+TCG now and then kills a kernel during its own boot (an `Oops: int3` in
+sched_clock_cpu, 2.8 s in, before any module had loaded).  A guest that
+died before /init reported `ours_started` (see initramfs.OURS_STARTED) died
+before any module or command of ours ran, so `boot` boots it once more and
+keeps both attempts: the earlier one's logs move to `attempt-1/` next to the
+final ones, and `VmResult.earlier_attempts` describes it.  Anything that goes
+wrong after that marker is ours and is never retried; neither is a timeout
+(a hang costs the whole timeout again) nor a guest that finished with a
+setup error (those repeat).
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gdrkit.system import UserError, die, log, run
@@ -26,6 +36,8 @@ QEMU = "qemu-system-x86_64"
 DEFAULT_TIMEOUT_S = 15 * 60
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_IVSHMEM_MB = 256
+# How many times a guest that died before our modules loaded is booted again.
+EARLY_DEATH_RETRIES = 1
 KERNEL_ARGS = (
     "console=ttyS0",
     "rdinit=/init",
@@ -123,6 +135,40 @@ class VmResult:
     timed_out: bool = False
     results: dict[str, str] = field(default_factory=dict)
     kernel_log: Path | None = None
+    # Boots before this one that died before our modules loaded, first first.
+    earlier_attempts: list[VmResult] = field(default_factory=list)
+
+    def died_before_ours(self) -> bool:
+        """The guest died before /init started on our modules or command.
+
+        Decided from the marker /init reports just before that, never from
+        the console: no marker, no `done`, and qemu exited on its own.
+        """
+        return (
+            not self.timed_out
+            and self.results.get("done") != "1"
+            and self.results.get(initramfs.OURS_STARTED) != "1"
+        )
+
+    def attempt_lines(self) -> list[str]:
+        """One line per boot when there was more than one (empty otherwise)."""
+        if not self.earlier_attempts:
+            return []
+        return [
+            f"attempt {number}: {attempt.outcome()}; logs in {attempt.console_log.parent}"
+            for number, attempt in enumerate((*self.earlier_attempts, self), start=1)
+        ]
+
+    def outcome(self) -> str:
+        """This boot in a few words, with the first kernel log finding when it died."""
+        if self.timed_out:
+            return f"timed out after {self.seconds:.1f}s"
+        if self.died_before_ours():
+            first = f": {self.kernel_log_findings[0]}" if self.kernel_log_findings else ""
+            return f"died {self.seconds:.1f}s in, before our modules loaded{first}"
+        if self.results.get("done") != "1":
+            return f"died {self.seconds:.1f}s in, after our modules started loading"
+        return f"finished in {self.seconds:.1f}s"
 
     @property
     def refcount(self) -> str | None:
@@ -148,6 +194,9 @@ class VmResult:
         found = []
         if self.timed_out:
             found.append("timed out")
+        elif self.died_before_ours():
+            times = f", on all {len(self.earlier_attempts) + 1} attempts" if self.earlier_attempts else ""
+            found.append(f"the guest did not finish: it died before our modules loaded{times}")
         elif self.results.get("done") != "1":
             found.append("the guest did not finish (crash or panic?)")
         if "error" in self.results:
@@ -184,11 +233,15 @@ def boot(
     log_dir: Path | None = None,
     extra_kernel_args: Sequence[str] = (),
     vram_copy: Path | None = None,
+    early_death_retries: int = EARLY_DEATH_RETRIES,
 ) -> VmResult:
     """Boot `kernel_image` with `root_dir` as root, run `command` there, power off.
 
     With `vram_copy`, the ivshmem BAR's final contents are copied there so a
     test can check from the host what the guest wrote through a mapping.
+    A guest that died before our modules loaded is booted again, up to
+    `early_death_retries` times (see the module docstring); the result is
+    the last boot's, with the others in `earlier_attempts`.
     """
     for path, what in ((kernel_image, "kernel image"), (root_dir, "root directory"), (modules_dir, "modules directory")):
         if not path.exists():
@@ -197,23 +250,55 @@ def boot(
         raise die(f"{QEMU} not found", "apt-get install qemu-system-x86")
     paths = VmPaths.create(log_dir)
     plan = GuestPlan(command, tuple(loads), check_refcount)
+    earlier: list[VmResult] = []
     try:
         initramfs.build_initramfs(paths.initrd, modules_dir, plan)
         argv = qemu_command(
             kernel_image, paths, root_dir, memory_mb=memory_mb, ivshmem_mb=ivshmem_mb,
             extra_kernel_args=extra_kernel_args,
         )  # fmt: skip
-        start = time.monotonic()
-        timed_out = _run_qemu(argv, timeout)
-        seconds = time.monotonic() - start
+        while True:
+            result = _boot_once(argv, paths, timeout, vram_copy)
+            if not result.died_before_ours() or len(earlier) >= early_death_retries:
+                break
+            earlier.append(_set_aside(result, paths, len(earlier) + 1))
+            log(
+                f"the guest died {result.seconds:.1f}s in, before our modules loaded (an emulator artefact):"
+                f" booting it once more; that attempt's logs are in {earlier[-1].console_log.parent}"
+            )
     finally:
-        if vram_copy is not None and paths.vram.exists():
-            shutil.copyfile(paths.vram, vram_copy)
         paths.vram.unlink(missing_ok=True)
         paths.initrd.unlink(missing_ok=True)
         if log_dir is not None:
             shutil.rmtree(paths.work, ignore_errors=True)
-    return _collect(paths, seconds, timed_out)
+    result.earlier_attempts = earlier
+    if earlier:
+        log(f"booted {len(earlier) + 1} times: " + "; ".join(result.attempt_lines()))
+    return result
+
+
+def _boot_once(argv: Sequence[str], paths: VmPaths, timeout: float, vram_copy: Path | None) -> VmResult:
+    """One run of qemu; the BAR file is copied (if asked) and removed whatever happens."""
+    start = time.monotonic()
+    try:
+        timed_out = _run_qemu(argv, timeout)
+    finally:
+        if vram_copy is not None and paths.vram.exists():
+            shutil.copyfile(paths.vram, vram_copy)
+        paths.vram.unlink(missing_ok=True)
+    return _collect(paths, time.monotonic() - start, timed_out)
+
+
+def _set_aside(result: VmResult, paths: VmPaths, number: int) -> VmResult:
+    """Move an attempt's log files to `attempt-<number>/` beside them; the result, pointing there."""
+    folder = paths.console_log.parent / f"attempt-{number}"
+    shutil.rmtree(folder, ignore_errors=True)  # a reused log_dir's, from an earlier run
+    folder.mkdir()
+    for path in (paths.console_log, paths.results, paths.kernel_log):
+        if path.exists():
+            path.replace(folder / path.name)
+    kernel_log = folder / result.kernel_log.name if result.kernel_log is not None else None
+    return replace(result, console_log=folder / paths.console_log.name, kernel_log=kernel_log)
 
 
 def _run_qemu(argv: Sequence[str], timeout: float) -> bool:

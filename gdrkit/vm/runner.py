@@ -4,6 +4,8 @@ The verdict of a run: the command's exit status, then every module must
 have loaded and unloaded, the driver's pin refcount must be back to 0, and
 the kernel log must be clean.  The task's exit status is the command's own
 when it failed, 124 on a timeout, 1 when only the other checks failed.
+A guest that died before our modules loaded is booted once more (see
+gdrkit.vm.qemu); the summary then lists every boot.
 """
 
 from __future__ import annotations
@@ -67,16 +69,23 @@ def summary_lines(root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ..
     )
     command = "timed out" if result.timed_out else str(result.results.get("command_status", "did not run"))
     findings = result.kernel_log_findings
+    vm_seconds = result.seconds + sum(attempt.seconds for attempt in result.earlier_attempts)
     lines = [
         "---- vm-test summary ----",
         f"kernel:          {root.abi} ({root.suite})",
-        f"time:            {total_s:.1f}s total, {result.seconds:.1f}s in the VM",
+        f"time:            {total_s:.1f}s total, {vm_seconds:.1f}s in the VM",
         f"command status:  {command}",
         f"module unload:   {unloads or 'no modules loaded'}",
         f"refcount:        {result.refcount if result.refcount is not None else 'not checked'}",
         f"kernel log:      {'clean' if not findings else f'{len(findings)} finding(s)'}",
         f"logs:            {result.console_log.parent}",
     ]
+    if result.earlier_attempts:
+        lines.append(
+            f"boots:           {len(result.earlier_attempts) + 1}"
+            " (a guest that died before our modules loaded was booted again)"
+        )
+        lines += [f"  {line}" for line in result.attempt_lines()]
     problems = result.problems(loads)
     lines.append(f"verdict:         {'PASS' if exit_status(result, loads) == 0 else 'FAIL'}")
     lines += [f"  - {problem}" for problem in problems]
@@ -125,10 +134,18 @@ def vm_test(options: VmTestOptions) -> int:
         log_dir=options.log_dir or default_log_dir(root),
     )
     status = exit_status(result, loads)
+    _print_earlier_findings(result)
     if result.kernel_log_findings or result.results.get("done") != "1":
         _print_kernel_log(result)
     print("\n".join(summary_lines(root, result, loads, time.monotonic() - start)), flush=True)
     return status
+
+
+def _print_earlier_findings(result: VmResult) -> None:
+    """What killed each boot that was retried, so an artefact stays visible."""
+    for number, attempt in enumerate(result.earlier_attempts, start=1):
+        for finding in attempt.kernel_log_findings:
+            print(f"kernel log, attempt {number} (booted again): {finding}", file=sys.stderr, flush=True)
 
 
 def _print_kernel_log(result: VmResult) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from gdrkit.host import doctor
 from gdrkit.host.probe import FakeProbe, Node, Output
+from gdrkit.packaging import model
 
 KVER = "6.1.0-56-amd64"
 DEBIAN = {"/etc/os-release": 'ID=debian\nVERSION_ID="12"\n'}
@@ -71,10 +74,62 @@ def test_device_node_checks() -> None:
     assert "udevadm trigger" in doctor.check_device_node(_loaded(None)).fix
     stale = doctor.check_device_node(_loaded(Node(True, 240, 0, 0o660, 44)))
     assert stale.status == doctor.FAIL and "stale" in stale.detail
-    world = doctor.check_device_node(_loaded(Node(True, 10, 121, 0o666, 0)))
-    assert world.status == doctor.WARN and "0660" in world.fix
     good = doctor.check_device_node(_loaded(Node(True, 10, 121, 0o660, 44)))
     assert good.status == doctor.OK and "group video" in good.detail
+    world = doctor.check_device_node(_loaded(Node(True, 10, 121, 0o666, 0)))
+    assert world.status == doctor.OK and "mode 0666" in world.detail, "who may open it is node access's finding"
+
+
+def _node(mode: int, gid: int, module_mode: str | None = None) -> FakeProbe:
+    files = {} if module_mode is None else {"/sys/module/gdrdrv/parameters/node_mode": module_mode}
+    return FakeProbe(files=files, nodes={"/dev/gdrdrv": Node(True, 10, 121, mode, gid)}, groups={0: "root", 44: "video"})
+
+
+def test_a_world_accessible_node_is_a_warning_that_says_what_it_means_and_how_to_harden() -> None:
+    finding = doctor.check_node_access(_node(0o666, 0, "0666\n"))
+    assert finding.status == doctor.WARN
+    assert finding.detail.startswith("/dev/gdrdrv mode 0666, group root: any local user can")
+    assert "pin and map" in finding.detail and "its own CUDA contexts" in finding.detail
+    assert "reference GDRCopy's default" in finding.detail
+    for fix in ("options gdrdrv node_mode=0660 node_gid=44", "/etc/modprobe.d/gdrdrv.conf", "60-gdrdrv.rules",
+                "usermod -aG video", "docker run --device /dev/gdrdrv"):
+        assert fix in finding.fix, fix
+    # World-readable alone is enough: ioctls need no write access to the file.
+    assert doctor.check_node_access(_node(0o664, 44)).status == doctor.WARN
+
+
+def test_the_hardening_fix_names_the_gid_even_where_group_video_is_unknown() -> None:
+    probe = FakeProbe(nodes={"/dev/gdrdrv": Node(True, 10, 121, 0o666, 0)})
+    assert "node_gid=$(getent group video | cut -d: -f3)" in doctor.check_node_access(probe).fix
+
+
+def test_a_group_node_is_ok_and_names_the_group() -> None:
+    finding = doctor.check_node_access(_node(0o660, 44, "0660\n"))
+    assert finding.status == doctor.OK
+    assert finding.detail == "/dev/gdrdrv mode 0660, group video: only root and members of video can pin GPU memory"
+    # The reference driver (or an older gdrdrv) has no node_mode parameter: the node alone decides.
+    assert doctor.check_node_access(_node(0o660, 44)).status == doctor.OK
+
+
+def test_a_node_udev_narrowed_after_the_module_made_it_0666_is_a_warning() -> None:
+    finding = doctor.check_node_access(_node(0o660, 44, "0666\n"))
+    assert finding.status == doctor.WARN and "creates it 0666" in finding.detail
+    assert "node_mode=0660" in finding.fix
+
+
+def test_a_root_only_node_is_a_warning() -> None:
+    for mode, gid in ((0o600, 44), (0o660, 0)):
+        finding = doctor.check_node_access(_node(mode, gid))
+        assert finding.status == doctor.WARN and "only root can use it" in finding.detail, (mode, gid)
+        assert "node_gid=" in finding.fix
+
+
+def test_no_node_no_access_finding() -> None:
+    assert doctor.check_node_access(FakeProbe()).status == doctor.SKIP
+
+
+def test_the_hardened_group_is_the_packages_group() -> None:
+    assert doctor.HARDENED_GROUP == model.load().device_node.group
 
 
 def test_major_from_proc_devices_when_not_a_misc_device() -> None:
@@ -118,3 +173,14 @@ def test_report_formats() -> None:
     table = doctor.as_table(findings)
     assert "fix: apt-get install linux-headers-" in table and table.splitlines()[-1].endswith("skip")
     assert '"check": "kernel headers"' in doctor.as_json(findings)
+
+
+def test_node_access_in_the_table_and_json() -> None:
+    probe = _node(0o666, 0, "0666\n")
+    findings = doctor.diagnose(probe)
+    [access] = [f for f in findings if f.check == "node access"]
+    assert access.status == doctor.WARN
+    table = doctor.as_table(findings)
+    assert "WARN  node access" in table and "fix: restrict it to a group" in table
+    [entry] = [e for e in json.loads(doctor.as_json(findings)) if e["check"] == "node access"]
+    assert entry["status"] == "warn" and "any local user" in entry["detail"] and "node_mode=0660" in entry["fix"]

@@ -60,6 +60,39 @@ def test_device_mode_and_group_reach_the_udev_rule() -> None:
     assert 'KERNEL=="gdrdrv", MODE="0666", GROUP="gpu"' in rule
 
 
+@pytest.mark.parametrize("family_name", sorted(families.Family.registry))
+def test_the_packages_keep_the_node_0660_for_a_group(family_name: str) -> None:
+    # A world-accessible node lets every local user pin GPU memory and reach
+    # the driver's ioctls: the packages must never ship that by default.
+    node = model.load().device_node
+    assert (node.mode, node.group) == ("0660", "video"), "packages/gdrcopy.yaml device_node"
+    fam = families.family(family_name)
+    files = _rendered(family_name)
+    rule_path = f"pkgroot{fam.udevrulesdir}/60-gdrdrv.rules"
+    conf_path = f"pkgroot{fam.modprobedir}/gdrdrv.conf"
+    for text in (files[rule_path].text, (GOLDEN / family_name / rule_path).read_text()):
+        [node_rule] = [line for line in text.splitlines() if line.startswith('KERNEL=="gdrdrv"')]
+        assert node_rule == 'KERNEL=="gdrdrv", MODE="0660", GROUP="video"'
+    # The module creates the node 0660 already: never 0666, not even before udev runs.
+    for text in (files[conf_path].text, (GOLDEN / family_name / conf_path).read_text()):
+        [options] = [line for line in text.splitlines() if line.startswith("options gdrdrv ")]
+        assert options.split()[-1] == "node_mode=0660"
+
+
+def test_the_device_mode_reaches_the_module_option_with_its_leading_zero() -> None:
+    plan = model.plan(families.family("debian"), device_mode="666", source_date_epoch=EPOCH)
+    conf = render.system_files(plan)["pkgroot/lib/modprobe.d/gdrdrv.conf"].text
+    assert "node_mode=0666" in conf, "node_mode=666 would be read as decimal"
+
+
+def test_the_build_tree_udev_rule_follows_the_module_parameters() -> None:
+    # gdrdrv/udev/60-gdrdrv.rules (make install_udev) sets what node_mode and
+    # node_gid say, so it never widens a node the module options narrowed.
+    rule = (Path(__file__).resolve().parents[2] / "gdrdrv/udev/60-gdrdrv.rules").read_text()
+    [line] = [line for line in rule.splitlines() if not line.startswith("#") and line.strip()]
+    assert 'GROUP="$attr{node_gid}"' in line and 'MODE="$attr{node_mode}"' in line
+
+
 def test_no_dkms_package_means_no_dkms_conf() -> None:
     plan = model.plan(families.family("debian"), with_dkms=False, kernels=(KERNEL,), source_date_epoch=EPOCH)
     files = render.render(plan)

@@ -62,3 +62,26 @@ def test_timeout_kills_the_vm(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.timed_out and result.status is None
     assert shm_files() == before
+
+
+def test_a_kernel_that_dies_before_init_is_booted_twice_and_both_boots_kept(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
+    # No /init to run: the kernel panics before the guest reports ours_started,
+    # as when TCG kills a kernel in its own boot.
+    result = vm.boot(
+        bookworm.kernel_image, bookworm.modules_dir, bookworm.root_dir, "true", log_dir=tmp_path, timeout=300,
+        ivshmem_mb=0, extra_kernel_args=("rdinit=/nonexistent",),
+    )  # fmt: skip
+    assert len(result.earlier_attempts) == 1, result.attempt_lines()
+    assert any("on all 2 attempts" in problem for problem in result.problems()), result.problems()
+    for console in (tmp_path / "attempt-1/console.log", tmp_path / "console.log"):
+        assert "Kernel panic" in console.read_text(errors="replace"), console
+
+
+def test_a_crash_after_ours_started_is_never_retried(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
+    result = vm.boot(
+        bookworm.kernel_image, bookworm.modules_dir, bookworm.root_dir, "echo c > /proc/sysrq-trigger",
+        log_dir=tmp_path, timeout=300, ivshmem_mb=0,
+    )  # fmt: skip
+    assert result.results.get("ours_started") == "1" and result.results.get("done") != "1", result.results
+    assert result.earlier_attempts == [] and not (tmp_path / "attempt-1").exists()
+    assert any("crash or panic" in problem for problem in result.problems()), result.problems()

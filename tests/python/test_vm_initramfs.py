@@ -125,6 +125,7 @@ def test_init_script_order_of_work() -> None:
         script.index("insmod /modules/9pnet.ko"),
         script.index("insmod /modules/9p.ko"),
         script.index("mount -t 9p"),
+        script.index("report ours_started 1"),
         script.index("in_root modprobe softgpu mode=ram"),
         script.index("in_root modprobe gdrdrv dbg_enabled=1"),
         script.index("/gdrkit/command.sh"),
@@ -149,6 +150,20 @@ def test_init_script_without_modules_or_refcount() -> None:
     script = initramfs.init_script(GuestPlan(command="true"))
     assert "modprobe" not in script and "rmmod" not in script and "refcount" not in script
     assert "report command_status $rc" in script
+
+
+def test_the_ours_started_marker_comes_once_before_anything_of_ours() -> None:
+    # The VM runner retries a guest that died without this marker, so it must
+    # come after the kernel's boot and the 9p setup, before the first modprobe
+    # (or, with no modules, before the command), and nowhere else.
+    marker = f"report {initramfs.OURS_STARTED} 1"
+    for plan in (PLAN, GuestPlan(command="true")):
+        script = initramfs.init_script(plan)
+        assert script.count(marker) == 1
+        first_of_ours = script.find("in_root modprobe")
+        if first_of_ours < 0:
+            first_of_ours = script.index("/gdrkit/command.sh")
+        assert script.index("mount -t 9p") < script.index(marker) < first_of_ours
 
 
 def test_module_arguments_are_quoted() -> None:

@@ -25,6 +25,8 @@ FAILING_LINES = [
     ("[    9.000000] x86/PAT: gdrdrv_ktest:120 map pfn expected mapping type write-combining for [mem 0x1-0x2]", "pat"),
     ("[   10.000000] Kernel panic - not syncing: Fatal exception", "panic"),
     ("[   10.000000] kernel BUG at drivers/gdrdrv/gdrdrv.c:1234!", "bug"),
+    # What TCG once did to a trixie kernel 2.8 s into its boot (the VM runner retries that boot).
+    ("[    2.812345] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", "oops"),
 ]
 
 CLEAN_LINES = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def result(results: dict[str, str], **kwargs: Any) -> VmResult:
     return VmResult(status=None, console_log=Path("c"), kernel_log_findings=[], seconds=1.0, results=results, **kwargs)
 
 
-GOOD = {"load_softgpu": "0", "load_gdrdrv": "0", "command_status": "0", "refcount": "0",
+GOOD = {"ours_started": "1", "load_softgpu": "0", "load_gdrdrv": "0", "command_status": "0", "refcount": "0",
         "unload_gdrdrv": "0", "unload_softgpu": "0", "done": "1"}  # fmt: skip
 
 
@@ -194,3 +195,126 @@ def test_boot_can_keep_a_copy_of_the_bar(fake_root: Path, tmp_path: Path, monkey
     res = boot(fake_root, tmp_path / "logs", vram_copy=tmp_path / "bar.bin")
     assert res.status == 0
     assert (tmp_path / "bar.bin").read_bytes() == b"BAR bytes"
+
+
+# --- a guest that died before our modules loaded is booted once more --------
+
+EARLY_DEATH = FakeQemu(
+    "booted=1\r\n",
+    console="[    2.812345] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    2.812400] RIP: 0010:sched_clock_cpu+0x9/0x1a0\n",
+)
+CLEAN_RESULTS = "booted=1\r\n" + "".join(f"{key}={value}\r\n" for key, value in GOOD.items())
+CLEAN = FakeQemu(CLEAN_RESULTS, console="gdrkit-vm: command exited with status 0\n")
+# Died while gdrdrv was loading: ours, never retried.
+DIED_IN_OURS = FakeQemu(
+    "booted=1\r\nours_started=1\r\nload_softgpu=0\r\n",
+    console="[   20.1] BUG: kernel NULL pointer dereference, address: 0000000000000000\n",
+)
+
+
+class Guests:
+    """Stands in for run(qemu...) over several boots: the i-th call plays the i-th guest."""
+
+    def __init__(self, *guests: FakeQemu) -> None:
+        self.guests = guests
+        self.vram_files: list[Path] = []
+
+    @property
+    def boots(self) -> int:
+        return len(self.vram_files)
+
+    def __call__(self, argv: Sequence[str], **kwargs: Any) -> None:
+        assert self.boots < len(self.guests), "booted more often than expected"
+        guest = self.guests[self.boots]
+        self.vram_files.append(Path(argv[argv.index("-object") + 1].split("mem-path=")[1].split(",")[0]))
+        guest(argv, **kwargs)
+
+
+def test_a_guest_that_died_before_our_modules_is_booted_again_and_both_boots_are_kept(
+    fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guests = Guests(EARLY_DEATH, CLEAN)
+    monkeypatch.setattr(qemu, "run", guests)
+    res = boot(fake_root, tmp_path / "logs", loads=LOADS, check_refcount=True)
+    assert guests.boots == 2
+    assert res.status == 0 and res.problems(LOADS) == [], "the second boot passed, so the run does"
+    assert res.console_log == tmp_path / "logs/console.log"
+    assert "exited with status 0" in res.console_log.read_text()
+    [first] = res.earlier_attempts
+    assert first.died_before_ours() and not res.died_before_ours()
+    assert first.console_log == tmp_path / "logs/attempt-1/console.log"
+    assert "Oops: int3" in first.console_log.read_text(), "the first boot's console log is kept"
+    assert (tmp_path / "logs/attempt-1/results.txt").read_text().split() == ["booted=1"]
+    assert [f.rule for f in first.kernel_log_findings] == ["oops"]
+    lines = res.attempt_lines()
+    assert len(lines) == 2
+    assert lines[0].startswith("attempt 1: died") and "before our modules loaded" in lines[0]
+    assert "Oops: int3" in lines[0] and str(tmp_path / "logs/attempt-1") in lines[0]
+    assert lines[1].startswith("attempt 2: finished") and lines[1].endswith(str(tmp_path / "logs"))
+    assert all(not vram.exists() for vram in guests.vram_files)
+
+
+def test_a_guest_that_died_early_twice_fails_with_both_boots_shown(
+    fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guests = Guests(EARLY_DEATH, EARLY_DEATH)
+    monkeypatch.setattr(qemu, "run", guests)
+    res = boot(fake_root, tmp_path / "logs", loads=LOADS)
+    assert guests.boots == 2, "retried once, not more"
+    assert res.status is None
+    problems = res.problems(LOADS)
+    assert any("died before our modules loaded, on all 2 attempts" in p for p in problems), problems
+    assert any("kernel log finding" in p for p in problems), problems
+    lines = res.attempt_lines()
+    assert [line.split(":")[0] for line in lines] == ["attempt 1", "attempt 2"]
+    assert all("before our modules loaded" in line and "Oops: int3" in line for line in lines)
+    assert (tmp_path / "logs/attempt-1/console.log").exists() and (tmp_path / "logs/console.log").exists()
+
+
+@pytest.mark.parametrize(
+    ("guest", "problem"),
+    [
+        (DIED_IN_OURS, "did not finish (crash or panic?)"),
+        (CLEAN, None),
+        (FakeQemu("booted=1\r\n", exc=UserError("timed out after 0s: qemu")), "timed out"),
+        (FakeQemu("booted=1\r\nerror=mount 9p root\r\ndone=1\r\n"), "mount 9p root"),
+    ],
+    ids=["died-after-our-modules-started", "clean", "timeout", "setup-error"],
+)
+def test_other_boots_are_never_retried(
+    guest: FakeQemu, problem: str | None, fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guests = Guests(guest, CLEAN)
+    monkeypatch.setattr(qemu, "run", guests)
+    # timeout=0: the faked qemu that raises has then run past it.
+    res = boot(fake_root, tmp_path / "logs", loads=LOADS, check_refcount=True, timeout=0)
+    assert guests.boots == 1
+    assert res.earlier_attempts == [] and res.attempt_lines() == []
+    assert not (tmp_path / "logs/attempt-1").exists()
+    problems = res.problems(LOADS)
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in p for p in problems), problems
+        assert not any("before our modules loaded" in p for p in problems), problems
+
+
+def test_retries_can_be_turned_off(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    guests = Guests(EARLY_DEATH, CLEAN)
+    monkeypatch.setattr(qemu, "run", guests)
+    res = boot(fake_root, tmp_path / "logs", early_death_retries=0)
+    assert guests.boots == 1 and res.died_before_ours()
+    assert "the guest did not finish: it died before our modules loaded" in res.problems()
+
+
+def test_retry_without_a_log_dir_keeps_both_boots_in_the_scratch_dir(
+    fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(qemu, "run", Guests(EARLY_DEATH, CLEAN))
+    res = qemu.boot(fake_root / "boot/vmlinuz", fake_root / "lib/modules/1.0", fake_root, "true")
+    try:
+        [first] = res.earlier_attempts
+        assert first.console_log == res.console_log.parent / "attempt-1/console.log"
+        assert first.console_log.exists() and res.console_log.exists()
+    finally:
+        shutil.rmtree(res.console_log.parent)

@@ -13,7 +13,7 @@ from gdrkit.vm.qemu import VmResult
 from gdrkit.vm.rootfs import BuildReport, StepResult, SuiteRoot
 
 LOADS = runner.default_loads("mode=ram", "use_persistent_mapping=0")
-CLEAN = {"load_softgpu": "0", "load_gdrdrv": "0", "command_status": "0", "refcount": "0",
+CLEAN = {"ours_started": "1", "load_softgpu": "0", "load_gdrdrv": "0", "command_status": "0", "refcount": "0",
          "unload_gdrdrv": "0", "unload_softgpu": "0", "done": "1"}  # fmt: skip
 
 
@@ -118,3 +118,47 @@ def test_vm_test_prints_the_kernel_log_tail_on_findings(monkeypatch: pytest.Monk
     captured = capsys.readouterr()
     assert "kernel log tail" in captured.out and "[ 2.0] BUG: Bad page state" in captured.out
     assert "[bug] BUG: Bad page state" in captured.err
+
+
+OOPS = klog.Finding("oops", "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI")
+
+
+def early_death(where: str) -> VmResult:
+    return VmResult(None, Path(where) / "console.log", [OOPS], 2.8, results={"booted": "1"})
+
+
+def test_summary_lists_every_boot_when_one_was_retried() -> None:
+    root = SuiteRoot("trixie", "6.12.57+deb13-amd64", Path("/r"))
+    result = vm(0, CLEAN, earlier_attempts=[early_death("/logs/attempt-1")])
+    text = "\n".join(runner.summary_lines(root, result, LOADS, 40.0))
+    assert "14.8s in the VM" in text, "both boots count"
+    assert "boots:           2" in text
+    assert "attempt 1: died 2.8s in, before our modules loaded: [oops] Oops: int3" in text
+    assert "logs in /logs/attempt-1" in text and "attempt 2: finished in 12.0s; logs in /logs" in text
+    assert "verdict:         PASS" in text
+    assert runner.exit_status(result, LOADS) == 0
+
+
+def test_two_early_deaths_fail_the_run_with_both_shown() -> None:
+    root = SuiteRoot("trixie", "6.12.57+deb13-amd64", Path("/r"))
+    result = early_death("/logs")
+    result.earlier_attempts = [early_death("/logs/attempt-1")]
+    assert runner.exit_status(result, LOADS) == 1
+    text = "\n".join(runner.summary_lines(root, result, LOADS, 40.0))
+    assert "verdict:         FAIL" in text
+    assert "died before our modules loaded, on all 2 attempts" in text
+    assert text.count("before our modules loaded: [oops]") == 2
+
+
+def test_summary_has_no_boots_line_without_a_retry() -> None:
+    root = SuiteRoot("trixie", "6.12.57+deb13-amd64", Path("/r"))
+    assert "boots:" not in "\n".join(runner.summary_lines(root, vm(0, CLEAN), LOADS, 30.0))
+
+
+def test_vm_test_shows_what_killed_a_retried_boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = vm(0, CLEAN, earlier_attempts=[early_death(str(tmp_path / "attempt-1"))])
+    Fakes(BuildReport(), result).install(monkeypatch, tmp_path)
+    assert runner.vm_test(runner.VmTestOptions(build=False, log_dir=tmp_path)) == 0
+    captured = capsys.readouterr()
+    assert "kernel log, attempt 1 (booted again): [oops] Oops: int3" in captured.err
+    assert "boots:           2" in captured.out and "verdict:         PASS" in captured.out
