@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gdrkit.host.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
@@ -102,7 +102,10 @@ def load(options: LoadOptions, *, dry_run: bool = False, probe: Probe | None = N
     node_defaults = model.load().device_node
     mode = options.mode or node_defaults.mode
     group = options.group or node_defaults.group
-    apply(plan_load(options, machine), dry_run=dry_run)
+    # The kernel creates the node with node_mode: pass the wanted mode at load
+    # time, so there is no moment in which the node is more open than asked.
+    params = {"node_mode": "0" + mode.lstrip("0") if mode.isdigit() else mode, **(options.params or {})}
+    apply(plan_load(replace(options, params=params), machine), dry_run=dry_run)
     if dry_run:
         print(f"[dry-run] then: wait for udev to create {NODE}, set mode {mode} and group {group}")
         return

@@ -54,3 +54,5 @@ def test_dry_run_prints_and_runs_nothing(capsys: pytest.CaptureFixture[str]) -> 
     module.load(module.LoadOptions(), dry_run=True, probe=FakeProbe())
     out = capsys.readouterr().out
     assert "[dry-run] modprobe gdrdrv" in out and "mode 0660 and group video" in out
+    # The node is created with the wanted mode, never 0666 first.
+    assert "node_mode=0660" in out
