@@ -1,17 +1,25 @@
 # Top-level build: every part has its own directory and Makefile; this file
-# only delegates, with the same variables the reference's Makefile takes.
+# only delegates, with the same targets and variables as GDRCopy 2.6's
+# Makefile, so automation written for it runs unchanged (README, "Drop-in
+# for existing automation").
 #
-#   make                        library and test programs
+#   make [all]                  config, library, test programs and, where the
+#                               kernel's headers are installed, gdrdrv.ko
+#   make config                 prints GDRAPI_ARCH=<X86|POWER|ARM64|...>
+#   make lib / exes             library / test programs (CUDA=<toolkit> optional)
 #   make driver KVER=<release>  gdrdrv.ko for a kernel (default: running)
 #   make softgpu KVER=<release> the softgpu test GPU (kernel module + libcuda.so.1)
 #   make ktests                 kernel-level tests (run inside a VM)
 #   make install                library, headers, pkg-config/CMake files, programs
-#   make driver_install / softgpu_install / ktests_install
+#   make lib_install / exes_install
+#   make driver_install (= drv_install) / softgpu_install / ktests_install
 #   make check                  library unit tests (no kernel needed)
 #   make version                prints the version
 #
 # Every sub-Makefile supports all, install and clean, and honours DESTDIR,
 # prefix, libdir, bindir and includedir; kernel ones also KVER and KDIR.
+# A relative DESTDIR is taken from this directory.  MAKE_PARAMS goes to the
+# driver's make (e.g. MAKE_PARAMS="NVIDIA_SRC_DIR=/usr/src/nvidia-550/nvidia").
 
 prefix ?= /usr/local
 exec_prefix ?= $(prefix)
@@ -19,22 +27,44 @@ libdir ?= $(exec_prefix)/lib
 bindir ?= $(exec_prefix)/bin
 includedir ?= $(prefix)/include
 DESTDIR ?=
+# The sub-makes run in other directories: make a relative DESTDIR absolute.
+override DESTDIR := $(if $(DESTDIR),$(abspath $(DESTDIR)))
 KVER ?= $(shell uname -r)
 KDIR ?= /lib/modules/$(KVER)/build
+# Only for a CUDA toolkit's cuda.h and libcuda stub; never required (tests/common/cuda.mk).
+CUDA ?= /usr/local/cuda
 
 VERSION := $(shell awk '/^\#define GDRCOPY_VERSION_(MAJOR|MINOR|PATCH)/ {v = v sep $$3; sep = "."} END {print v}' include/gdrcopy_version.h)
 
 SUBMAKE_VARS = prefix=$(prefix) exec_prefix=$(exec_prefix) libdir=$(libdir) bindir=$(bindir) \
 	includedir=$(includedir) DESTDIR=$(DESTDIR)
+EXES_VARS = $(SUBMAKE_VARS) CUDA=$(CUDA)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
-.PHONY: all check lib exes driver softgpu ktests install lib_install exes_install driver_install \
-	drv_install softgpu_install ktests_install clean version
+.PHONY: all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
+	driver_install drv_install softgpu_install ktests_install clean version
 
-all: lib exes
+# As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
+# kernel's headers; where they are missing it is left out with a note
+# (`make driver` then fails with the package to install).
+all: config lib exes driver_if_headers
+
+driver_if_headers:
+ifneq ($(wildcard $(KDIR)/Makefile),)
+	$(MAKE) driver
+else
+	@echo "note: gdrdrv.ko not built: no kernel headers at $(KDIR) (install linux-headers-$(KVER) or kernel-devel, then make driver)" >&2
+endif
 
 version:
 	@echo $(VERSION)
+
+# The CPU family the library's copy routines are built for (GDRCopy's make config).
+UNAME_M := $(shell uname -m)
+GDRAPI_ARCH := $(or $(if $(filter x86_64 i386 i486 i586 i686,$(UNAME_M)),X86), \
+	$(if $(filter ppc64 ppc64le,$(UNAME_M)),POWER),$(if $(filter aarch64 arm64,$(UNAME_M)),ARM64),$(UNAME_M))
+config:
+	@echo "GDRAPI_ARCH=$(GDRAPI_ARCH)"
 
 # Library tests that need no kernel (fake gdrdrv and CUDA; seconds).
 check: lib
@@ -44,8 +74,8 @@ lib:
 	$(MAKE) -C libgdrapi $(SUBMAKE_VARS)
 
 exes: lib softgpu_lib
-	$(MAKE) -C tests/sanity $(SUBMAKE_VARS)
-	$(MAKE) -C tests/bench $(SUBMAKE_VARS)
+	$(MAKE) -C tests/sanity $(EXES_VARS)
+	$(MAKE) -C tests/bench $(EXES_VARS)
 
 driver:
 	$(MAKE) -C gdrdrv $(KERNEL_VARS) $(MAKE_PARAMS)
@@ -67,8 +97,8 @@ lib_install: lib
 	$(MAKE) -C libgdrapi install $(SUBMAKE_VARS)
 
 exes_install: exes
-	$(MAKE) -C tests/sanity install $(SUBMAKE_VARS)
-	$(MAKE) -C tests/bench install $(SUBMAKE_VARS)
+	$(MAKE) -C tests/sanity install $(EXES_VARS)
+	$(MAKE) -C tests/bench install $(EXES_VARS)
 
 driver_install drv_install: driver
 	$(MAKE) -C gdrdrv install $(KERNEL_VARS) DESTDIR=$(DESTDIR) $(MAKE_PARAMS)

@@ -27,8 +27,16 @@ extern "C" {
 #define MAJOR_VERSION_SHIFT 16
 #define MINOR_VERSION_MASK (((uint32_t)1 << MAJOR_VERSION_SHIFT) - 1)
 
-#define GDR_API_MAJOR_VERSION GDRCOPY_VERSION_MAJOR
-#define GDR_API_MINOR_VERSION GDRCOPY_VERSION_MINOR
+/*
+ * Literal numbers, not GDRCOPY_VERSION_*: build scripts written for GDRCopy
+ * read them from this file with awk.  The check below keeps them equal to
+ * gdrcopy_version.h, the one version source.
+ */
+#define GDR_API_MAJOR_VERSION 2
+#define GDR_API_MINOR_VERSION 6
+#if GDR_API_MAJOR_VERSION != GDRCOPY_VERSION_MAJOR || GDR_API_MINOR_VERSION != GDRCOPY_VERSION_MINOR
+#error "gdrapi.h: GDR_API_MAJOR_VERSION/GDR_API_MINOR_VERSION differ from gdrcopy_version.h"
+#endif
 #define GDR_API_VERSION \
 	((GDR_API_MAJOR_VERSION << MAJOR_VERSION_SHIFT) | GDR_API_MINOR_VERSION)
 

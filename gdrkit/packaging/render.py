@@ -19,6 +19,8 @@ from gdrkit.packaging.model import Package, Plan
 from gdrkit.version import REPO_ROOT
 
 TEMPLATE_DIR = REPO_ROOT / "templates"
+# GDRCopy's service script (RPM packages), run by gdrcopy.service.
+GDRCOPY_SERVICE_SCRIPT = "/usr/libexec/gdrcopy/gdrcopy"
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,17 @@ def system_files(plan: Plan) -> dict[str, RenderedFile]:
     }
     if plan.with_dkms:
         files[f"pkgroot{plan.dkms_src}/dkms.conf"] = "dkms.conf.j2"
-    return {path: RenderedFile(env.get_template(name).render(ctx)) for path, name in files.items()}
+    executables = set()
+    if plan.package_type == "rpm":
+        # The unit and service script of GDRCopy's RPMs, at their paths
+        # (`systemctl enable gdrcopy`, `/usr/libexec/gdrcopy/gdrcopy start`).
+        files[f"pkgroot{fam.unitdir}/gdrcopy.service"] = "system/gdrcopy.service.j2"
+        files[f"pkgroot{GDRCOPY_SERVICE_SCRIPT}"] = "system/gdrcopy.sh.j2"
+        executables.add(f"pkgroot{GDRCOPY_SERVICE_SCRIPT}")
+    return {
+        path: RenderedFile(env.get_template(name).render(ctx), 0o755 if path in executables else 0o644)
+        for path, name in files.items()
+    }
 
 
 def render(plan: Plan) -> dict[str, RenderedFile]:
