@@ -164,8 +164,13 @@ def _build_env(epoch: int, jobs: int) -> dict[str, str]:
     }
 
 
-def build_debs(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False) -> list[Path]:
-    """dpkg-buildpackage in a fixed directory; the .deb files land in `output`."""
+def build_debs(
+    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False, check_deps: bool = True
+) -> list[Path]:
+    """dpkg-buildpackage in a fixed directory; the .deb files land in `output`.
+
+    `check_deps=False` lets dpkg-buildpackage go on with Build-Depends missing (-d).
+    """
     workdir = BUILD_ROOT / "deb"
     tree = workdir / f"{plan.project.source}-{plan.version}"
     log(f"deb: staging {source.commit[:12]} in {tree}")
@@ -173,17 +178,19 @@ def build_debs(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: i
         print(f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b; copy *.deb to {output}")
         return []
     with _exclusive(workdir):
-        return _build_debs_locked(plan, source, output, workdir, tree, jobs)
+        return _build_debs_locked(plan, source, output, workdir, tree, jobs, check_deps)
 
 
-def _build_debs_locked(plan: model.Plan, source: Source, output: Path, workdir: Path, tree: Path, jobs: int) -> list[Path]:
+def _build_debs_locked(
+    plan: model.Plan, source: Source, output: Path, workdir: Path, tree: Path, jobs: int, check_deps: bool = True
+) -> list[Path]:
     if workdir.exists():
         shutil.rmtree(workdir)
     stage(plan, source, tree)
     log(f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})")
     started = time.monotonic()
     run(
-        ["dpkg-buildpackage", "-b", "-us", "-uc", "--no-sign", f"-j{jobs}"],
+        ["dpkg-buildpackage", "-b", "-us", "-uc", "--no-sign", f"-j{jobs}", *([] if check_deps else ["-d"])],
         cwd=tree,
         env=_build_env(source.epoch, jobs),
         capture=True,

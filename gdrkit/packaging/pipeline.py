@@ -103,9 +103,12 @@ def execute(build_plan: BuildPlan) -> list[Row]:
         os.environ["NVIDIA_SRC_DIR"] = request.nvidia_src_dir
     rows: list[Row] = []
     for job in build_plan.jobs:
-        builder = build.build_debs if job.plan.package_type == "deb" else build.build_rpms
         started = time.monotonic()
-        built = builder(job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run)
+        if job.plan.package_type == "deb":
+            built = build.build_debs(job.plan, build_plan.source, job.output, jobs=request.jobs,
+                                     dry_run=request.dry_run, check_deps=request.install_deps)
+        else:
+            built = build.build_rpms(job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run)
         if request.dry_run:
             continue
         problems = build.verify_contents(job.plan, built)

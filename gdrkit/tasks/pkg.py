@@ -23,6 +23,7 @@ _COMMON_HELP = {
     "device_mode": "mode of /dev/gdrdrv in the udev rule (default from packages/gdrcopy.yaml: 0660)",
     "device_group": "group of /dev/gdrdrv in the udev rule (default: video)",
     "lint": "run lintian/rpmlint on the results (--no-lint: skip)",
+    "deps": "install the build dependencies first (--no-deps: neither install nor check them)",
     "dry_run": "print what would be installed and built, change nothing",
 }
 
@@ -66,12 +67,13 @@ def build_deb(
     device_mode: str = "",
     device_group: str = "",
     lint: bool = True,
+    deps: bool = True,
     dry_run: bool = False,
 ) -> None:
     """Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy)."""
     _build(_request(("deb",), with_dkms=dkms, with_kmod=kmod, kernel=kernel, nvidia_src_dir=nvidia_src_dir,
                     output=output, ref=ref, device_mode=device_mode, device_group=device_group, lint=lint,
-                    dry_run=dry_run))
+                    install_deps=deps, dry_run=dry_run))
 
 
 @task(name="build-rpm", help=dict(_COMMON_HELP, family="rpm family: rhel or suse (default rhel)"))
@@ -87,12 +89,13 @@ def build_rpm(
     device_mode: str = "",
     device_group: str = "",
     lint: bool = True,
+    deps: bool = True,
     dry_run: bool = False,
 ) -> None:
     """Build the .rpm packages (gdrcopy, gdrcopy-devel, gdrcopy-kmod, gdrcopy-kmod-<kver>)."""
     _build(_request(("rpm",), with_dkms=dkms, with_kmod=kmod, kernel=kernel, nvidia_src_dir=nvidia_src_dir,
                     output=output, ref=ref, rpm_family=family, device_mode=device_mode,
-                    device_group=device_group, lint=lint, dry_run=dry_run))
+                    device_group=device_group, lint=lint, install_deps=deps, dry_run=dry_run))
 
 
 @task(name="build-packages", help=_COMMON_HELP)
@@ -107,12 +110,13 @@ def build_packages(
     device_mode: str = "",
     device_group: str = "",
     lint: bool = True,
+    deps: bool = True,
     dry_run: bool = False,
 ) -> None:
     """Build every package, deb and rpm, into dist/ (installs the build dependencies first)."""
     _build(_request(("deb", "rpm"), with_dkms=dkms, with_kmod=kmod, kernel=kernel,
                     nvidia_src_dir=nvidia_src_dir, output=output, ref=ref, device_mode=device_mode,
-                    device_group=device_group, lint=lint, dry_run=dry_run))
+                    device_group=device_group, lint=lint, install_deps=deps, dry_run=dry_run))
 
 
 TASKS = [build, build_deb, build_rpm, build_packages]

@@ -1,0 +1,115 @@
+#!/bin/bash
+# packages/build-rpm-packages.sh: GDRCopy's script of this name, for
+# automation written for GDRCopy 2.6 (same options, same file names).
+# The packages are built by `./toolkit build-rpm` (packages/gdrcopy.yaml,
+# templates/), exactly as `./toolkit build-packages` builds them; this script
+# only maps the options and names the results.
+#
+# Results:
+#   dist/<package>-<version>-<release>.<arch>.rpm     the toolkit's names
+#   ./<package>-<version>-<release>.<tag>.<arch>.rpm  GDRCopy's names, in the
+#       current directory: <tag> is el<N> on RHEL and its rebuilds, else
+#       <ID>-<VERSION_ID> from /etc/os-release; the DKMS package's release
+#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6.1-1dkms.el9.noarch.rpm).
+# gdrcopy-kmod ships gdrcopy.service and /usr/libexec/gdrcopy/gdrcopy, so
+# `systemctl enable gdrcopy` works as with GDRCopy's packages.
+set -euo pipefail
+
+usage() {
+    cat <<EOF
+Usage: [CUDA=<path>] [NVIDIA_SRC_DIR=<path>] $0 [-m] [-h]
+
+Builds gdrcopy, gdrcopy-devel and gdrcopy-kmod (.rpm) with ./toolkit build-rpm,
+into dist/, and copies them here under GDRCopy's names.
+
+  -m    also build the prebuilt-module package gdrcopy-kmod-<kernel> (for the
+        running kernel, else the newest one with headers installed)
+  -h    this help
+  CUDA=<path>            accepted for compatibility; the build needs no CUDA toolkit
+  NVIDIA_SRC_DIR=<path>  with -m: the NVIDIA driver's kernel sources (with nv-p2p.h);
+                         without it gdrdrv is built from its own P2P declarations
+On a host without apt (RHEL, SUSE) the build dependencies are neither
+installed nor checked: install rpm-build, gcc and make first.
+EOF
+}
+
+with_kmod=0
+OPTIND=1
+while getopts "hm" opt; do
+    case "$opt" in
+        h)
+            usage
+            exit 0
+            ;;
+        m) with_kmod=1 ;;
+        *)
+            usage >&2
+            exit 2
+            ;;
+    esac
+done
+shift $((OPTIND - 1))
+
+here="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
+top="$(dirname "$here")"
+toolkit="${GDRCOPY_TOOLKIT:-$top/toolkit}"
+dest="$PWD"
+
+os_field() {
+    # One field of /etc/os-release, unquoted.
+    [ -r /etc/os-release ] || return 0
+    sed -n "s/^$1=//p" /etc/os-release | tr -d "\"'" | head -n 1
+}
+
+# GDRCopy's distribution tag.
+tag=""
+for file in /etc/redhat-release /etc/centos-release; do
+    if [ -r "$file" ]; then
+        major="$(sed -n 's/.*release \([0-9][0-9]*\).*/\1/p' "$file" | head -n 1)"
+        [ -z "$major" ] || tag=".el$major"
+        break
+    fi
+done
+if [ -z "$tag" ] && [ -n "$(os_field ID)" ]; then
+    tag=".$(os_field ID)-$(os_field VERSION_ID)"
+fi
+
+family=rhel
+case " $(os_field ID) $(os_field ID_LIKE) " in
+    *suse*) family=suse ;;
+esac
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+args=(build-rpm --family "$family" --no-lint --output "$work")
+if [ "$with_kmod" = 1 ]; then
+    [ -z "${NVIDIA_SRC_DIR:-}" ] || args+=(--nvidia-src-dir "$NVIDIA_SRC_DIR")
+else
+    args+=(--no-kmod)
+fi
+# The toolkit installs build dependencies with apt; elsewhere they are the host's.
+command -v dpkg-query >/dev/null 2>&1 || args+=(--no-deps)
+echo "+ $toolkit ${args[*]}"
+env -u CUDA "$toolkit" "${args[@]}"
+
+shopt -s nullglob
+rpms=("$work"/*.rpm "$work"/*/*.rpm)
+if [ ${#rpms[@]} = 0 ]; then
+    echo "build-rpm-packages.sh: the toolkit built no .rpm" >&2
+    exit 1
+fi
+mkdir -p "$top/dist"
+for rpm in "${rpms[@]}"; do
+    name="$(basename "$rpm" .rpm)"
+    cp -p "$rpm" "$top/dist/"
+    arch="${name##*.}"
+    nvr="${name%.*}"
+    case "$nvr" in
+        gdrcopy-kmod-[0-9]*-*-*) ;; # a prebuilt module package: gdrcopy-kmod-<kver>-...
+        gdrcopy-kmod-*) nvr="${nvr}dkms" ;;
+    esac
+    ref="$nvr$tag.$arch.rpm"
+    cp -p "$rpm" "$dest/$ref"
+    echo "$dest/$ref"
+done
