@@ -54,7 +54,7 @@ shift $((OPTIND - 1))
 
 here="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 top="$(dirname "$here")"
-toolkit="${GDRCOPY_TOOLKIT:-$top/toolkit}"
+toolkit="$top/toolkit"
 dest="$PWD"
 
 # CUDA only names the tests package; the build itself never uses a CUDA

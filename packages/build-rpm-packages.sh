@@ -10,7 +10,8 @@
 #   ./<package>-<version>-<release>.<tag>.<arch>.rpm  GDRCopy's names, in the
 #       current directory: <tag> is el<N> on RHEL and its rebuilds, else
 #       <ID>-<VERSION_ID> from /etc/os-release; the DKMS package's release
-#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6.1-1dkms.el9.noarch.rpm).
+#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6.1-1dkms.el9.noarch.rpm),
+#       and gdrcopy-devel's name says noarch, as GDRCopy's package is.
 # gdrcopy-kmod ships gdrcopy.service and /usr/libexec/gdrcopy/gdrcopy, so
 # `systemctl enable gdrcopy` works as with GDRCopy's packages.
 set -euo pipefail
@@ -52,7 +53,7 @@ shift $((OPTIND - 1))
 
 here="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 top="$(dirname "$here")"
-toolkit="${GDRCOPY_TOOLKIT:-$top/toolkit}"
+toolkit="$top/toolkit"
 dest="$PWD"
 
 os_field() {
@@ -108,6 +109,8 @@ for rpm in "${rpms[@]}"; do
     case "$nvr" in
         gdrcopy-kmod-[0-9]*-*-*) ;; # a prebuilt module package: gdrcopy-kmod-<kver>-...
         gdrcopy-kmod-*) nvr="${nvr}dkms" ;;
+        # GDRCopy's -devel is noarch (ours holds the libdir's .so link).
+        gdrcopy-devel-*) arch=noarch ;;
     esac
     ref="$nvr$tag.$arch.rpm"
     cp -p "$rpm" "$dest/$ref"

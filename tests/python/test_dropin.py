@@ -1,0 +1,338 @@
+"""Drop-in for automation written for GDRCopy 2.6 (README, "Drop-in for existing automation").
+
+What EasyBuild, Ansible, AWS ParallelCluster and EKS loader DaemonSets run
+against GDRCopy's tree must work against ours: `make config lib`,
+`make prefix=... DESTDIR=... CUDA=... all install lib_install exes_install`,
+`./insmod.sh`, `packages/build-deb-packages.sh` / `build-rpm-packages.sh`
+with their options and file names, and the RPMs' `gdrcopy.service` with
+`/usr/libexec/gdrcopy/gdrcopy {start|stop|restart|status}`.
+
+Fast tests check the Makefile, the version macros and the two package scripts
+(over a stand-in toolkit that records its arguments); the slow ones build the
+real packages from a fresh clone and run insmod.sh and the service script in
+a VM.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gdrkit import version
+from gdrkit.packaging import families, model, render
+from gdrkit.system import ensure_debian_packages
+from gdrkit.version import REPO_ROOT
+
+SCRIPTS = [REPO_ROOT / "insmod.sh", REPO_ROOT / "packages" / "build-deb-packages.sh",
+           REPO_ROOT / "packages" / "build-rpm-packages.sh"]
+SERVICE_SCRIPT = render.GDRCOPY_SERVICE_SCRIPT
+
+
+def _make(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def _service_script(family_name: str = "rhel") -> render.RenderedFile:
+    plan = model.plan(families.family(family_name))
+    return render.system_files(plan)[f"pkgroot{SERVICE_SCRIPT}"]
+
+
+# --- version macros ---------------------------------------------------------------------
+
+
+def _awk_header(name: str, header: Path) -> str:
+    # Exactly how GDRCopy's package scripts read the version.
+    script = f"/#define {name}/ {{ print $3 }}"
+    return subprocess.run(["awk", script, str(header)], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_gdrapi_h_version_macros_are_literal_and_equal_the_version_header() -> None:
+    header = REPO_ROOT / "include" / "gdrapi.h"
+    assert _awk_header("GDR_API_MAJOR_VERSION", header) == str(version.MAJOR)
+    assert _awk_header("GDR_API_MINOR_VERSION", header) == str(version.MINOR)
+
+
+def test_gdrapi_h_does_not_compile_when_its_version_drifts(tmp_path: Path) -> None:
+    include = tmp_path / "include"
+    shutil.copytree(REPO_ROOT / "include", include)
+    program = tmp_path / "use.c"
+    program.write_text('#include "gdrapi.h"\nint main(void) { return GDR_API_VERSION == 0; }\n')
+    compile_it = ["cc", "-fsyntax-only", f"-I{include}", str(program)]
+    assert subprocess.run(compile_it, capture_output=True).returncode == 0
+    drifted = include / "gdrcopy_version.h"
+    drifted.write_text(drifted.read_text().replace(
+        f"#define GDRCOPY_VERSION_MINOR {version.MINOR}\n", f"#define GDRCOPY_VERSION_MINOR {version.MINOR + 1}\n"))
+    result = subprocess.run(compile_it, capture_output=True, text=True)
+    assert result.returncode != 0 and "differ from gdrcopy_version.h" in result.stderr, result.stderr
+
+
+# --- the Makefile -----------------------------------------------------------------------
+
+
+def test_make_config_prints_the_architecture() -> None:
+    result = _make("-s", "config")
+    expected = {"x86_64": "X86", "aarch64": "ARM64", "ppc64le": "POWER"}.get(platform.machine(), platform.machine())
+    assert result.returncode == 0 and result.stdout == f"GDRAPI_ARCH={expected}\n", result.stdout + result.stderr
+
+
+def test_make_all_builds_the_driver_where_the_kernel_headers_are(tmp_path: Path) -> None:
+    missing = _make("-n", "all", f"KDIR={tmp_path / 'none'}")
+    assert missing.returncode == 0, missing.stderr
+    assert "gdrdrv.ko not built: no kernel headers" in missing.stdout + missing.stderr
+    assert not [line for line in missing.stdout.splitlines() if line.startswith(("make driver", "make -C gdrdrv"))]
+    (tmp_path / "Makefile").write_text("all:\n")
+    present = _make("-n", "all", f"KDIR={tmp_path}")
+    assert [line for line in present.stdout.splitlines() if line.startswith("make -C gdrdrv")], present.stdout[-3000:]
+    assert "GDRAPI_ARCH=" in present.stdout
+
+
+def test_reference_build_and_install_targets_with_a_relative_destdir(tmp_path: Path) -> None:
+    ensure_debian_packages(["build-essential"])
+    # EasyBuild: `make config lib prefix=X`, then `make lib_install prefix=X`.
+    prefix = tmp_path / "easybuild"
+    for args in (["config", "lib", f"prefix={prefix}"], ["lib_install", f"prefix={prefix}"]):
+        result = _make("-j2", *args)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert (prefix / "lib" / "libgdrapi.so").is_symlink() and (prefix / "include" / "gdrapi.h").is_file()
+    # Ansible-style install into a staging directory given relative to the tree.
+    stage = Path(os.path.relpath(tmp_path / "stage", REPO_ROOT))
+    result = _make("-j2", "prefix=/opt/gdrcopy", f"DESTDIR={stage}", "CUDA=/nonexistent/cuda", "KDIR=/nonexistent",
+                   "all", "install", "lib_install", "exes_install")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    root = tmp_path / "stage" / "opt" / "gdrcopy"
+    for rel in ("lib/libgdrapi.so", f"lib/libgdrapi.so.{version.MAJOR}", "include/gdrapi.h",
+                "bin/gdrcopy_sanity", "bin/gdrcopy_copybw", "bin/gdrcopy_pplat", "bin/sanity", "bin/copylat"):
+        assert (root / rel).exists(), rel
+    assert not (REPO_ROOT / stage).exists() or (REPO_ROOT / stage).resolve() == (tmp_path / "stage").resolve()
+
+
+# --- shell --------------------------------------------------------------------------------
+
+
+def _shellcheck(path: Path) -> None:
+    if shutil.which("shellcheck") is None:
+        ensure_debian_packages(["shellcheck"])
+    result = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_are_shellcheck_clean_and_executable(script: Path) -> None:
+    assert script.stat().st_mode & stat.S_IXUSR, f"{script} is not executable"
+    _shellcheck(script)
+
+
+@pytest.mark.parametrize("family_name", [n for n, f in families.Family.registry.items() if f.package_type == "rpm"])
+def test_service_script_is_shellcheck_clean(family_name: str, tmp_path: Path) -> None:
+    rendered = _service_script(family_name)
+    assert rendered.mode == 0o755
+    path = tmp_path / "gdrcopy"
+    path.write_text(rendered.text)
+    _shellcheck(path)
+
+
+def test_service_script_usage_and_status_here(tmp_path: Path) -> None:
+    path = tmp_path / "gdrcopy"
+    path.write_text(_service_script().text)
+    path.chmod(0o755)
+    usage = subprocess.run([str(path), "bogus"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "{start|stop|restart|status}" in usage.stderr
+    if Path("/sys/module/gdrdrv").exists():
+        pytest.skip("gdrdrv is loaded on this host: the not-loaded status cannot be checked here")
+    status = subprocess.run([str(path), "status"], capture_output=True, text=True)
+    assert status.returncode == 3 and "gdrdrv is not loaded" in status.stdout, status
+
+
+def test_the_rpm_families_ship_gdrcopy_service_and_the_debian_family_does_not() -> None:
+    for name, fam in families.Family.registry.items():
+        files = render.system_files(model.plan(fam()))
+        unit = f"pkgroot{fam.unitdir}/gdrcopy.service"
+        if fam.package_type == "rpm":
+            text = files[unit].text
+            for verb, key in (("start", "ExecStart"), ("stop", "ExecStop"), ("restart", "ExecReload")):
+                assert f"{key}={SERVICE_SCRIPT} {verb}\n" in text, name
+            assert "WantedBy=multi-user.target" in text
+        else:
+            assert unit not in files and f"pkgroot{SERVICE_SCRIPT}" not in files, name
+
+
+# --- the package scripts, over a stand-in toolkit ------------------------------------------
+
+FAKE_TOOLKIT = r"""#!/bin/bash
+# Records its arguments and environment, then writes package files named as the real toolkit names them.
+printf '%s\n' "$@" > "$(dirname "$0")/toolkit.args"
+echo "CUDA=${CUDA-unset}" > "$(dirname "$0")/toolkit.env"
+out=""
+while [ $# -gt 0 ]; do
+    [ "$1" = --output ] && out="$2"
+    shift
+done
+mkdir -p "$out"
+for name in $FAKE_PACKAGES; do echo "$name" > "$out/$name"; done
+"""
+
+
+def _fake_tree(tmp_path: Path, packages: list[str], path_bin: dict[str, str] | None = None) -> tuple[Path, dict[str, str]]:
+    top = tmp_path / "tree"
+    (top / "packages").mkdir(parents=True)
+    for script in SCRIPTS[1:]:
+        shutil.copy2(script, top / "packages" / script.name)
+    toolkit = top / "toolkit"
+    toolkit.write_text(FAKE_TOOLKIT)
+    toolkit.chmod(0o755)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, body in (path_bin or {}).items():
+        (bindir / name).write_text("#!/bin/sh\n" + body)
+        (bindir / name).chmod(0o755)
+    env = dict(os.environ, FAKE_PACKAGES=" ".join(packages), PATH=f"{bindir}:{os.environ['PATH']}")
+    env.pop("CUDA", None)
+    return top, env
+
+
+def _run(top: Path, script: str, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    cwd.mkdir(exist_ok=True)
+    result = subprocess.run(["bash", str(top / "packages" / script), *args], cwd=cwd, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+DEBS = ["gdrdrv-dkms_2.6.1-1_all.deb", "libgdrapi_2.6.1-1_amd64.deb", "gdrcopy-tests_2.6.1-1_amd64.deb",
+        "gdrcopy_2.6.1-1_all.deb"]
+LSB = 'case "$1" in -is) echo Ubuntu ;; -rs) echo 22.04 ;; esac\n'
+
+
+def _dpkg_arch() -> str:
+    return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_build_deb_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) -> None:
+    top, env = _fake_tree(tmp_path, DEBS, {"lsb_release": LSB})
+    cuda = tmp_path / "cuda"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin" / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n")
+    (cuda / "bin" / "nvcc").chmod(0o755)
+    out = tmp_path / "out"
+    _run(top, "build-deb-packages.sh", [], dict(env, CUDA=str(cuda)), out)
+    arch = _dpkg_arch()
+    assert sorted(p.name for p in out.iterdir()) == sorted([
+        f"gdrdrv-dkms_2.6.1-1_{arch}.Ubuntu22_04.deb",
+        "libgdrapi_2.6.1-1_amd64.Ubuntu22_04.deb",
+        "gdrcopy-tests_2.6.1-1_amd64.Ubuntu22_04.deb",
+        "gdrcopy-tests_2.6.1-1_amd64.Ubuntu22_04+cuda12.4.deb",
+        f"gdrcopy_2.6.1-1_{arch}.Ubuntu22_04.deb",
+    ])
+    assert sorted(p.name for p in (top / "dist").iterdir()) == sorted(DEBS)
+    args = (top / "toolkit.args").read_text().split()
+    assert args[:3] == ["build-deb", "--no-kmod", "--no-lint"] and "--no-deps" not in args
+    # The build never sees a CUDA toolkit: the programs are built without one.
+    assert (top / "toolkit.env").read_text() == "CUDA=unset\n"
+
+
+def test_build_deb_packages_options_skip_and_no_lsb_release(tmp_path: Path) -> None:
+    top, env = _fake_tree(tmp_path, DEBS)
+    env["PATH"] = str(_path_without("lsb_release", tmp_path / "path"))
+    out = tmp_path / "out"
+    _run(top, "build-deb-packages.sh", ["-d", "-t", "-k"], env, out)
+    arch = _dpkg_arch()
+    # No lsb_release: GDRCopy adds no distribution suffix either.
+    assert sorted(p.name for p in out.iterdir()) == sorted(["libgdrapi_2.6.1-1_amd64.deb", f"gdrcopy_2.6.1-1_{arch}.deb"])
+    assert "--no-deps" in (top / "toolkit.args").read_text().split()
+    usage = subprocess.run(["bash", str(top / "packages" / "build-deb-packages.sh"), "-h"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "[-d] [-t] [-k] [-h]" in usage.stdout
+
+
+def _path_without(command: str, bindir: Path) -> Path:
+    """A directory of links to every command on PATH but `command`: a PATH without it."""
+    bindir.mkdir()
+    for directory in reversed(os.environ["PATH"].split(":")):
+        if not directory or not Path(directory).is_dir():
+            continue
+        for entry in Path(directory).iterdir():
+            if entry.name != command:
+                link = bindir / entry.name
+                if link.is_symlink():
+                    link.unlink()
+                link.symlink_to(entry)
+    return bindir
+
+
+def _rpm_tag() -> str:
+    for name in ("/etc/redhat-release", "/etc/centos-release"):
+        if Path(name).exists():
+            text = Path(name).read_text()
+            return ".el" + text.split("release ")[1].split(".")[0].split()[0]
+    fields = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    clean = {k: v.strip().strip('"') for k, v in fields.items()}
+    return f".{clean['ID']}-{clean.get('VERSION_ID', '')}"
+
+
+RPMS = ["gdrcopy-2.6.1-1.x86_64.rpm", "gdrcopy-devel-2.6.1-1.x86_64.rpm", "gdrcopy-kmod-2.6.1-1.noarch.rpm"]
+
+
+def test_build_rpm_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) -> None:
+    kmod = "gdrcopy-kmod-6.1.0-57-amd64-2.6.1-1.x86_64.rpm"
+    top, env = _fake_tree(tmp_path, RPMS + [kmod])
+    out = tmp_path / "out"
+    _run(top, "build-rpm-packages.sh", ["-m"], dict(env, NVIDIA_SRC_DIR="/usr/src/nvidia-550/nvidia"), out)
+    tag = _rpm_tag()
+    assert sorted(p.name for p in out.iterdir()) == sorted([
+        f"gdrcopy-2.6.1-1{tag}.x86_64.rpm",
+        f"gdrcopy-devel-2.6.1-1{tag}.noarch.rpm",
+        f"gdrcopy-kmod-2.6.1-1dkms{tag}.noarch.rpm",
+        f"gdrcopy-kmod-6.1.0-57-amd64-2.6.1-1{tag}.x86_64.rpm",
+    ])
+    args = (top / "toolkit.args").read_text().split()
+    assert args[:3] == ["build-rpm", "--family", "rhel"]
+    assert "--no-kmod" not in args and args[args.index("--nvidia-src-dir") + 1] == "/usr/src/nvidia-550/nvidia"
+    out2 = tmp_path / "out2"
+    _run(top, "build-rpm-packages.sh", [], env, out2)
+    assert "--no-kmod" in (top / "toolkit.args").read_text().split()
+
+
+# --- the real thing ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_fresh_clone_builds_gdrcopys_file_names_and_the_rpm_has_gdrcopy_service(tmp_path: Path) -> None:
+    from gdrkit.packaging import build
+
+    build.ensure_build_deps((), kinds=("deb", "rpm"), lint=False)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    # The toolkit's own environment, as ./toolkit made it here (its stamp keeps it).
+    if (REPO_ROOT / ".venv").exists():
+        (clone / ".venv").symlink_to(REPO_ROOT / ".venv")
+    out = tmp_path / "out"
+    out.mkdir()
+    for script in ("build-deb-packages.sh", "build-rpm-packages.sh"):
+        result = subprocess.run(["bash", str(clone / "packages" / script)], cwd=out, capture_output=True, text=True)
+        print(result.stdout[-2000:])
+        assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    names = sorted(p.name for p in out.iterdir())
+    print("\n".join(names))
+    v = version.VERSION
+    for package in ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy"):
+        assert any(n.startswith(f"{package}_{v}-1_") and n.endswith(".deb") for n in names), (package, names)
+    [kmod] = [p for p in out.iterdir() if p.name.startswith(f"gdrcopy-kmod-{v}-1dkms")]
+    assert kmod.name.endswith(".noarch.rpm")
+    files = subprocess.run(["rpm", "-qlp", str(kmod)], capture_output=True, text=True, check=True).stdout.split()
+    assert "/usr/lib/systemd/system/gdrcopy.service" in files and SERVICE_SCRIPT in files
+    # `systemctl enable gdrcopy` in the installed file tree (offline, --root).
+    root = tmp_path / "root"
+    root.mkdir()
+    subprocess.run(f"rpm2cpio {kmod} | cpio -idm --quiet", shell=True, cwd=root, check=True)
+    assert os.access(root / SERVICE_SCRIPT.lstrip("/"), os.X_OK)
+    if shutil.which("systemctl") is None:
+        pytest.fail("systemctl is missing: cannot check `systemctl enable gdrcopy` (apt-get install systemd)")
+    enabled = subprocess.run(["systemctl", f"--root={root}", "enable", "gdrcopy.service"], capture_output=True, text=True)
+    assert enabled.returncode == 0, enabled.stderr
+    link = root / "etc/systemd/system/multi-user.target.wants/gdrcopy.service"
+    assert os.readlink(link) == "/usr/lib/systemd/system/gdrcopy.service"
