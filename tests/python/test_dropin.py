@@ -336,3 +336,32 @@ def test_fresh_clone_builds_gdrcopys_file_names_and_the_rpm_has_gdrcopy_service(
     assert enabled.returncode == 0, enabled.stderr
     link = root / "etc/systemd/system/multi-user.target.wants/gdrcopy.service"
     assert os.readlink(link) == "/usr/lib/systemd/system/gdrcopy.service"
+
+
+@pytest.mark.slow
+def test_insmod_sh_and_the_service_script_in_a_vm() -> None:
+    from gdrkit.vm import BuildStep, boot, build_in_root, default_steps, prepare_suite_root
+    from gdrkit.vm.runner import default_loads
+
+    root = prepare_suite_root("bookworm")
+    wanted = ("softgpu_kmod", "softgpu_lib", "driver", "softgpu_install")
+    steps = [s for s in default_steps(root.abi) if s.name in wanted]
+    [install] = [s for s in default_steps(root.abi) if s.name == "driver_install"]
+    # GDRCopy's target name for installing the module (make drv_install).
+    steps.append(BuildStep("drv_install", install.script.replace(" driver_install ", " drv_install "), ("driver",)))
+    steps += [s for s in default_steps(root.abi) if s.name == "depmod"]
+    report = build_in_root(root, steps)
+    assert not report.failed, "\n".join(f"{s.name}: {s.output[-3000:]}" for s in report.failed)
+    # The RPMs' service script, rendered as packaged, placed outside /src.
+    script = root.root_dir / "opt" / "gdrcopy-dropin" / "gdrcopy"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(_service_script().text)
+    script.chmod(0o755)
+    loads = default_loads()
+    result = boot(root.kernel_image, root.modules_dir, root.root_dir,
+                  "bash /src/tests/python/dropin_guest.sh /opt/gdrcopy-dropin/gdrcopy", loads=loads)
+    console = result.console_log.read_text(errors="replace")
+    print("\n".join(line for line in console.splitlines() if line.startswith(("CHECK:", "FAILED:"))))
+    assert result.status == 0, console[-6000:]
+    assert console.count("CHECK: ") == 5, console[-6000:]
+    assert not result.problems(loads), (result.problems(loads), console[-6000:])
