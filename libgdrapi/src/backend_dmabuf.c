@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "cuda_imports.h"
 
 /* The few CUDA driver API types and constants we need (values from the CUDA driver API). */
 typedef int CUresult;
@@ -42,22 +43,21 @@ typedef unsigned long long CUdeviceptr;
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 
 /* The first driver whose dma-buf fds can be mmapped by the CPU: CUDA 13.3. */
-#define DMABUF_MMAP_MIN_DRIVER 13030
+#define DMABUF_MMAP_MIN_DRIVER GDR_CUDA_DMABUF_PROC_VERSION
 #define CUDA_LIBRARY "libcuda.so.1"
 
+/* What we call, resolved at load (cuda_imports.h lists it). */
 struct cuda_api {
-	CUresult (*cuInit)(unsigned int flags);
-	CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
-	CUresult (*cuDeviceGetCount)(int *count);
-	CUresult (*cuDeviceGetAttribute)(int *value, int attr, CUdevice dev);
-	CUresult (*cuMemGetHandleForAddressRange)(void *handle, CUdeviceptr ptr, size_t size, int type,
-						  unsigned long long flags);
-	CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
-	CUresult (*cuCtxSetCurrent)(CUcontext ctx);
-	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
-	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
-	CUresult (*cuPointerGetAttribute)(void *data, int attr, CUdeviceptr ptr);
-	CUresult (*cuGetErrorString)(CUresult err, const char **str);
+#define CUDA_API_FIELD(name, symbol, params) CUresult (*name) params;
+	GDR_CUDA_DMABUF_PROCS(CUDA_API_FIELD)
+#undef CUDA_API_FIELD
+};
+
+/* What we find with dlsym() first. */
+struct cuda_bootstrap {
+#define CUDA_BOOT_FIELD(symbol) void *symbol;
+	GDR_CUDA_DMABUF_DLSYM(CUDA_BOOT_FIELD)
+#undef CUDA_BOOT_FIELD
 };
 
 /* One libcuda per process, shared by every gdr_t that uses this backend. */
@@ -82,6 +82,15 @@ static const char *cuda_error(CUresult err)
 	return "unknown CUDA error";
 }
 
+static const char *cuda_error_name(CUresult err)
+{
+	const char *str = NULL;
+
+	if (cuda.cuGetErrorName && cuda.cuGetErrorName(err, &str) == CUDA_SUCCESS && str)
+		return str;
+	return "CUDA error";
+}
+
 /*
  * cuGetProcAddress has had two signatures: (symbol, pfn, version, flags) and,
  * from CUDA 12, _v2 with an extra status pointer.  We pass all five
@@ -90,20 +99,22 @@ static const char *cuda_error(CUresult err)
 typedef CUresult (*get_proc_address_fn)(const char *symbol, void **pfn, int version, unsigned long long flags,
 					 int *status);
 
-static void *resolve(get_proc_address_fn get_proc, const char *name)
+/* `name` through cuGetProcAddress, else the exported `symbol` of the signature we call. */
+static void *resolve(get_proc_address_fn get_proc, const char *name, const char *symbol)
 {
 	void *fn = NULL;
 	int status = 0;
 
-	if (get_proc && get_proc(name, &fn, DMABUF_MMAP_MIN_DRIVER, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
+	if (get_proc && get_proc(name, &fn, GDR_CUDA_DMABUF_PROC_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
 			CUDA_SUCCESS && fn)
 		return fn;
-	return dlsym(cuda_library, name);
+	return dlsym(cuda_library, symbol);
 }
 
 /* Caller holds cuda_lock.  Loads libcuda and checks it can do dma-buf mmap at all. */
 static int cuda_load(char *why)
 {
+	struct cuda_bootstrap boot;
 	CUresult (*driver_get_version)(int *version);
 	get_proc_address_fn get_proc;
 	int version = 0, count = 0, usable = 0, i, rc;
@@ -117,7 +128,10 @@ static int cuda_load(char *why)
 			 CUDA_LIBRARY, err ? err : "not found");
 		return ENOENT;
 	}
-	driver_get_version = (CUresult (*)(int *))dlsym(cuda_library, "cuDriverGetVersion");
+#define CUDA_BOOT(symbol) boot.symbol = dlsym(cuda_library, #symbol);
+	GDR_CUDA_DMABUF_DLSYM(CUDA_BOOT)
+#undef CUDA_BOOT
+	driver_get_version = (CUresult (*)(int *))boot.cuDriverGetVersion;
 	if (!driver_get_version || driver_get_version(&version) != CUDA_SUCCESS) {
 		snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no working cuDriverGetVersion", CUDA_LIBRARY);
 		rc = ENOSYS;
@@ -137,34 +151,23 @@ static int cuda_load(char *why)
 		goto fail;
 	}
 
-	get_proc = (get_proc_address_fn)dlsym(cuda_library, "cuGetProcAddress_v2");
-	if (!get_proc)
-		get_proc = (get_proc_address_fn)dlsym(cuda_library, "cuGetProcAddress");
-#define RESOLVE(fn)                                                                                  \
+	get_proc = (get_proc_address_fn)(boot.cuGetProcAddress_v2 ? boot.cuGetProcAddress_v2 : boot.cuGetProcAddress);
+#define RESOLVE(name, symbol, params)                                                                \
 	do {                                                                                         \
-		*(void **)&cuda.fn = resolve(get_proc, #fn);                                         \
-		if (!cuda.fn) {                                                                      \
-			snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no %s", CUDA_LIBRARY, #fn);       \
+		*(void **)&cuda.name = resolve(get_proc, #name, #symbol);                            \
+		if (!cuda.name) {                                                                    \
+			snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no %s", CUDA_LIBRARY, #symbol);   \
 			rc = ENOSYS;                                                                 \
 			goto fail;                                                                   \
 		}                                                                                    \
-	} while (0)
-	RESOLVE(cuGetErrorString);
-	RESOLVE(cuInit);
-	RESOLVE(cuDeviceGet);
-	RESOLVE(cuDeviceGetCount);
-	RESOLVE(cuDeviceGetAttribute);
-	RESOLVE(cuMemGetHandleForAddressRange);
-	RESOLVE(cuCtxGetCurrent);
-	RESOLVE(cuCtxSetCurrent);
-	RESOLVE(cuDevicePrimaryCtxRetain);
-	RESOLVE(cuDevicePrimaryCtxRelease);
-	RESOLVE(cuPointerGetAttribute);
+	} while (0);
+	GDR_CUDA_DMABUF_PROCS(RESOLVE)
 #undef RESOLVE
 
 	cr = cuda.cuInit(0);
 	if (cr != CUDA_SUCCESS) {
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: %s (error %d)", cuda_error(cr), cr);
+		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: %s (error %d: %s); %s", cuda_error_name(cr), cr,
+			 cuda_error(cr), gdr_cuda_init_hint(cr));
 		rc = ENODEV;
 		goto fail;
 	}

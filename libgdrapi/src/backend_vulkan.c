@@ -32,6 +32,7 @@
 
 #include "internal.h"
 #include "backend_vulkan.h"
+#include "cuda_imports.h"
 #include "vulkan_min.h"
 
 #define VULKAN_LIBRARY "libvulkan.so.1"
@@ -50,7 +51,6 @@ typedef unsigned long long CUdeviceptr;
 #define CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD 1
 /* cuImportExternalMemory and cuExternalMemoryGetMappedBuffer arrived in CUDA 10.0. */
 #define CUDA_EXTERNAL_MEMORY_MIN_DRIVER 10000
-#define CUDA_PROC_VERSION 12000
 
 struct cuda_external_memory_handle_desc {
 	int type;
@@ -76,23 +76,18 @@ struct cuda_external_memory_buffer_desc {
 };
 _Static_assert(sizeof(struct cuda_external_memory_buffer_desc) == 88, "CUDA_EXTERNAL_MEMORY_BUFFER_DESC");
 
+/* What we call, resolved at load (cuda_imports.h lists it). */
 struct cuda_api {
-	CUresult (*cuInit)(unsigned int flags);
-	CUresult (*cuDriverGetVersion)(int *version);
-	CUresult (*cuDeviceGetCount)(int *count);
-	CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
-	CUresult (*cuDeviceGetUuid)(unsigned char uuid[16], CUdevice dev);
-	CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
-	CUresult (*cuCtxSetCurrent)(CUcontext ctx);
-	CUresult (*cuCtxGetDevice)(CUdevice *dev);
-	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
-	CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
-	CUresult (*cuImportExternalMemory)(CUexternalMemory *mem, const struct cuda_external_memory_handle_desc *desc);
-	CUresult (*cuExternalMemoryGetMappedBuffer)(CUdeviceptr *ptr, CUexternalMemory mem,
-						    const struct cuda_external_memory_buffer_desc *desc);
-	CUresult (*cuDestroyExternalMemory)(CUexternalMemory mem);
-	CUresult (*cuMemFree)(CUdeviceptr ptr);
-	CUresult (*cuGetErrorString)(CUresult err, const char **str);
+#define CUDA_API_FIELD(name, symbol, params) CUresult (*name) params;
+	GDR_CUDA_VULKAN_PROCS(CUDA_API_FIELD)
+#undef CUDA_API_FIELD
+};
+
+/* What we find with dlsym() first. */
+struct cuda_bootstrap {
+#define CUDA_BOOT_FIELD(symbol) void *symbol;
+	GDR_CUDA_VULKAN_DLSYM(CUDA_BOOT_FIELD)
+#undef CUDA_BOOT_FIELD
 };
 
 struct vulkan_api {
@@ -178,47 +173,53 @@ static const char *cuda_error(const struct vulkan_state *st, CUresult err)
 typedef CUresult (*get_proc_address_fn)(const char *symbol, void **pfn, int version, unsigned long long flags,
 					 int *status);
 
+static const char *cuda_error_name(const struct vulkan_state *st, CUresult err)
+{
+	const char *str = NULL;
+
+	if (st->cu.cuGetErrorName && st->cu.cuGetErrorName(err, &str) == CUDA_SUCCESS && str)
+		return str;
+	return "CUDA error";
+}
+
 static int load_cuda(struct vulkan_state *st, char *why)
 {
+	struct cuda_bootstrap boot;
 	get_proc_address_fn get_proc;
 	int version = 0;
+	CUresult cr;
 
 	st->cuda_library = dlopen(CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
 	if (!st->cuda_library) {
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cannot load %s: install the NVIDIA driver's CUDA library",
-			 CUDA_LIBRARY);
+		const char *err = dlerror();
+
+		snprintf(why, GDR_BACKEND_WHY_LEN, "cannot load %s (%s): install the NVIDIA driver's CUDA library",
+			 CUDA_LIBRARY, err ? err : "not found");
 		return ENOENT;
 	}
-	get_proc = (get_proc_address_fn)dlsym(st->cuda_library, "cuGetProcAddress_v2");
-	/* Resolve through cuGetProcAddress so we get the variant our signatures describe. */
-#define RESOLVE(fn)                                                                                    \
+#define CUDA_BOOT(symbol) boot.symbol = dlsym(st->cuda_library, #symbol);
+	GDR_CUDA_VULKAN_DLSYM(CUDA_BOOT)
+#undef CUDA_BOOT
+	get_proc = (get_proc_address_fn)boot.cuGetProcAddress_v2;
+	/*
+	 * Through cuGetProcAddress we get the variant our signatures describe;
+	 * without it, the exported symbol of that variant.
+	 */
+#define RESOLVE(name, symbol, params)                                                                  \
 	do {                                                                                           \
 		void *p_ = NULL;                                                                       \
 		int status_ = 0;                                                                       \
-		if (!get_proc || get_proc(#fn, &p_, CUDA_PROC_VERSION, 0, &status_) != CUDA_SUCCESS)   \
-			p_ = dlsym(st->cuda_library, #fn);                                             \
+		if (!get_proc ||                                                                       \
+		    get_proc(#name, &p_, GDR_CUDA_VULKAN_PROC_VERSION, 0, &status_) != CUDA_SUCCESS)   \
+			p_ = dlsym(st->cuda_library, #symbol);                                         \
 		if (!p_) {                                                                             \
 			snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no %s: the CUDA driver is too old", \
-				 CUDA_LIBRARY, #fn);                                                   \
+				 CUDA_LIBRARY, #symbol);                                               \
 			return ENOSYS;                                                                 \
 		}                                                                                      \
-		*(void **)&st->cu.fn = p_;                                                             \
-	} while (0)
-	RESOLVE(cuGetErrorString);
-	RESOLVE(cuDriverGetVersion);
-	RESOLVE(cuInit);
-	RESOLVE(cuDeviceGetCount);
-	RESOLVE(cuDeviceGet);
-	RESOLVE(cuDeviceGetUuid);
-	RESOLVE(cuCtxGetCurrent);
-	RESOLVE(cuCtxSetCurrent);
-	RESOLVE(cuCtxGetDevice);
-	RESOLVE(cuDevicePrimaryCtxRetain);
-	RESOLVE(cuDevicePrimaryCtxRelease);
-	RESOLVE(cuImportExternalMemory);
-	RESOLVE(cuExternalMemoryGetMappedBuffer);
-	RESOLVE(cuDestroyExternalMemory);
-	RESOLVE(cuMemFree);
+		*(void **)&st->cu.name = p_;                                                           \
+	} while (0);
+	GDR_CUDA_VULKAN_PROCS(RESOLVE)
 #undef RESOLVE
 	if (st->cu.cuDriverGetVersion(&version) != CUDA_SUCCESS || version < CUDA_EXTERNAL_MEMORY_MIN_DRIVER) {
 		snprintf(why, GDR_BACKEND_WHY_LEN,
@@ -226,8 +227,10 @@ static int load_cuda(struct vulkan_state *st, char *why)
 			 version % 1000 / 10);
 		return ENOTSUP;
 	}
-	if (st->cu.cuInit(0) != CUDA_SUCCESS) {
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: no usable NVIDIA GPU");
+	cr = st->cu.cuInit(0);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: %s (error %d: %s); %s", cuda_error_name(st, cr), cr,
+			 cuda_error(st, cr), gdr_cuda_init_hint(cr));
 		return ENODEV;
 	}
 	return 0;

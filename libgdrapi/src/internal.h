@@ -40,6 +40,9 @@ struct gdr_host_page {
 };
 const struct gdr_host_page *gdr_host_page(void);
 
+/* What to do about a failed cuInit (cuda_diag.c): one sentence, never NULL. */
+const char *gdr_cuda_init_hint(int cuda_error);
+
 static inline size_t gdr_round_up_to_page(size_t len)
 {
 	const struct gdr_host_page *page = gdr_host_page();

@@ -312,9 +312,8 @@ void bench_cu_check(CUresult res, const char *call, const char *file, int line)
 	fprintf(stderr, "ERROR: %s failed: %s (%d) %s [%s:%d]\n", call, cuda_error_name(res),
 		(int)res, cuda_error_string(res), file, line);
 	if (res == CUDA_ERROR_NO_DEVICE || res == CUDA_ERROR_NOT_INITIALIZED ||
-	    res == CUDA_ERROR_STUB_LIBRARY)
-		fprintf(stderr, "Check that the NVIDIA driver is loaded (nvidia-smi) and that "
-				"libcuda.so.1 is the driver's, not a stub.\n");
+	    res == CUDA_ERROR_STUB_LIBRARY || res == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)
+		fprintf(stderr, "%s.\n", cuda_init_hint(res));
 	exit(EXIT_FAILURE);
 }
 

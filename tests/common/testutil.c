@@ -152,13 +152,31 @@ static int print_gpu_list(void)
 	return count;
 }
 
+/*
+ * The same sentence libgdrapi's backends add (its cuda_diag.c): libcuda says
+ * CUDA_ERROR_NO_DEVICE both where the kernel driver is not loaded (measured
+ * with Debian's libcuda1 535 and 550) and where no GPU is visible.
+ */
+const char *cuda_init_hint(CUresult res)
+{
+	if (res == CUDA_ERROR_STUB_LIBRARY)
+		return "libcuda.so.1 is the CUDA toolkit's stub, not the driver's: take the toolkit's stubs directory out of LD_LIBRARY_PATH";
+	if (access("/proc/driver/nvidia/version", F_OK) != 0)
+		return "the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia/version): install the driver for this kernel and load it (modprobe nvidia)";
+	if (res == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH || res == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)
+		return "libcuda.so.1 and the loaded NVIDIA kernel driver are different versions: reload the driver (or reboot) after an upgrade";
+	if (res == CUDA_ERROR_NO_DEVICE)
+		return "the NVIDIA driver is loaded but this process sees no GPU: check CUDA_VISIBLE_DEVICES, and that a container was given the /dev/nvidia* devices";
+	return "nvidia-smi and the kernel log (NVRM lines) say more";
+}
+
 int gpu_print_list(void)
 {
 	CUresult res = cuInit(0);
 
 	if (res != CUDA_SUCCESS) {
-		fprintf(stderr, "cuInit failed: %s (%s); is the GPU driver loaded?\n",
-			cuda_error_name(res), cuda_error_string(res));
+		fprintf(stderr, "cuInit failed: %s (%s): %s\n", cuda_error_name(res), cuda_error_string(res),
+			cuda_init_hint(res));
 		return -1;
 	}
 	return print_gpu_list();

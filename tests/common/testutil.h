@@ -113,6 +113,8 @@ void test_waive(const char *fmt, ...);
 
 const char *cuda_error_name(CUresult res);
 const char *cuda_error_string(CUresult res);
+/* What to do about a failed cuInit: one sentence (the driver not loaded, no GPU visible, ...). */
+const char *cuda_init_hint(CUresult res);
 /* strerror() for positive errno values, "unknown error N" otherwise. */
 const char *test_errno_text(int err);
 

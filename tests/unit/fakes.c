@@ -623,6 +623,12 @@ static CUresult cu_get_error_string(CUresult err, const char **str)
 	return 0;
 }
 
+static CUresult cu_get_error_name(CUresult err, const char **str)
+{
+	*str = err == 1 ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_FAKE";
+	return 0;
+}
+
 static void *fake_cuda_symbol(const char *name);
 
 static CUresult cu_get_proc_address(const char *symbol, void **pfn, int version, unsigned long long flags,
@@ -652,6 +658,7 @@ static void *fake_cuda_symbol(const char *name)
 		{ "cuDevicePrimaryCtxRelease", (void *)cu_primary_release },
 		{ "cuPointerGetAttribute", (void *)cu_pointer_get_attribute },
 		{ "cuGetErrorString", (void *)cu_get_error_string },
+		{ "cuGetErrorName", (void *)cu_get_error_name },
 	};
 	size_t i;
 
