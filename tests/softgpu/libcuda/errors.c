@@ -43,6 +43,8 @@ static const struct {
 	SG_ERR(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"),
 	SG_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
 	SG_ERR(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+	SG_ERR(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "system has unsupported display driver / cuda driver combination"),
+	SG_ERR(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "forward compatibility was attempted on non supported HW"),
 	SG_ERR(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
 

@@ -340,10 +340,17 @@ static void sg_free_block(struct sg_block *block)
 		sg_release_chunk(c);
 }
 
+/*
+ * The allocation is found by its address (unified addressing), so the
+ * calling thread's context does not matter: the real driver (580, CUDA 13.0,
+ * on an H200) frees a live allocation from a thread with no current context
+ * and returns CUDA_SUCCESS.  For an address that is no allocation, what it
+ * returns without a context is not known; we keep the context error.
+ */
 SG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	struct sg_block *b;
-	CUresult rc = sg_require_ctx(NULL);
+	CUresult rc = sg_check_init();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
@@ -353,6 +360,9 @@ SG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 	sg_unlock();
 	if (!b || b->va != dptr) {
 		pthread_mutex_unlock(&sg_alloc_lock);
+		rc = sg_require_ctx(NULL);
+		if (rc != CUDA_SUCCESS)
+			return rc;
 		sg_debug("cuMemFree(0x%llx): not the start of a cuMemAlloc allocation",
 			 (unsigned long long)dptr);
 		return CUDA_ERROR_INVALID_VALUE;

@@ -136,12 +136,42 @@ static void test_error_strings(void)
 
 /* ---- Contexts ---- */
 
+struct free_in_thread {
+	CUdeviceptr ptr;
+	CUresult rc;
+};
+
+static void *free_in_thread(void *arg)
+{
+	struct free_in_thread *f = arg;
+
+	f->rc = cuMemFree(f->ptr);
+	return NULL;
+}
+
 static void test_no_context(void)
 {
+	struct free_in_thread f = { 0, CUDA_ERROR_UNKNOWN };
+	CUcontext ctx;
 	CUdeviceptr p;
+	pthread_t t;
 
 	OK(cuCtxSetCurrent(NULL));
 	CHECK_CU(cuMemAlloc(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+	/*
+	 * cuMemFree finds the allocation by its address: a thread with no
+	 * current context frees it (as the real driver does: 580 on an H200).
+	 */
+	OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+	OK(cuCtxSetCurrent(ctx));
+	OK(cuMemAlloc(&f.ptr, 16));
+	CHECK(pthread_create(&t, NULL, free_in_thread, &f) == 0);
+	pthread_join(t, NULL);
+	CHECK_CU(f.rc, CUDA_SUCCESS);
+	OK(cuMemAlloc(&p, 16));
+	OK(cuCtxSetCurrent(NULL));
+	OK(cuMemFree(p));
+	OK(cuDevicePrimaryCtxRelease(0));
 }
 
 static void *thread_current_ctx(void *arg)

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -501,6 +502,71 @@ static void test_host_memory_is_uva(void **state)
 	assert_int_equal(cuMemFreeHost(h), CUDA_SUCCESS);
 }
 
+/* What a thread with no current context gets from the calls it makes. */
+struct contextless {
+	CUdeviceptr free_ptr;
+	CUresult current, free_live, free_again, alloc, sync;
+	CUcontext seen;
+};
+
+static void *contextless_thread(void *arg)
+{
+	struct contextless *c = arg;
+	CUdeviceptr p;
+
+	c->current = cuCtxGetCurrent(&c->seen);
+	c->free_live = cuMemFree(c->free_ptr);
+	c->free_again = cuMemFree(c->free_ptr);
+	c->alloc = cuMemAlloc(&p, 64);
+	c->sync = cuCtxSynchronize();
+	return NULL;
+}
+
+/*
+ * The real driver (580, CUDA 13.0, H200) frees a live allocation from a
+ * thread with no current context and returns CUDA_SUCCESS: a program that
+ * frees from a worker thread must pass here as it does on a GPU.
+ */
+static void test_free_without_current_context(void **state)
+{
+	struct contextless c = { .seen = (CUcontext)1 };
+	CUdeviceptr keep, other_ctx_ptr;
+	CUcontext primary, other;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(cuCtxGetCurrent(&primary), CUDA_SUCCESS);
+	assert_int_equal(cuMemAlloc(&keep, 100), CUDA_SUCCESS);
+	assert_int_equal(cuMemAlloc(&c.free_ptr, 200000), CUDA_SUCCESS);
+	fake.nlog = 0;
+	assert_int_equal(pthread_create(&t, NULL, contextless_thread, &c), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(c.current, CUDA_SUCCESS);
+	assert_null(c.seen);
+	assert_int_equal(c.free_live, CUDA_SUCCESS);
+	/* Its pages went back to softgpu; those it shared with `keep` stayed. */
+	assert_int_equal(count_calls(SOFTGPU_IOC_MEM_UNMAP), 3);
+	/* No allocation there any more: without a context the context error stays. */
+	assert_int_equal(c.free_again, CUDA_ERROR_INVALID_CONTEXT);
+	/* Calls that act in the current context still need one. */
+	assert_int_equal(c.alloc, CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(c.sync, CUDA_ERROR_INVALID_CONTEXT);
+
+	/* The same on this thread after cuCtxSetCurrent(NULL). */
+	assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+	assert_int_equal(cuMemFree(keep), CUDA_SUCCESS);
+	assert_int_equal(cuMemFree(keep), CUDA_ERROR_INVALID_CONTEXT);
+
+	/* An allocation of another context is freed from the primary one. */
+	assert_int_equal(cuCtxCreate(&other, NULL, 0, 0), CUDA_SUCCESS);
+	assert_int_equal(cuMemAlloc(&other_ctx_ptr, 100), CUDA_SUCCESS);
+	assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+	assert_int_equal(cuMemFree(other_ctx_ptr), CUDA_SUCCESS);
+	assert_int_equal(cuMemFree(other_ctx_ptr), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuCtxDestroy(other), CUDA_SUCCESS);
+	assert_int_equal(cuCtxSetCurrent(primary), CUDA_SUCCESS);
+}
+
 static const char probe_ptx[] =
 	".version 8.0\n.target sm_90\n.address_size 64\n\n"
 	".visible .entry probe(\n"
@@ -571,6 +637,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_alloc_failure_rolls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_reopens, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_memory_is_uva, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_free_without_current_context, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_launch_copies_arguments, setup, teardown),
 	};
 
