@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from gdrkit import version
-from gdrkit.host.probe import Probe
+from gdrkit.host.probe import Output, Probe
 from gdrkit.packaging.families import family_for_os_release
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
@@ -233,16 +233,81 @@ def check_node_access(probe: Probe) -> Finding:
     return Finding("node access", OK, f"{detail}: only root and members of {group} can pin GPU memory")
 
 
-def _nvidia_smi(probe: Probe, *args: str) -> str | None:
-    out = probe.command(["nvidia-smi", *args])
-    return out.stdout if out is not None and out.returncode == 0 else None
+# nvidia-smi's exit statuses (its manual page, RETURN VALUE): what each means.
+NVIDIA_SMI_EXIT = {
+    2: "an argument or flag is invalid (an nvidia-smi older than this doctor expects?)",
+    3: "the operation is not available on the GPU",
+    4: "this user may not query the GPU",
+    6: "a query found no such object",
+    8: "a GPU's external power cables are not attached properly",
+    9: "the NVIDIA driver is not loaded",
+    10: "the NVIDIA kernel driver detected an interrupt problem with a GPU",
+    12: "the NVIDIA management library (libnvidia-ml.so.1) cannot be found or loaded",
+    13: "the installed NVIDIA management library lacks a function nvidia-smi needs",
+    14: "a GPU's infoROM is corrupted",
+    15: "a GPU has fallen off the bus or is otherwise inaccessible",
+    255: "another error, or an internal driver error",
+}
+
+
+def _nvidia_smi(probe: Probe, *args: str) -> Output | None:
+    return probe.command(["nvidia-smi", *args])
+
+
+def _smi_said(out: Output) -> str:
+    """nvidia-smi's own message: its first non-empty line."""
+    return next((line.strip() for line in out.stdout.splitlines() if line.strip()), "no output")
+
+
+def _smi_failure(probe: Probe, out: Output) -> tuple[str, str]:
+    """(what is wrong, what to do) for a failed nvidia-smi."""
+    meaning = NVIDIA_SMI_EXIT.get(out.returncode, "an error its manual does not list")
+    detail = f"nvidia-smi failed with exit status {out.returncode} ({meaning}): {_smi_said(out)}"
+    loaded = probe.read("/proc/driver/nvidia/version") is not None
+    if out.returncode == 9 and not loaded:
+        return (detail + "; no /proc/driver/nvidia/version: the NVIDIA kernel module is not loaded",
+                "load it: modprobe nvidia; if that fails, 'dkms status' shows whether it is built for this kernel"
+                " and the kernel log (NVRM lines) says why it does not load; after a driver upgrade, reboot")
+    if out.returncode == 9:
+        return (detail + "; the kernel module is loaded (/proc/driver/nvidia/version) but nvidia-smi cannot"
+                " reach it through /dev/nvidiactl",
+                "check that /dev/nvidiactl and /dev/nvidia[0-9]* exist and this user may open them; in a container,"
+                " pass them in (nvidia-container-toolkit or --device)")
+    if out.returncode == 12:
+        return detail, "install the driver's management library: Debian libnvidia-ml1, RHEL nvidia-driver-NVML"
+    if out.returncode == 4:
+        return detail, "run doctor as root, or give this user access to /dev/nvidia*"
+    if out.returncode in (10, 14, 15):
+        return detail, "look for Xid errors in the kernel log (NVRM: Xid); reset or reseat the GPU"
+    return detail, "run nvidia-smi yourself and follow its message; the kernel log (NVRM lines) says more"
+
+
+def check_nvidia_smi(probe: Probe) -> Finding:
+    out = _nvidia_smi(probe, "--query-gpu=driver_version,name", "--format=csv,noheader")
+    if out is None:
+        return Finding("nvidia-smi", SKIP, "nvidia-smi is not installed",
+                       "install the NVIDIA driver utilities (Debian: nvidia-smi, RHEL: nvidia-driver-cuda)")
+    if out.returncode != 0:
+        detail, fix = _smi_failure(probe, out)
+        return Finding("nvidia-smi", FAIL, detail, fix)
+    rows = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    versions = sorted({row.split(",")[0].strip() for row in rows})
+    gpus = f"{len(rows)} GPU" + ("s" if len(rows) != 1 else "")
+    return Finding("nvidia-smi", OK, f"driver {', '.join(versions) or '?'}, {gpus}")
+
+
+def _smi_unusable(check: str, out: Output | None) -> Finding:
+    """The finding of a check that needs nvidia-smi when it is missing or fails."""
+    if out is None:
+        return Finding(check, SKIP, "nvidia-smi is not installed (see the nvidia-smi finding)")
+    return Finding(check, SKIP, f"nvidia-smi failed with exit status {out.returncode} (see the nvidia-smi finding)")
 
 
 def check_gpudirect(probe: Probe) -> Finding:
-    names = _nvidia_smi(probe, "--query-gpu=name", "--format=csv,noheader")
-    if names is None:
-        return Finding("gpudirect rdma", SKIP, "nvidia-smi is not available", "install the NVIDIA driver utilities")
-    gpus = [n.strip() for n in names.splitlines() if n.strip()]
+    out = _nvidia_smi(probe, "--query-gpu=name", "--format=csv,noheader")
+    if out is None or out.returncode != 0:
+        return _smi_unusable("gpudirect rdma", out)
+    gpus = [n.strip() for n in out.stdout.splitlines() if n.strip()]
     consumer = [g for g in gpus if re.search(r"GeForce|TITAN", g, re.I)]
     if consumer:
         return Finding("gpudirect rdma", FAIL, f"{', '.join(consumer)}: GeForce-class GPUs do not support GPUDirect RDMA",
@@ -251,11 +316,11 @@ def check_gpudirect(probe: Probe) -> Finding:
 
 
 def check_bar1(probe: Probe) -> Finding:
-    text = _nvidia_smi(probe, "-q", "-d", "MEMORY")
-    if text is None:
-        return Finding("bar1", SKIP, "nvidia-smi is not available")
+    out = _nvidia_smi(probe, "-q", "-d", "MEMORY")
+    if out is None or out.returncode != 0:
+        return _smi_unusable("bar1", out)
     sizes = []
-    for block in text.split("BAR1 Memory Usage")[1:]:
+    for block in out.stdout.split("BAR1 Memory Usage")[1:]:
         match = re.search(r"Total\s*:\s*(\d+)\s*MiB", block)
         if match:
             sizes.append(int(match.group(1)))
@@ -311,6 +376,7 @@ CHECKS: tuple[Callable[[Probe], Finding], ...] = (
     check_versions,
     check_device_node,
     check_node_access,
+    check_nvidia_smi,
     check_gpudirect,
     check_bar1,
     check_secure_boot,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from gdrkit.host import doctor
 from gdrkit.host.probe import FakeProbe, Node, Output
@@ -184,3 +187,59 @@ def test_node_access_in_the_table_and_json() -> None:
     assert "WARN  node access" in table and "fix: restrict it to a group" in table
     [entry] = [e for e in json.loads(doctor.as_json(findings)) if e["check"] == "node access"]
     assert entry["status"] == "warn" and "any local user" in entry["detail"] and "node_mode=0660" in entry["fix"]
+
+
+# What the real nvidia-smi (Debian's 535 and 550 packages) prints on a host whose
+# NVIDIA driver is not loaded: captured by tests/python/test_real_libcuda.py.
+SMI_GOLDEN = Path(__file__).resolve().parent / "golden" / "nvidia-smi"
+
+
+def _smi_probe(driver: str, case: str = "no-driver", files: dict[str, str] | None = None) -> FakeProbe:
+    commands = {}
+    for path in sorted(SMI_GOLDEN.glob(f"{driver}-{case}-*.json")):
+        captured = json.loads(path.read_text())
+        commands[" ".join(["nvidia-smi", *captured["args"]])] = Output(captured["returncode"],
+                                                                       captured["stdout"] + captured["stderr"])
+    assert commands, f"no captured nvidia-smi output {driver}-{case}-*.json in {SMI_GOLDEN}"
+    return FakeProbe(files=files or {}, commands=commands)
+
+
+@pytest.mark.parametrize("driver", ["535", "550"])
+def test_real_nvidia_smi_without_a_loaded_driver(driver: str) -> None:
+    probe = _smi_probe(driver)
+    finding = doctor.check_nvidia_smi(probe)
+    assert finding.status == doctor.FAIL
+    assert "exit status 9 (the NVIDIA driver is not loaded)" in finding.detail
+    assert "couldn't communicate with the NVIDIA driver" in finding.detail  # its own words
+    assert "the NVIDIA kernel module is not loaded" in finding.detail
+    assert finding.fix.startswith("load it: modprobe nvidia") and "dkms status" in finding.fix
+    # The checks that need nvidia-smi point at that finding instead of claiming it is missing.
+    for check in (doctor.check_gpudirect, doctor.check_bar1):
+        other = check(probe)
+        assert other.status == doctor.SKIP and "exit status 9" in other.detail and "not installed" not in other.detail
+
+
+def test_real_nvidia_smi_with_the_driver_loaded_but_unreachable() -> None:
+    # The module is loaded (the version file exists) but nvidia-smi still cannot talk to it:
+    # the device nodes are missing or closed, as in a container given none.
+    probe = _smi_probe("550", files={"/proc/driver/nvidia/version": NV_VERSION})
+    finding = doctor.check_nvidia_smi(probe)
+    assert finding.status == doctor.FAIL and "/dev/nvidiactl" in finding.detail
+    assert "container" in finding.fix and "modprobe" not in finding.fix
+
+
+@pytest.mark.parametrize("driver", ["535", "550"])
+def test_real_nvidia_smi_without_its_management_library(driver: str) -> None:
+    finding = doctor.check_nvidia_smi(_smi_probe(driver, "no-nvml"))
+    assert finding.status == doctor.FAIL and "exit status 12" in finding.detail
+    assert "couldn't find libnvidia-ml.so" in finding.detail and "libnvidia-ml1" in finding.fix
+
+
+def test_nvidia_smi_on_a_working_host_and_absent() -> None:
+    probe = FakeProbe(commands={"nvidia-smi --query-gpu=driver_version,name --format=csv,noheader":
+                                Output(0, "580.159.04, NVIDIA H200\n580.159.04, NVIDIA H200\n")})
+    finding = doctor.check_nvidia_smi(probe)
+    assert finding.status == doctor.OK and finding.detail == "driver 580.159.04, 2 GPUs"
+    absent = doctor.check_nvidia_smi(FakeProbe())
+    assert absent.status == doctor.SKIP and "not installed" in absent.detail
+    assert "not installed" in doctor.check_gpudirect(FakeProbe()).detail

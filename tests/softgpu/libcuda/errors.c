@@ -38,7 +38,7 @@ static const struct {
 	SG_ERR(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
 	SG_ERR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
 	SG_ERR(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
-	SG_ERR(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "primary context active"),
+	SG_ERR(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "cannot set while device is active in this process"),
 	SG_ERR(CUDA_ERROR_CONTEXT_IS_DESTROYED, "context is destroyed"),
 	SG_ERR(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"),
 	SG_ERR(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
