@@ -54,6 +54,7 @@ struct fake_file {
 	bool open;
 	uint64_t next_handle;
 	struct fake_pin *pins;	/* MAX_PINS */
+	int used_slots;		/* pins[] beyond this were never used */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -93,6 +94,8 @@ void fake_reset(const struct fake_gdrdrv_config *c)
 	pthread_mutex_lock(&lock);
 	cfg = *c;
 	for (fd = 0; fd < MAX_FDS; fd++) {
+		if (!files[fd].open && !files[fd].pins)
+			continue;
 		free(files[fd].pins);
 		memset(&files[fd], 0, sizeof(files[fd]));
 	}
@@ -166,7 +169,7 @@ static struct fake_pin *find_pin(struct fake_file *f, uint64_t handle)
 {
 	int i;
 
-	for (i = 0; i < MAX_PINS; i++)
+	for (i = 0; i < f->used_slots; i++)
 		if (f->pins[i].used && f->pins[i].handle == handle)
 			return &f->pins[i];
 	return NULL;
@@ -184,11 +187,13 @@ static int do_pin(struct fake_file *f, __u64 addr, __u64 size, __u64 *handle)
 		return EINVAL;	/* the driver's range check: nothing to pin, or the range wraps */
 	if (cfg.pin_errno)
 		return cfg.pin_errno;
-	for (i = 0; i < MAX_PINS; i++)
+	for (i = 0; i < f->used_slots; i++)
 		if (!f->pins[i].used)
 			break;
 	if (i == MAX_PINS)
 		return ENOMEM;
+	if (i == f->used_slots)
+		f->used_slots++;
 	memset(&f->pins[i], 0, sizeof(f->pins[i]));
 	f->pins[i].used = true;
 	f->pins[i].handle = f->next_handle;
@@ -412,7 +417,7 @@ int __wrap_munmap(void *addr, size_t len)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++) {
+		for (i = 0; i < files[fd].used_slots; i++) {
 			struct fake_pin *pin = &files[fd].pins[i];
 
 			if (addr && pin->map_addr == addr) {
@@ -468,7 +473,7 @@ static unsigned int count_pins(bool mapped_only)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++)
+		for (i = 0; i < files[fd].used_slots; i++)
 			if (files[fd].pins[i].used && (!mapped_only || files[fd].pins[i].map_addr))
 				n++;
 	}
@@ -490,7 +495,7 @@ unsigned int fake_live_mappings(void)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++)
+		for (i = 0; i < files[fd].used_slots; i++)
 			n += files[fd].pins[i].map_addr != NULL;
 	}
 	pthread_mutex_unlock(&lock);
@@ -520,7 +525,7 @@ void fake_gdrdrv_invalidate(unsigned long addr)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++) {
+		for (i = 0; i < files[fd].used_slots; i++) {
 			struct fake_pin *pin = &files[fd].pins[i];
 
 			if (pin->used && addr >= pin->start && addr < pin->start + pin->size)
