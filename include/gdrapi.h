@@ -54,7 +54,10 @@ extern "C" {
 struct gdr;
 typedef struct gdr *gdr_t;
 
-/* A pinned GPU buffer. */
+/*
+ * A pinned GPU buffer.  A value that is not a live buffer of the gdr_t (never
+ * issued, unpinned, or of a closed gdr_t) makes every call return EINVAL.
+ */
 typedef struct gdr_mh_s {
 	unsigned long h;
 } gdr_mh_t;

@@ -18,6 +18,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +242,11 @@ static int dmabuf_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 	CUresult cr;
 
 	(void)g;
+	if (req->size > SIZE_MAX - (req->addr - aligned) - page->mask || req->addr + req->size < req->addr) {
+		/* Rounded to whole pages the size would wrap and export far less than asked. */
+		gdr_err("gdr_pin_buffer: [%#lx, +%zu) runs past the end of the address space", req->addr, req->size);
+		return EINVAL;
+	}
 	if (req->legacy && (req->p2p_token || req->va_space))
 		gdr_dbg("dma-buf backend: P2P tokens are ignored");
 

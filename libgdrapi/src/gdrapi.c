@@ -5,6 +5,7 @@
  * (backend.h).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,66 +121,197 @@ GDR_EXPORT gdr_t gdr_open(void)
 	return NULL;
 }
 
-static void memh_free(struct gdr_memh *mh)
+/*
+ * Handles.  gdr_mh_t.h is (generation << HANDLE_SLOT_BITS) | (slot + 1): a
+ * slot of one process-wide table of records and how often that slot had been
+ * used when the buffer was pinned.  Records are allocated in chunks that are
+ * never freed, only reused, so looking up any value a caller passes, one
+ * never issued, of a buffer already unpinned, or of a closed gdr_t, reads
+ * memory of ours, and the generation tells a live handle from a stale one:
+ * such calls fail with EINVAL instead of reading freed memory (GDRCopy 2.6
+ * dereferences the value as a pointer).  A slot's generation wraps after
+ * 2^40 reuses (2^12 with 32-bit longs).
+ *
+ * Chunk k holds HANDLE_CHUNK0 << k records, slots HANDLE_CHUNK0 * (2^k - 1)
+ * onwards, so a process with few buffers holds one small chunk.
+ */
+#if ULONG_MAX > 0xffffffffUL
+#define HANDLE_SLOT_BITS 24
+#else
+#define HANDLE_SLOT_BITS 20
+#endif
+#define HANDLE_SLOT_MASK ((1UL << HANDLE_SLOT_BITS) - 1)
+#define HANDLE_GENERATION_MASK (ULONG_MAX >> HANDLE_SLOT_BITS)
+#define HANDLE_CHUNK0 64UL
+#define HANDLE_CHUNKS (HANDLE_SLOT_BITS - 6)	/* log2(HANDLE_CHUNK0) */
+#define HANDLE_CAPACITY (HANDLE_CHUNK0 * ((1UL << HANDLE_CHUNKS) - 1))
+
+/*
+ * Guards slot allocation, the free list, generations and every record's
+ * refs and unpinned.  Taken after an instance's lock, never before.
+ */
+static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gdr_memh *_Atomic handle_chunks[HANDLE_CHUNKS];
+static unsigned long handle_slots_used;	/* slots handed out at least once */
+static struct gdr_memh *handle_free_list;
+
+static unsigned int chunk_of(unsigned long slot)
 {
-	mh->magic = 0;
-	pthread_mutex_destroy(&mh->lock);
-	free(mh);
+	return (unsigned int)(sizeof(unsigned long) * 8 - 1) - (unsigned int)__builtin_clzl(slot / HANDLE_CHUNK0 + 1);
 }
 
-static struct gdr_memh *memh_of(gdr_mh_t handle)
+static unsigned long chunk_first_slot(unsigned int k)
 {
-	struct gdr_memh *mh = (struct gdr_memh *)handle.h;
+	return HANDLE_CHUNK0 * ((1UL << k) - 1);
+}
 
-	if (!mh || mh->magic != GDR_MEMH_MAGIC)
+/* The record of a live handle, or NULL; lock-free.  The answer may go stale at once unless the caller holds handle_lock. */
+static struct gdr_memh *memh_lookup(unsigned long h)
+{
+	unsigned long slot = h & HANDLE_SLOT_MASK;
+	struct gdr_memh *chunk;
+	unsigned int k;
+
+	if (slot == 0 || slot > HANDLE_CAPACITY)
 		return NULL;
+	slot--;
+	k = chunk_of(slot);
+	chunk = atomic_load_explicit(&handle_chunks[k], memory_order_acquire);
+	if (!chunk)
+		return NULL;
+	chunk += slot - chunk_first_slot(k);
+	return atomic_load_explicit(&chunk->handle, memory_order_acquire) == h ? chunk : NULL;
+}
+
+/* A record for a new buffer, not yet reachable through any handle; NULL when memory or slots ran out. */
+static struct gdr_memh *memh_alloc(void)
+{
+	struct gdr_memh *mh;
+
+	pthread_mutex_lock(&handle_lock);
+	mh = handle_free_list;
+	if (mh) {
+		handle_free_list = mh->next;
+	} else if (handle_slots_used < HANDLE_CAPACITY) {
+		unsigned int k = chunk_of(handle_slots_used);
+		struct gdr_memh *chunk = atomic_load_explicit(&handle_chunks[k], memory_order_relaxed);
+
+		if (!chunk) {
+			chunk = calloc(HANDLE_CHUNK0 << k, sizeof(*chunk));
+			if (chunk)
+				atomic_store_explicit(&handle_chunks[k], chunk, memory_order_release);
+		}
+		if (chunk) {
+			mh = chunk + (handle_slots_used - chunk_first_slot(k));
+			mh->slot = handle_slots_used++;
+		}
+	}
+	if (mh) {
+		/*
+		 * Field by field, not memset: a stale handle's copy may be
+		 * reading the atomics lock-free (it finds handle 0 and gives up).
+		 */
+		mh->generation = (mh->generation + 1) & HANDLE_GENERATION_MASK;
+		mh->owner = NULL;
+		mh->prev = mh->next = NULL;
+		mh->refs = 0;
+		mh->unpinned = false;
+		mh->pinned_addr = 0;
+		mh->pinned_size = 0;
+		mh->pin_flags = 0;
+		mh->backend_priv = NULL;
+		atomic_store(&mh->map_va, NULL);
+		mh->map_size = 0;
+		atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
+	}
+	pthread_mutex_unlock(&handle_lock);
+	if (!mh)
+		gdr_err("gdr_pin_buffer: out of memory for buffer records, or %lu buffers pinned at once",
+			HANDLE_CAPACITY);
 	return mh;
+}
+
+static unsigned long memh_handle_value(const struct gdr_memh *mh)
+{
+	return (mh->generation << HANDLE_SLOT_BITS) | (mh->slot + 1);
+}
+
+/* Caller holds handle_lock; nothing refers to mh any more. */
+static void memh_free_locked(struct gdr_memh *mh)
+{
+	atomic_store(&mh->handle, 0);
+	pthread_mutex_destroy(&mh->lock);
+	mh->next = handle_free_list;
+	handle_free_list = mh;
+}
+
+static void memh_free(struct gdr_memh *mh)
+{
+	pthread_mutex_lock(&handle_lock);
+	memh_free_locked(mh);
+	pthread_mutex_unlock(&handle_lock);
 }
 
 /*
  * Take a reference to a live buffer of g, or NULL (EINVAL) when the handle is
- * not one: unknown, of another instance, or already unpinned.  The reference
- * keeps the record alive while another thread unpins it.
+ * not one: never issued, of another instance, or already unpinned.  The
+ * reference keeps the record from reuse while another thread unpins it.
  */
 static struct gdr_memh *memh_get(struct gdr *g, gdr_mh_t handle)
 {
-	struct gdr_memh *mh = memh_of(handle);
+	struct gdr_memh *mh;
 
-	if (!mh || mh->owner != g) {
-		gdr_err("invalid gdr_mh_t handle %#lx: not a buffer pinned through this gdr_t", handle.h);
-		return NULL;
-	}
-	pthread_mutex_lock(&g->lock);
-	if (mh->unpinned) {
-		pthread_mutex_unlock(&g->lock);
-		gdr_err("gdr_mh_t handle %#lx was already unpinned", handle.h);
+	pthread_mutex_lock(&handle_lock);
+	mh = memh_lookup(handle.h);
+	if (!mh || mh->owner != g || mh->unpinned) {
+		pthread_mutex_unlock(&handle_lock);
+		gdr_err("invalid gdr_mh_t handle %#lx: not a buffer pinned through this gdr_t (never pinned, already unpinned, or of another gdr_t)",
+			handle.h);
 		return NULL;
 	}
 	mh->refs++;
-	pthread_mutex_unlock(&g->lock);
+	pthread_mutex_unlock(&handle_lock);
 	return mh;
+}
+
+/*
+ * Lock a buffer taken with memh_get() to act on it: 0, or EINVAL with the
+ * lock not held when another thread unpinned it between memh_get() and now
+ * (its backend state is gone; unlink clears the handle before it locks).
+ */
+static int memh_lock_live(struct gdr_memh *mh, gdr_mh_t handle)
+{
+	pthread_mutex_lock(&mh->lock);
+	if (atomic_load(&mh->handle) == handle.h)
+		return 0;
+	pthread_mutex_unlock(&mh->lock);
+	gdr_err("gdr_mh_t handle %#lx was unpinned by another thread during the call", handle.h);
+	return EINVAL;
 }
 
 static void memh_put(struct gdr *g, struct gdr_memh *mh)
 {
-	bool last;
-
-	pthread_mutex_lock(&g->lock);
-	last = --mh->refs == 0;
-	pthread_mutex_unlock(&g->lock);
-	if (last)
-		memh_free(mh);
+	(void)g;
+	pthread_mutex_lock(&handle_lock);
+	if (--mh->refs == 0)
+		memh_free_locked(mh);
+	pthread_mutex_unlock(&handle_lock);
 }
 
 /* Take mh off g's list; false when another thread got there first. Caller holds a reference. */
 static bool memh_unlink(struct gdr *g, struct gdr_memh *mh)
 {
 	pthread_mutex_lock(&g->lock);
+	pthread_mutex_lock(&handle_lock);
 	if (mh->unpinned) {
+		pthread_mutex_unlock(&handle_lock);
 		pthread_mutex_unlock(&g->lock);
 		return false;
 	}
 	mh->unpinned = true;
+	atomic_store(&mh->handle, 0);	/* from now on no call finds it */
+	mh->refs--;	/* the list's reference; the caller's keeps it alive */
+	pthread_mutex_unlock(&handle_lock);
 	if (mh->prev)
 		mh->prev->next = mh->next;
 	else
@@ -187,7 +319,6 @@ static bool memh_unlink(struct gdr *g, struct gdr_memh *mh)
 	if (mh->next)
 		mh->next->prev = mh->prev;
 	mh->prev = mh->next = NULL;
-	mh->refs--;	/* the list's reference; the caller's keeps it alive */
 	pthread_mutex_unlock(&g->lock);
 	return true;
 }
@@ -239,8 +370,11 @@ GDR_EXPORT int gdr_close(gdr_t g)
 
 		pthread_mutex_lock(&g->lock);
 		mh = g->memh_list;
-		if (mh)
+		if (mh) {
+			pthread_mutex_lock(&handle_lock);
 			mh->refs++;
+			pthread_mutex_unlock(&handle_lock);
+		}
 		pthread_mutex_unlock(&g->lock);
 		if (!mh)
 			break;
@@ -264,6 +398,7 @@ GDR_EXPORT int gdr_close(gdr_t g)
 static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *handle)
 {
 	struct gdr_memh *mh;
+	unsigned long value;
 	int rc;
 
 	if (!g || !handle)
@@ -272,28 +407,27 @@ static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *hand
 		gdr_err("gdr_pin_buffer: size is 0; pin at least one byte");
 		return EINVAL;
 	}
-	mh = calloc(1, sizeof(*mh));
+	mh = memh_alloc();
 	if (!mh)
 		return ENOMEM;
-	mh->magic = GDR_MEMH_MAGIC;
 	mh->owner = g;
 	mh->refs = 1;	/* held by g's list until unpinned */
 	pthread_mutex_init(&mh->lock, NULL);
-	atomic_init(&mh->map_va, NULL);
-	atomic_init(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
 
 	rc = g->ops->pin(g, mh, req);
 	if (rc) {
 		memh_free(mh);
 		return rc;
 	}
+	value = memh_handle_value(mh);
 	pthread_mutex_lock(&g->lock);
 	mh->next = g->memh_list;
 	if (mh->next)
 		mh->next->prev = mh;
 	g->memh_list = mh;
+	atomic_store_explicit(&mh->handle, value, memory_order_release);
 	pthread_mutex_unlock(&g->lock);
-	handle->h = (unsigned long)mh;
+	handle->h = value;
 	return 0;
 }
 
@@ -351,9 +485,11 @@ GDR_EXPORT int gdr_get_callback_flag(gdr_t g, gdr_mh_t handle, int *flag)
 	mh = memh_get(g, handle);
 	if (!mh)
 		return EINVAL;
-	pthread_mutex_lock(&mh->lock);
-	rc = g->ops->get_cb_flag(g, mh, flag);
-	pthread_mutex_unlock(&mh->lock);
+	rc = memh_lock_live(mh, handle);
+	if (rc == 0) {
+		rc = g->ops->get_cb_flag(g, mh, flag);
+		pthread_mutex_unlock(&mh->lock);
+	}
 	memh_put(g, mh);
 	return rc;
 }
@@ -368,12 +504,14 @@ int gdr_get_info_common(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info, bool v1)
 	mh = memh_get(g, handle);
 	if (!mh)
 		return EINVAL;
-	pthread_mutex_lock(&mh->lock);
-	if (v1 && g->ops->get_info_v1)
-		rc = g->ops->get_info_v1(g, mh, info);
-	else
-		rc = g->ops->get_info(g, mh, info);
-	pthread_mutex_unlock(&mh->lock);
+	rc = memh_lock_live(mh, handle);
+	if (rc == 0) {
+		if (v1 && g->ops->get_info_v1)
+			rc = g->ops->get_info_v1(g, mh, info);
+		else
+			rc = g->ops->get_info(g, mh, info);
+		pthread_mutex_unlock(&mh->lock);
+	}
 	memh_put(g, mh);
 	if (rc == 0) {
 		info->mapped = info->mapping_type != GDR_MAPPING_TYPE_NONE;
@@ -410,10 +548,19 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 		gdr_err("gdr_map: size is 0; map at least one byte");
 		return EINVAL;
 	}
+	if (gdr_round_up_to_page(size) < size) {
+		/* Rounded up it would wrap to 0: a mapping of nothing that munmap could never remove. */
+		gdr_err("gdr_map: size %zu is larger than any mapping can be", size);
+		return EINVAL;
+	}
 	mh = memh_get(g, handle);
 	if (!mh)
 		return EINVAL;
-	pthread_mutex_lock(&mh->lock);
+	rc = memh_lock_live(mh, handle);
+	if (rc) {
+		memh_put(g, mh);
+		return rc;
+	}
 	if (atomic_load(&mh->map_va)) {
 		gdr_err("gdr_map: buffer at %#lx is already mapped at %p; a buffer can be mapped once at a time (unmap it first)",
 			mh->pinned_addr, atomic_load(&mh->map_va));
@@ -450,7 +597,11 @@ GDR_EXPORT int gdr_unmap(gdr_t g, gdr_mh_t handle, void *va, size_t size)
 	mh = memh_get(g, handle);
 	if (!mh)
 		return EINVAL;
-	pthread_mutex_lock(&mh->lock);
+	rc = memh_lock_live(mh, handle);
+	if (rc) {
+		memh_put(g, mh);
+		return rc;
+	}
 	mapped = atomic_load(&mh->map_va);
 	if (!mapped) {
 		gdr_err("gdr_unmap: buffer at %#lx is not mapped", mh->pinned_addr);
@@ -498,13 +649,19 @@ static int mapped_range_check(const struct gdr_memh *mh, const void *map_ptr, si
 static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void *src, size_t size,
 			unsigned int threads)
 {
-	const struct gdr_memh *mh = memh_of(handle);
+	struct gdr_memh *mh = memh_lookup(handle.h);
 	gdr_mapping_type_t type;
 	int rc;
 
-	if (!mh)
+	if (!mh) {
+		gdr_err("gdr_copy: invalid gdr_mh_t handle %#lx: not a pinned buffer (never pinned, or already unpinned)",
+			handle.h);
 		return EINVAL;
+	}
 	rc = mapped_range_check(mh, to_mapping ? dst : src, size, &type);
+	/* Still the same buffer after reading its mapping (an unpin racing the copy is the caller's bug). */
+	if (!rc && atomic_load_explicit(&mh->handle, memory_order_acquire) != handle.h)
+		rc = EINVAL;
 	if (rc)
 		return rc;
 	if (threads > 1)

@@ -50,18 +50,21 @@ static inline size_t gdr_round_up_to_page(size_t len)
 	return (len + page->mask) & ~page->mask;
 }
 
-#define GDR_MEMH_MAGIC 0x6764726d656d6831ULL	/* "gdrmemh1" */
-
 /*
- * One pinned buffer.  gdr_mh_t.h is a pointer to it.  The copy functions get
- * only the gdr_mh_t, so mapping_type/map_va are atomics they read lock-free.
+ * One pinned buffer: a record of the process-wide handle table (gdrapi.c),
+ * which gdr_mh_t.h names by slot and generation.  Records are never freed,
+ * only reused, so any handle value can be looked up safely.  The copy
+ * functions get only the gdr_mh_t, so handle/mapping_type/map_va are atomics
+ * they read lock-free.
  */
 struct gdr_memh {
-	uint64_t magic;
+	_Atomic unsigned long handle;	/* the live gdr_mh_t.h naming this record, 0 when none */
+	unsigned long slot;		/* fixed: where it sits in the table */
+	unsigned long generation;	/* bumped on every reuse, under the table lock */
 	struct gdr *owner;
-	struct gdr_memh *prev, *next;	/* owner's list, under owner->lock */
-	unsigned int refs;		/* under owner->lock; see gdr_memh_get() */
-	bool unpinned;			/* under owner->lock */
+	struct gdr_memh *prev, *next;	/* owner's list, under owner->lock; next also links free records */
+	unsigned int refs;		/* under the table lock; see memh_get() */
+	bool unpinned;			/* under the table lock */
 
 	pthread_mutex_t lock;		/* serialises state changes of this buffer */
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "uapi/gdrdrv.h"
@@ -53,6 +54,7 @@ struct fake_file {
 	bool open;
 	uint64_t next_handle;
 	struct fake_pin *pins;	/* MAX_PINS */
+	int used_slots;		/* pins[] beyond this were never used */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -92,6 +94,8 @@ void fake_reset(const struct fake_gdrdrv_config *c)
 	pthread_mutex_lock(&lock);
 	cfg = *c;
 	for (fd = 0; fd < MAX_FDS; fd++) {
+		if (!files[fd].open && !files[fd].pins)
+			continue;
 		free(files[fd].pins);
 		memset(&files[fd], 0, sizeof(files[fd]));
 	}
@@ -105,6 +109,7 @@ void fake_reset(const struct fake_gdrdrv_config *c)
 	primary_retains = primary_releases = 0;
 	cuda_range_count = 0;
 	pthread_mutex_unlock(&lock);
+	fake_vulkan_reset();
 }
 
 static bool is_fake_fd(int fd)
@@ -164,7 +169,7 @@ static struct fake_pin *find_pin(struct fake_file *f, uint64_t handle)
 {
 	int i;
 
-	for (i = 0; i < MAX_PINS; i++)
+	for (i = 0; i < f->used_slots; i++)
 		if (f->pins[i].used && f->pins[i].handle == handle)
 			return &f->pins[i];
 	return NULL;
@@ -178,15 +183,17 @@ static int do_pin(struct fake_file *f, __u64 addr, __u64 size, __u64 *handle)
 	uint64_t step;
 	int i;
 
-	if (addr == 0)
-		return EINVAL;
+	if (addr == 0 || addr + size < addr || end <= start)
+		return EINVAL;	/* the driver's range check: nothing to pin, or the range wraps */
 	if (cfg.pin_errno)
 		return cfg.pin_errno;
-	for (i = 0; i < MAX_PINS; i++)
+	for (i = 0; i < f->used_slots; i++)
 		if (!f->pins[i].used)
 			break;
 	if (i == MAX_PINS)
 		return ENOMEM;
+	if (i == f->used_slots)
+		f->used_slots++;
 	memset(&f->pins[i], 0, sizeof(f->pins[i]));
 	f->pins[i].used = true;
 	f->pins[i].handle = f->next_handle;
@@ -355,13 +362,27 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 	int err = 0;
 
 	pthread_mutex_lock(&lock);
-	if (fd >= 0 && fd < MAX_FDS && dmabuf_fd[fd] && cuda_cfg.mmap_errno) {
-		err = cuda_cfg.mmap_errno;
-		goto fail;
+	if (fd >= 0 && fd < MAX_FDS && dmabuf_fd[fd]) {
+		struct stat st;
+
+		if (cuda_cfg.mmap_errno) {
+			err = cuda_cfg.mmap_errno;
+			goto fail;
+		}
+		/* dma_buf_mmap_internal(): the mapping must lie inside the buffer. */
+		if (fstat(fd, &st) < 0 || off < 0 || len > (size_t)st.st_size ||
+		    (size_t)off > (size_t)st.st_size - len) {
+			err = EINVAL;
+			goto fail;
+		}
 	}
 	if (!is_fake_fd(fd)) {
 		pthread_mutex_unlock(&lock);
 		return __real_mmap(addr, len, prot, flags, fd, off);
+	}
+	if (len == 0) {
+		err = EINVAL;	/* the kernel's, before any driver sees it */
+		goto fail;
 	}
 	/* gdrdrv's mmap checks, in its order. */
 	pin = find_pin(&files[fd], (uint64_t)off >> gdr_host_page()->shift);
@@ -370,11 +391,13 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		err = EINVAL;
 		goto fail;
 	}
-	va = __real_mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* One inaccessible page after the mapping, so that a copy running past it faults. */
+	va = __real_mmap(NULL, len + gdr_host_page()->size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (va == MAP_FAILED) {
 		err = errno;
 		goto fail;
 	}
+	mprotect((char *)va + len, gdr_host_page()->size, PROT_NONE);
 	pin->type = pin->requested != GDRDRV_MR_NONE ? pin->requested : cfg.default_type;
 	pin->map_addr = va;
 	pin->map_len = len;
@@ -394,13 +417,14 @@ int __wrap_munmap(void *addr, size_t len)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++) {
+		for (i = 0; i < files[fd].used_slots; i++) {
 			struct fake_pin *pin = &files[fd].pins[i];
 
-			if (pin->map_addr == addr) {
+			if (addr && pin->map_addr == addr) {
 				/* The VMA's close: the buffer is unmapped, even if it was unpinned first. */
 				pin->type = GDRDRV_MR_NONE;
 				pin->map_addr = NULL;
+				__real_munmap((char *)addr + pin->map_len, gdr_host_page()->size);	/* the guard */
 			}
 		}
 	}
@@ -449,7 +473,7 @@ static unsigned int count_pins(bool mapped_only)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++)
+		for (i = 0; i < files[fd].used_slots; i++)
 			if (files[fd].pins[i].used && (!mapped_only || files[fd].pins[i].map_addr))
 				n++;
 	}
@@ -471,7 +495,7 @@ unsigned int fake_live_mappings(void)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++)
+		for (i = 0; i < files[fd].used_slots; i++)
 			n += files[fd].pins[i].map_addr != NULL;
 	}
 	pthread_mutex_unlock(&lock);
@@ -501,7 +525,7 @@ void fake_gdrdrv_invalidate(unsigned long addr)
 	for (fd = 0; fd < MAX_FDS; fd++) {
 		if (!files[fd].open)
 			continue;
-		for (i = 0; i < MAX_PINS; i++) {
+		for (i = 0; i < files[fd].used_slots; i++) {
 			struct fake_pin *pin = &files[fd].pins[i];
 
 			if (pin->used && addr >= pin->start && addr < pin->start + pin->size)
@@ -558,7 +582,8 @@ static bool is_gpu_range(unsigned long long base, size_t size)
 	unsigned int i;
 
 	for (i = 0; i < cuda_range_count; i++)
-		if (base >= cuda_ranges[i].base && base + size <= cuda_ranges[i].base + cuda_ranges[i].size)
+		if (base >= cuda_ranges[i].base && size <= cuda_ranges[i].size &&
+		    base - cuda_ranges[i].base <= cuda_ranges[i].size - size)
 			return true;
 	return false;
 }
@@ -568,7 +593,7 @@ static CUresult cu_mem_get_handle_for_address_range(void *handle, unsigned long 
 {
 	int fd;
 
-	if (type != 1 || !is_gpu_range(ptr, size) || (ptr & 4095) || (size & 4095))
+	if (type != 1 || size == 0 || !is_gpu_range(ptr, size) || (ptr & 4095) || (size & 4095))
 		return 1;	/* CUDA_ERROR_INVALID_VALUE */
 	fd = memfd_create("fake-dmabuf", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
@@ -665,7 +690,7 @@ static void *fake_cuda_symbol(const char *name)
 	for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		if (strcmp(table[i].name, name) == 0)
 			return table[i].fn;
-	return NULL;
+	return fake_vulkan_cuda_symbol(name);
 }
 
 void *__wrap_dlopen(const char *file, int mode)
@@ -676,6 +701,8 @@ void *__wrap_dlopen(const char *file, int mode)
 		cuda_loaded = true;
 		return &cuda_token;
 	}
+	if (file && strcmp(file, "libvulkan.so.1") == 0)
+		return fake_vulkan_dlopen();
 	return __real_dlopen(file, mode);
 }
 
@@ -683,6 +710,8 @@ void *__wrap_dlsym(void *handle, const char *name)
 {
 	if (handle == &cuda_token)
 		return fake_cuda_symbol(name);
+	if (fake_vulkan_is_handle(handle))
+		return fake_vulkan_dlsym(name);
 	return __real_dlsym(handle, name);
 }
 
@@ -692,6 +721,8 @@ int __wrap_dlclose(void *handle)
 		cuda_loaded = false;
 		return 0;
 	}
+	if (fake_vulkan_is_handle(handle))
+		return 0;
 	return __real_dlclose(handle);
 }
 

@@ -70,6 +70,34 @@ unsigned int fake_cuda_primary_retains(void);
 unsigned int fake_cuda_primary_releases(void);
 bool fake_cuda_loaded(void);
 
+/*
+ * A Vulkan loader (libvulkan.so.1) with one GPU whose BAR1 shows as a
+ * device-local host-visible memory type, and the CUDA external-memory calls
+ * the vulkan backend uses (fake_vulkan.c).  Absent until configured;
+ * fake_reset() makes it absent again.  CUDA itself must be present too
+ * (fake_cuda_set).
+ */
+struct fake_vulkan_config {
+	bool present;			/* dlopen("libvulkan.so.1") works */
+	bool bar1_visible;		/* a DEVICE_LOCAL | HOST_VISIBLE memory type exists */
+	bool host_cached;		/* ... and it is HOST_CACHED (a coherent platform) */
+	uint64_t heap_size;		/* bytes vkAllocateMemory hands out in all */
+	bool create_device_fails;
+	bool export_fails;		/* vkGetMemoryFdKHR */
+	bool import_fails;		/* cuImportExternalMemory */
+	bool misaligned_import;		/* CUDA maps imports off a 64 KiB boundary */
+};
+
+void fake_vulkan_set(const struct fake_vulkan_config *cfg);
+void fake_vulkan_reset(void);
+/* Instances, devices, allocations and CUDA imports not yet released. */
+unsigned int fake_vulkan_live_objects(void);
+/* For fakes.c. */
+void *fake_vulkan_dlopen(void);
+bool fake_vulkan_is_handle(const void *handle);
+void *fake_vulkan_dlsym(const char *name);
+void *fake_vulkan_cuda_symbol(const char *name);
+
 /* Capture what the library logs to stderr between begin and end. */
 void log_capture_begin(void);
 /* Returns the captured text (static buffer, NUL-terminated). */

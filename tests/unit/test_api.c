@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -688,6 +689,66 @@ static void test_unpin_errors_and_unmap_on_unpin(void **state)
 	assert_int_equal(gdr_close(g), 0);
 }
 
+/*
+ * A handle that is no live buffer (never issued, unpinned, of a closed
+ * gdr_t) is refused with EINVAL by every call, copies included; GDRCopy
+ * reads freed memory there.  A new pin never brings an old value back.
+ */
+static void test_stale_and_never_issued_handles(void **state)
+{
+	gdr_t g = open_default(), g2 = open_default();
+	gdr_mh_t mh, again, orphan, made_up[] = { { 0 }, { 1 }, { ULONG_MAX }, { 0x7f1234567890UL } };
+	char buf[64] = { 0 };
+	gdr_info_t info;
+	size_t i;
+	void *va;
+	int flag;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	assert_int_equal(gdr_unpin_buffer(g, mh), 0);
+	made_up[0].h = mh.h + 1;
+	for (i = 0; i < sizeof(made_up) / sizeof(made_up[0]); i++) {
+		assert_int_equal(gdr_unpin_buffer(g, made_up[i]), EINVAL);
+		assert_int_equal(gdr_get_info(g, made_up[i], &info), EINVAL);
+		assert_int_equal(gdr_copy_to_mapping(made_up[i], va, buf, sizeof(buf)), EINVAL);
+	}
+	/* Unpinned: everything says EINVAL, and the record's reuse does not revive the old value. */
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &again), 0);
+	assert_int_not_equal(again.h, mh.h);
+	assert_int_equal(gdr_unpin_buffer(g, mh), EINVAL);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), EINVAL);
+	assert_int_equal(gdr_unmap(g, mh, va, GPU_PAGE), EINVAL);
+	assert_int_equal(gdr_get_info(g, mh, &info), EINVAL);
+	assert_int_equal(gdr_get_callback_flag(g, mh, &flag), EINVAL);
+	assert_int_equal(gdr_copy_to_mapping(mh, va, buf, sizeof(buf)), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, buf, va, sizeof(buf)), EINVAL);
+	assert_int_equal(gdr_copy_to_mapping_parallel(mh, va, buf, sizeof(buf), 4), EINVAL);
+	/* The handles of a closed gdr_t are stale too. */
+	assert_int_equal(gdr_pin_buffer_v2(g2, FAKE_GPU_VA, GPU_PAGE, 0, &orphan), 0);
+	assert_int_equal(gdr_map(g2, orphan, &va, GPU_PAGE), 0);
+	assert_int_equal(gdr_close(g2), 0);
+	assert_int_equal(gdr_copy_from_mapping(orphan, buf, va, sizeof(buf)), EINVAL);
+	assert_int_equal(gdr_unpin_buffer(g, orphan), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* A size that wraps to 0 when rounded to pages would leave a mapping no unmap removes. */
+static void test_map_size_that_cannot_be_rounded(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+	void *va;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, SIZE_MAX), EINVAL);
+	assert_int_equal(gdr_map(g, mh, &va, SIZE_MAX - 4000), EINVAL);
+	assert_int_equal(fake_live_mappings(), 0);
+	assert_int_equal(gdr_close(g), 0);
+}
+
 static void test_get_info(void **state)
 {
 	gdr_t g = open_default();
@@ -955,6 +1016,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_map_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_map_type_refused_by_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unpin_errors_and_unmap_on_unpin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_and_never_issued_handles, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_map_size_that_cannot_be_rounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_get_info, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_get_info_v1_symbol, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_get_attribute, setup, teardown),

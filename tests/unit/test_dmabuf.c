@@ -291,6 +291,23 @@ static void test_pin_of_host_memory_refused(void **state)
 	assert_int_equal(gdr_close(g), 0);
 }
 
+/* A size that wraps when rounded to whole pages must not export a page and call it a success. */
+static void test_pin_size_wrapping_refused(void **state)
+{
+	unsigned long addr = (unsigned long)gpu_memory;
+	gdr_mh_t mh;
+	gdr_t g;
+
+	(void)state;
+	g = gdr_open();
+	assert_non_null(g);
+	assert_int_equal(gdr_pin_buffer_v2(g, addr + 8, SIZE_MAX, 0, &mh), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(g, addr + 8, SIZE_MAX - 4100, 0, &mh), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(g, addr, SIZE_MAX - HOST_PAGE + 2, 0, &mh), EINVAL);
+	assert_int_equal(fake_cuda_live_fds(), 0);
+	assert_int_equal(gdr_close(g), 0);
+}
+
 static void test_two_instances_share_libcuda(void **state)
 {
 	gdr_t a, b;
@@ -319,6 +336,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unaligned_pin_does_not_map, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mmap_enotsupp_explained, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pin_of_host_memory_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pin_size_wrapping_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_instances_share_libcuda, setup, teardown),
 	};
 	int rc;
