@@ -121,8 +121,17 @@ static int pplat_kernel(void **params, const void *launch_config_or_null)
 	return ret;
 }
 
+/* probe_nop (tools/probe-contextless.c): an empty kernel, so the probe's launches run here too. */
+static int probe_nop(void **params, const void *launch_config_or_null)
+{
+	(void)params;
+	(void)launch_config_or_null;
+	return CUDA_SUCCESS;
+}
+
 const struct softgpu_emulated_kernel softgpu_emulated_kernels[] = {
 	{ PPLAT_KERNEL_NAME, pplat_kernel },
+	{ "probe_nop", probe_nop },
 	{ NULL, NULL },
 };
 

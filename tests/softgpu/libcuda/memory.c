@@ -342,27 +342,35 @@ static void sg_free_block(struct sg_block *block)
 
 /*
  * The allocation is found by its address (unified addressing), so the
- * calling thread's context does not matter: the real driver (580, CUDA 13.0,
- * on an H200) frees a live allocation from a thread with no current context
- * and returns CUDA_SUCCESS.  For an address that is no allocation, what it
- * returns without a context is not known; we keep the context error.
+ * calling thread needs no current context.  What the real driver (580,
+ * CUDA 13.0, H200) answers, by tools/probe-contextless-on-h200.out: a live
+ * allocation is freed from a thread with no current context (CUDA_SUCCESS),
+ * 0 is CUDA_SUCCESS, an address that is no allocation (freed already, a
+ * host address) is CUDA_ERROR_INVALID_VALUE; but a thread whose current
+ * context was destroyed gets CUDA_ERROR_CONTEXT_IS_DESTROYED and frees
+ * nothing, even an allocation of a live context.
  */
 SG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	struct sg_block *b;
+	CUcontext cur;
 	CUresult rc = sg_check_init();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	cur = sg_current_ctx();
+	if (cur && !sg_ctx_valid(cur)) {
+		sg_debug("cuMemFree: the current context was destroyed");
+		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+	}
+	if (!dptr)
+		return CUDA_SUCCESS;
 	pthread_mutex_lock(&sg_alloc_lock);
 	sg_lock();
 	b = sg_find_block_locked(dptr);
 	sg_unlock();
 	if (!b || b->va != dptr) {
 		pthread_mutex_unlock(&sg_alloc_lock);
-		rc = sg_require_ctx(NULL);
-		if (rc != CUDA_SUCCESS)
-			return rc;
 		sg_debug("cuMemFree(0x%llx): not the start of a cuMemAlloc allocation",
 			 (unsigned long long)dptr);
 		return CUDA_ERROR_INVALID_VALUE;

@@ -197,20 +197,29 @@ static struct CUstream_st *sg_stream_new(CUcontext ctx, unsigned int flags)
 	return s;
 }
 
-/* Resolve a stream handle: NULL and the special handles are the context's default stream. */
+/*
+ * Resolve a stream handle.  A created stream is bound to its context and is
+ * used without a current one (the real driver's answer, see
+ * tools/probe-contextless-on-h200.out); NULL and the special handles mean
+ * the current context's default stream, so they need a current context.
+ */
 static CUresult sg_stream_resolve(CUstream handle, struct CUstream_st **out)
 {
 	CUcontext ctx;
-	CUresult rc = sg_require_ctx(&ctx);
+	CUresult rc;
 
-	if (rc != CUDA_SUCCESS)
-		return rc;
 	if (handle && handle != SG_STREAM_LEGACY && handle != SG_STREAM_PER_THREAD) {
+		rc = sg_check_init();
+		if (rc != CUDA_SUCCESS)
+			return rc;
 		if (handle->magic != SG_STREAM_MAGIC)
 			return CUDA_ERROR_INVALID_HANDLE;
 		*out = handle;
 		return CUDA_SUCCESS;
 	}
+	rc = sg_require_ctx(&ctx);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	sg_lock();
 	if (!ctx->default_stream) {
 		sg_unlock();
@@ -296,10 +305,11 @@ SG_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 	return *phStream ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* Like the real driver: no current context needed, the stream names its own. */
 SG_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
 {
 	struct CUstream_st **pp;
-	CUresult rc = sg_require_ctx(NULL);
+	CUresult rc = sg_check_init();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
@@ -532,9 +542,10 @@ SG_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 	return CUDA_SUCCESS;
 }
 
+/* A module is bound to its context: no current one needed (as on the real driver). */
 SG_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 {
-	CUresult rc = sg_require_ctx(NULL);
+	CUresult rc = sg_check_init();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
@@ -547,7 +558,7 @@ SG_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 SG_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
 	struct CUfunc_st *f;
-	CUresult rc = sg_require_ctx(NULL);
+	CUresult rc = sg_check_init();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;

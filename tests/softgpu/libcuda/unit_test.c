@@ -328,9 +328,17 @@ static int failing_kernel(void **params, const void *launch_config_or_null)
 	return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+static int probe_nop_kernel(void **params, const void *launch_config_or_null)
+{
+	(void)params;
+	(void)launch_config_or_null;
+	return CUDA_SUCCESS;
+}
+
 const struct softgpu_emulated_kernel softgpu_emulated_kernels[] = {
 	{ "probe", probe_kernel },
 	{ "failing", failing_kernel },
+	{ "probe_nop", probe_nop_kernel },
 	{ NULL, NULL },
 };
 
@@ -546,8 +554,8 @@ static void test_free_without_current_context(void **state)
 	assert_int_equal(c.free_live, CUDA_SUCCESS);
 	/* Its pages went back to softgpu; those it shared with `keep` stayed. */
 	assert_int_equal(count_calls(SOFTGPU_IOC_MEM_UNMAP), 3);
-	/* No allocation there any more: without a context the context error stays. */
-	assert_int_equal(c.free_again, CUDA_ERROR_INVALID_CONTEXT);
+	/* No allocation there any more: an invalid value, context or not. */
+	assert_int_equal(c.free_again, CUDA_ERROR_INVALID_VALUE);
 	/* Calls that act in the current context still need one. */
 	assert_int_equal(c.alloc, CUDA_ERROR_INVALID_CONTEXT);
 	assert_int_equal(c.sync, CUDA_ERROR_INVALID_CONTEXT);
@@ -555,7 +563,8 @@ static void test_free_without_current_context(void **state)
 	/* The same on this thread after cuCtxSetCurrent(NULL). */
 	assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
 	assert_int_equal(cuMemFree(keep), CUDA_SUCCESS);
-	assert_int_equal(cuMemFree(keep), CUDA_ERROR_INVALID_CONTEXT);
+	assert_int_equal(cuMemFree(keep), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemFree(0), CUDA_SUCCESS);
 
 	/* An allocation of another context is freed from the primary one. */
 	assert_int_equal(cuCtxCreate(&other, NULL, 0, 0), CUDA_SUCCESS);
@@ -627,6 +636,75 @@ static void test_launch_copies_arguments(void **state)
 	assert_int_equal(cuModuleUnload(mod), CUDA_SUCCESS);
 }
 
+/*
+ * tools/probe-contextless.c, run against the fake device, must print what
+ * the real driver printed (tools/probe-contextless-on-h200.out, 580 on an
+ * H200) line for line: calls from a thread without a current context, or
+ * with a destroyed one.  Only the header comments and the driver version
+ * may differ, and lines a run marks "skipped".
+ */
+int probe_contextless_main(void);
+#define main probe_contextless_main
+#include "tools/probe-contextless.c"
+#undef main
+
+#define PROBE_REAL_OUTPUT "tools/probe-contextless-on-h200.out"
+#define PROBE_MAX_LINES 128
+
+/* The lines of @f that are compared, without line ends; returns how many. */
+static int probe_lines(FILE *f, char lines[][160])
+{
+	char buf[160];
+	int n = 0;
+
+	while (fgets(buf, sizeof(buf), f)) {
+		buf[strcspn(buf, "\r\n")] = 0;
+		if (buf[0] == '#' || !strncmp(buf, "CUDA driver ", 12) || strstr(buf, " skipped: "))
+			continue;
+		assert_true(n < PROBE_MAX_LINES);
+		strcpy(lines[n++], buf);
+	}
+	return n;
+}
+
+static void test_probe_contextless_matches_real_driver(void **state)
+{
+	static char ours[PROBE_MAX_LINES][160], real[PROBE_MAX_LINES][160];
+	FILE *out = tmpfile(), *expected = fopen(PROBE_REAL_OUTPUT, "r");
+	int saved, n_ours, n_real, i, differ = 0;
+
+	(void)state;
+	if (!expected)
+		fail_msg("cannot read %s (run from tests/softgpu/libcuda): %s", PROBE_REAL_OUTPUT,
+			 strerror(errno));
+	assert_non_null(out);
+	fflush(stdout);
+	saved = dup(STDOUT_FILENO);
+	assert_true(saved >= 0 && dup2(fileno(out), STDOUT_FILENO) == STDOUT_FILENO);
+	probe_contextless_main();
+	fflush(stdout);
+	assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+	close(saved);
+	rewind(out);
+	n_ours = probe_lines(out, ours);
+	n_real = probe_lines(expected, real);
+	fclose(out);
+	fclose(expected);
+	for (i = 0; i < n_ours || i < n_real; i++) {
+		const char *a = i < n_ours ? ours[i] : "(no line)";
+		const char *b = i < n_real ? real[i] : "(no line)";
+
+		if (strcmp(a, b)) {
+			print_error("softgpu: %s\nreal:    %s\n", a, b);
+			differ++;
+		}
+	}
+	assert_int_equal(differ, 0);
+	assert_int_equal(n_ours, n_real);
+	/* The probe retained the primary context once more than setup did. */
+	assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -639,6 +717,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_host_memory_is_uva, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_free_without_current_context, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_launch_copies_arguments, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_probe_contextless_matches_real_driver, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
