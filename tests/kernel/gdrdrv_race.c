@@ -4,7 +4,7 @@
  * once, checking after every round that no mapping outlived its pin.
  *
  * Each scenario repeats one round many times.  A round pins a fresh
- * allocation filled with a pattern of its own, lets two to five threads
+ * allocation filled with a pattern of its own, lets two to four threads
  * race (each after a random, seeded delay of up to about one mmap), then
  * checks:
  *  - data: every access through a mapping either faults (SIGBUS/SIGSEGV) or
@@ -22,10 +22,13 @@
  * Scenarios (what races on one handle):
  *   unpin-vs-mmap    UNPIN_BUFFER and mmap()
  *   free-vs-mmap     softgpu FREE of the pinned memory and mmap()
- *   free-vs-munmap   softgpu FREE and munmap(), a third thread reading
- *   unpin-vs-munmap  UNPIN_BUFFER and munmap(), a third thread reading
+ *   free-vs-munmap   softgpu FREE and munmap()
+ *   unpin-vs-munmap  UNPIN_BUFFER and munmap()
  *   close-vs-all     close() of the gdrdrv file and, by turns, mmap or
- *                    munmap plus a reader, with UNPIN and FREE
+ *                    munmap, with UNPIN and FREE
+ * Where munmap races, its thread reads the mapping until its call (reads
+ * against the zap), and the UNPIN or FREE thread reads it once its call
+ * returned (no read may work once the pin is dead).
  * Legacy pins: FREE fires the free callback, after which no mapping may
  * work.  Persistent pins: FREE leaves the memory pinned, and the mapping
  * must keep reading it, unchanged, until unpin.
@@ -56,7 +59,7 @@
 #define RACE_PAGES 2			/* GPU pages per pin */
 #define RACE_SIZE (RACE_PAGES * KT_GPU_PAGE)
 #define RACE_WORDS (RACE_SIZE / 4)
-#define MAX_WORKERS 5
+#define MAX_WORKERS 4
 #define NPROBES 4			/* words checked after a round */
 #define FAILURES_SHOWN 5		/* per scenario, without -v */
 
@@ -79,8 +82,8 @@ struct scenario_result {
 	unsigned long foreign;		/* ... that read the new allocation */
 	unsigned long failures;		/* rounds with any other failure */
 	unsigned long mapped;		/* rounds whose racing mmap succeeded */
-	unsigned long touch_reads;	/* successful reads by the reader thread */
-	unsigned long touch_faults;	/* faults it took */
+	unsigned long touch_reads;	/* reads through the mapping during races */
+	unsigned long touch_faults;	/* faults they took */
 	unsigned long delay_ns;
 	double race_seconds;		/* of which the racing calls */
 	double wake_seconds;		/* ... waking the threads (the slowest) */
@@ -162,15 +165,23 @@ static unsigned int load(const unsigned int *word)
 
 /* ---- one scenario's context ---------------------------------------------- */
 
-enum op { OP_NONE, OP_MMAP, OP_MUNMAP, OP_UNPIN, OP_FREE, OP_CLOSE, OP_TOUCH };
+enum op { OP_NONE, OP_MMAP, OP_MUNMAP, OP_UNPIN, OP_FREE, OP_CLOSE };
 
 static const char *const op_names[] = {
 	[OP_NONE] = "none", [OP_MMAP] = "mmap", [OP_MUNMAP] = "munmap",
 	[OP_UNPIN] = "UNPIN", [OP_FREE] = "FREE", [OP_CLOSE] = "close",
-	[OP_TOUCH] = "read",
 };
 
 struct ctx;
+
+/* What a thread saw reading the mapping during one round. */
+struct touch_log {
+	unsigned long reads, faults;
+	unsigned long after_death;	/* reads that worked after the pin died */
+	unsigned long wrong;		/* reads of anything but the pin's pattern */
+	size_t first_word;
+	uint32_t first_value;
+};
 
 struct worker {
 	pthread_t thread;
@@ -180,15 +191,7 @@ struct worker {
 	unsigned int seen;		/* last round started */
 	int err;			/* the call's errno, 0 if it worked */
 	double woke, called, returned;	/* when, this round */
-};
-
-/* What the reader thread saw during one round. */
-struct touch_log {
-	unsigned long reads, faults;
-	unsigned long after_death;	/* reads that worked after the pin died */
-	unsigned long wrong;		/* reads of anything but the pin's pattern */
-	size_t first_word;
-	uint32_t first_value;
+	struct touch_log touch;
 };
 
 struct ctx {
@@ -203,7 +206,7 @@ struct ctx {
 	unsigned long iter;
 	uint64_t rng;
 	uint64_t va, handle;
-	uint32_t *map;			/* the mapping that munmap/the reader use */
+	uint32_t *map;			/* the mapping munmap races on (and reads) */
 	uint32_t *mmap_result;		/* what the racing mmap returned */
 	uint32_t tag_old, tag_new;
 	bool round_stale, round_foreign, round_failed;
@@ -211,12 +214,11 @@ struct ctx {
 	/* Synchronisation with the workers. */
 	unsigned int start;		/* round counter: the threads' go */
 	unsigned int done;		/* threads finished with the round */
-	unsigned int racers_left;	/* racing calls not yet returned */
 	unsigned int pin_dead;		/* set once the pin may no longer be used */
 	bool quit;
 	unsigned int nworkers;
 	struct worker workers[MAX_WORKERS];
-	struct touch_log touch;
+	bool touch;			/* the threads read c->map around their calls */
 
 	uint32_t buf[RACE_WORDS];	/* pattern staging */
 };
@@ -406,46 +408,56 @@ static void expect_ok(struct ctx *c, int err, const char *what)
 
 /* ---- the racing threads --------------------------------------------------- */
 
+/* One read of the mapping during a race, judged and logged. */
+static bool touch_once(struct worker *w, size_t word)
+{
+	struct ctx *c = w->c;
+	struct touch_log *t = &w->touch;
+	bool dead = load(&c->pin_dead);
+	uint32_t v;
+
+	if (kt_try_read32(&c->map[word], &v)) {
+		t->faults++;
+		return false;
+	}
+	t->reads++;
+	if (v != pattern(c->tag_old, word) || dead) {
+		if (!t->after_death && !t->wrong) {
+			t->first_word = word;
+			t->first_value = v;
+		}
+		if (dead)
+			t->after_death++;
+		else
+			t->wrong++;
+	}
+	return true;
+}
+
 /*
- * The reader: walks the host pages (each faults in on its own) until the
- * racers are done.  A mapping that faulted three times in a row stays dead
- * (zapped or unmapped), and two reads after the pin died are enough to
- * show a stale one: stop there, faults are the expensive part.
+ * The munmap thread spends its delay reading the mapping, host page after
+ * host page (each faults in on its own), so reads race the zap of UNPIN or
+ * FREE.  Three faults in a row: the mapping is dead and stays so; stop.
  */
-static void touch_loop(struct ctx *c)
+static void touch_for(struct worker *w, double seconds)
+{
+	size_t page_words = (size_t)sysconf(_SC_PAGESIZE) / 4, word = 0;
+	double end = now_s() + seconds;
+	unsigned int faults = 0;
+
+	do {
+		word = (word + page_words + 1) % RACE_WORDS;
+		faults = touch_once(w, word) ? 0 : faults + 1;
+	} while (faults < 3 && now_s() < end);
+}
+
+/* After UNPIN (or FREE of a legacy pin) returned: reads must fault. */
+static void touch_after(struct worker *w)
 {
 	size_t page_words = (size_t)sysconf(_SC_PAGESIZE) / 4;
-	struct touch_log *t = &c->touch;
-	unsigned int faults_in_row = 0, after_death = 0;
-	size_t w = 0;
 
-	while (load(&c->racers_left) && faults_in_row < 3 && after_death < 2) {
-		bool dead = load(&c->pin_dead);
-		uint32_t v;
-
-		w = (w + page_words + 1) % RACE_WORDS;
-		after_death += dead;
-		if (kt_try_read32(&c->map[w], &v)) {
-			t->faults++;
-			faults_in_row++;
-			sched_yield();
-			continue;
-		}
-		faults_in_row = 0;
-		t->reads++;
-		if (v != pattern(c->tag_old, w) || dead) {
-			if (!t->after_death && !t->wrong) {
-				t->first_word = w;
-				t->first_value = v;
-			}
-			if (dead)
-				t->after_death++;
-			else
-				t->wrong++;
-		}
-		/* Never keep a racer off its CPU (there may be only two). */
-		sched_yield();
-	}
+	touch_once(w, 0);
+	touch_once(w, RACE_WORDS - page_words);
 }
 
 static void run_op(struct worker *w)
@@ -456,9 +468,6 @@ static void run_op(struct worker *w)
 	w->err = 0;
 	switch (w->op) {
 	case OP_NONE:
-		return;
-	case OP_TOUCH:
-		touch_loop(c);
 		return;
 	case OP_MMAP:
 		c->mmap_result = gd_map(c->gd, c->handle, RACE_SIZE, &w->err);
@@ -472,19 +481,22 @@ static void run_op(struct worker *w)
 		w->err = gd_unpin(c->gd, c->handle);
 		if (!w->err)
 			__atomic_store_n(&c->pin_dead, 1, __ATOMIC_RELEASE);
+		if (!w->err && c->touch)
+			touch_after(w);
 		break;
 	case OP_FREE:
 		w->err = sg_free_err(c->sg, c->va);
 		/* Legacy: the callback has run, or the pin was already gone. */
 		if (!w->err && !c->persistent)
 			__atomic_store_n(&c->pin_dead, 1, __ATOMIC_RELEASE);
+		if (!w->err && !c->persistent && c->touch)
+			touch_after(w);
 		break;
 	case OP_CLOSE:
 		if (close(c->gd))
 			w->err = errno;
 		break;
 	}
-	__atomic_sub_fetch(&c->racers_left, 1, __ATOMIC_ACQ_REL);
 }
 
 static void *worker_main(void *arg)
@@ -506,7 +518,10 @@ static void *worker_main(void *arg)
 		if (__atomic_load_n(&c->quit, __ATOMIC_ACQUIRE))
 			return NULL;
 		w->woke = now_s();
-		spin(w->delay);
+		if (w->op == OP_MUNMAP && c->touch)
+			touch_for(w, w->delay / spins_per_ns / 1e9);
+		else
+			spin(w->delay);
 		w->called = now_s();
 		run_op(w);
 		w->returned = now_s();
@@ -523,7 +538,7 @@ static void *worker_main(void *arg)
  */
 static void race(struct ctx *c, const enum op *ops, unsigned int nops)
 {
-	unsigned int racers = 0, d;
+	unsigned int d;
 	double t0, wake = 0, call = 0;
 
 	KT_ASSERT(nops <= c->nworkers, "%u calls for %u threads", nops, c->nworkers);
@@ -532,15 +547,12 @@ static void race(struct ctx *c, const enum op *ops, unsigned int nops)
 
 		w->op = i < nops ? ops[i] : OP_NONE;
 		w->err = 0;
-		w->delay = w->op == OP_TOUCH || !c->delay_loops ? 0 :
-			   splitmix64(&c->rng) % (c->delay_loops + 1);
-		racers += w->op != OP_NONE && w->op != OP_TOUCH;
+		w->delay = c->delay_loops ? splitmix64(&c->rng) % (c->delay_loops + 1) : 0;
+		memset(&w->touch, 0, sizeof(w->touch));
 	}
-	memset(&c->touch, 0, sizeof(c->touch));
 	c->mmap_result = NULL;
 	c->pin_dead = 0;
 	c->done = 0;
-	c->racers_left = racers;
 	t0 = now_s();
 	__atomic_add_fetch(&c->start, 1, __ATOMIC_ACQ_REL);
 	futex_wake(&c->start);
@@ -552,7 +564,7 @@ static void race(struct ctx *c, const enum op *ops, unsigned int nops)
 
 		if (w->woke - t0 > wake)
 			wake = w->woke - t0;
-		if (w->op != OP_TOUCH && w->returned - w->called > call)
+		if (w->returned - w->called > call)
 			call = w->returned - w->called;
 	}
 	result->wake_seconds += wake;
@@ -575,20 +587,32 @@ static void check_op(struct ctx *c, enum op op)
 		failure(c, "%s failed: %s", op_names[op], kt_errname(err));
 }
 
-/* The reader thread's verdict. */
+/* What the threads read through the mapping during the race. */
 static void check_touch(struct ctx *c)
 {
-	struct touch_log *t = &c->touch;
-	uint32_t want = pattern(c->tag_old, t->first_word);
+	struct touch_log t = { 0 };
 
-	result->touch_reads += t->reads;
-	result->touch_faults += t->faults;
-	if (t->after_death)
-		stale(c, "the reader thread read the mapping %lu time(s) after the pin died (word %zu: %#x, the pin's %#x)",
-		      t->after_death, t->first_word, t->first_value, want);
-	else if (t->wrong)
-		stale(c, "the reader thread read %lu wrong value(s) while the pin lived (word %zu: %#x, want %#x)",
-		      t->wrong, t->first_word, t->first_value, want);
+	for (unsigned int i = 0; i < c->nworkers; i++) {
+		const struct touch_log *w = &c->workers[i].touch;
+
+		if ((w->after_death || w->wrong) && !t.after_death && !t.wrong) {
+			t.first_word = w->first_word;
+			t.first_value = w->first_value;
+		}
+		t.reads += w->reads;
+		t.faults += w->faults;
+		t.after_death += w->after_death;
+		t.wrong += w->wrong;
+	}
+	result->touch_reads += t.reads;
+	result->touch_faults += t.faults;
+	if (t.after_death)
+		stale(c, "the mapping was read %lu time(s) after the pin died (word %zu: %#x, the pin's %#x)",
+		      t.after_death, t.first_word, t.first_value,
+		      pattern(c->tag_old, t.first_word));
+	else if (t.wrong)
+		stale(c, "%lu read(s) of wrong values while the pin lived (word %zu: %#x, want %#x)",
+		      t.wrong, t.first_word, t.first_value, pattern(c->tag_old, t.first_word));
 }
 
 /* ---- rounds --------------------------------------------------------------- */
@@ -721,12 +745,12 @@ static void round_free_vs_mmap(struct ctx *c)
 }
 
 /*
- * FREE and munmap at once, a reader on the mapping meanwhile (the free
- * callback's zap against the VMA's teardown: PAT bookkeeping).
+ * FREE and munmap at once, reads around them (the free callback's zap
+ * against the VMA's teardown: PAT bookkeeping).
  */
 static void round_free_vs_munmap(struct ctx *c)
 {
-	static const enum op ops[] = { OP_MUNMAP, OP_FREE, OP_TOUCH };
+	static const enum op ops[] = { OP_MUNMAP, OP_FREE };
 	uint32_t *map;
 	uint64_t va2;
 	int err;
@@ -740,7 +764,8 @@ static void round_free_vs_munmap(struct ctx *c)
 		return;
 	}
 	expect_live(c, c->map, "fresh mapping");
-	race(c, ops, 3);
+	c->touch = true;
+	race(c, ops, 2);
 	check_op(c, OP_MUNMAP);
 	check_op(c, OP_FREE);
 	check_touch(c);
@@ -772,10 +797,10 @@ static void round_free_vs_munmap(struct ctx *c)
 	sg_free(c->sg, va2);
 }
 
-/* UNPIN and munmap at once, a reader on the mapping meanwhile. */
+/* UNPIN and munmap at once, reads around them. */
 static void round_unpin_vs_munmap(struct ctx *c)
 {
-	static const enum op ops[] = { OP_MUNMAP, OP_UNPIN, OP_TOUCH };
+	static const enum op ops[] = { OP_MUNMAP, OP_UNPIN };
 
 	if (pin_round(c, c->gd))
 		return;
@@ -786,7 +811,8 @@ static void round_unpin_vs_munmap(struct ctx *c)
 		return;
 	}
 	expect_live(c, c->map, "fresh mapping");
-	race(c, ops, 3);
+	c->touch = true;
+	race(c, ops, 2);
 	check_op(c, OP_MUNMAP);
 	check_op(c, OP_UNPIN);
 	if (op_err(c, OP_UNPIN))
@@ -798,14 +824,14 @@ static void round_unpin_vs_munmap(struct ctx *c)
 
 /*
  * close() of the gdrdrv file against everything else on its one handle.
- * By turns (seeded): mmap + UNPIN + FREE, or munmap + UNPIN + FREE with a
- * reader.  A mapping holds the file, so after close the pin lives on while
+ * By turns (seeded): mmap + UNPIN + FREE, or munmap + UNPIN + FREE with
+ * reads.  A mapping holds the file, so after close the pin lives on while
  * it is mapped, unless UNPIN got in first (or FREE, with legacy pins).
  */
 static void round_close_vs_all(struct ctx *c)
 {
 	static const enum op with_mmap[] = { OP_CLOSE, OP_MMAP, OP_UNPIN, OP_FREE };
-	static const enum op with_munmap[] = { OP_CLOSE, OP_MUNMAP, OP_UNPIN, OP_FREE, OP_TOUCH };
+	static const enum op with_munmap[] = { OP_CLOSE, OP_MUNMAP, OP_UNPIN, OP_FREE };
 	bool munmap_turn = splitmix64(&c->rng) & 1;
 	uint32_t *map = NULL;
 	uint64_t va2;
@@ -824,7 +850,8 @@ static void round_close_vs_all(struct ctx *c)
 			return;
 		}
 		expect_live(c, c->map, "fresh mapping");
-		race(c, with_munmap, 5);
+		c->touch = true;
+		race(c, with_munmap, 4);
 		check_op(c, OP_MUNMAP);
 		check_touch(c);
 	} else {
@@ -867,7 +894,7 @@ static void round_close_vs_all(struct ctx *c)
 struct scenario {
 	const char *name;
 	void (*round)(struct ctx *c);
-	unsigned int threads;
+	unsigned int threads;		/* racing calls, one thread each */
 	const char *what;
 };
 
@@ -876,11 +903,11 @@ static const struct scenario scenarios[] = {
 	  "UNPIN_BUFFER racing mmap() of the same handle" },
 	{ "free-vs-mmap", round_free_vs_mmap, 2,
 	  "softgpu FREE of the pinned memory racing mmap()" },
-	{ "free-vs-munmap", round_free_vs_munmap, 3,
-	  "softgpu FREE racing munmap(), a reader on the mapping" },
-	{ "unpin-vs-munmap", round_unpin_vs_munmap, 3,
-	  "UNPIN_BUFFER racing munmap(), a reader on the mapping" },
-	{ "close-vs-all", round_close_vs_all, 5,
+	{ "free-vs-munmap", round_free_vs_munmap, 2,
+	  "softgpu FREE racing munmap() of a mapping being read" },
+	{ "unpin-vs-munmap", round_unpin_vs_munmap, 2,
+	  "UNPIN_BUFFER racing munmap() of a mapping being read" },
+	{ "close-vs-all", round_close_vs_all, 4,
 	  "close() of the gdrdrv file racing mmap or munmap, UNPIN and FREE" },
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
@@ -971,6 +998,7 @@ static void run_scenario(void)
 		c->tag_new = (uint32_t)(2 * i + 1) ^ (uint32_t)c->seed;
 		c->round_stale = c->round_foreign = c->round_failed = false;
 		c->map = NULL;
+		c->touch = false;
 		s->round(c);
 		check_released(c);
 		result->iterations++;
@@ -1119,7 +1147,7 @@ int main(int argc, char **argv)
 			printf("# %s: %s\n", s->name, why);
 		if (r != KT_RESULT_PASS && result->done && !result->stale && !result->failures)
 			result->failures++;	/* the harness's own checks */
-		printf("%s %s: %lu iterations, %lu stale mappings (%lu read another allocation's bytes), %lu other failures%s; mmap succeeded %lu, reader %lu reads/%lu faults; %.1f s (%.2f ms a round, %.2f ms racing)%s\n",
+		printf("%s %s: %lu iterations, %lu stale mappings (%lu read another allocation's bytes), %lu other failures%s; mmap succeeded %lu, %lu reads/%lu faults racing; %.1f s (%.2f ms a round, %.2f ms racing)%s\n",
 		       r == KT_RESULT_PASS ? "ok" : "not ok", s->name, result->iterations,
 		       result->stale, result->foreign, result->failures,
 		       result->done ? "" : " (did not finish)",
