@@ -124,6 +124,7 @@ for mode in $modes; do
 		selected "$mode" "$persistent" || continue
 		ran=$((ran + 1))
 		echo "# === softgpu $mode, gdrdrv use_persistent_mapping=$persistent ==="
+		started=$(date +%s)
 		sg_params=
 		[ "$mode" = ram ] && sg_params=force_ram=1
 		# Parameters are lists of words: split on purpose.
@@ -149,6 +150,7 @@ for mode in $modes; do
 		total_pass=$((total_pass + p))
 		total_fail=$((total_fail + f))
 		total_skip=$((total_skip + ${s:-0}))
+		echo "# $PROGRAM took $(($(date +%s) - started)) s here, module reloads included"
 		if [ "$BENCH" = 1 ] && [ -n "$PINBENCH" ]; then
 			echo "# === gdrdrv_pinbench (softgpu $mode, persistent=$persistent) ==="
 			"$PINBENCH" || broken=$((broken + 1))
