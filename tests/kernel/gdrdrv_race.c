@@ -725,7 +725,7 @@ static void round_free_vs_mmap(struct ctx *c)
 	} else {
 		expect_cb_flag(c, 1, "legacy pin after FREE returned");
 		if (map)
-			expect_dead(c, map, "mapping after FREE returned (GET_CB_FLAG 1)");
+			expect_dead(c, map, "mapping after FREE returned (the free callback ran)");
 	}
 	if (map && c->persistent)
 		expect_info(c, c->gd, gd_expected_type(), "mapped, after FREE");
