@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -349,31 +350,55 @@ uint32_t gd_expected_type(void)
 
 /* ---- faults ---------------------------------------------------------------- */
 
-static sigjmp_buf kt_fault_jmp;
-static volatile sig_atomic_t kt_fault_sig;
+/*
+ * One handler for the whole process, installed on first use and left in
+ * place, so that several threads may probe at once (installing and
+ * restoring handlers per call would race).  Each thread has its own jump
+ * buffer; a fault in a thread that is not probing is fatal, as without us.
+ */
+static __thread sigjmp_buf kt_fault_jmp;
+static __thread volatile sig_atomic_t kt_fault_armed, kt_fault_sig;
+static pthread_once_t kt_fault_once = PTHREAD_ONCE_INIT;
 
 static void kt_fault_handler(int sig)
 {
+	if (!kt_fault_armed) {
+		/* Not ours: die of it (SA_NODEFER: delivered at once). */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	kt_fault_armed = 0;
 	kt_fault_sig = sig;
 	siglongjmp(kt_fault_jmp, 1);
 }
 
-static int kt_try_access(volatile void *addr, bool write, uint32_t *value)
+/*
+ * SA_NODEFER: the handler leaves with siglongjmp(), and nothing is blocked
+ * that it would have to unblock, so the jump needs no signal mask: a probe
+ * costs no system call.
+ */
+static void kt_fault_install(void)
 {
-	struct sigaction sa = { .sa_handler = kt_fault_handler }, old_bus, old_segv;
+	struct sigaction sa = { .sa_handler = kt_fault_handler, .sa_flags = SA_NODEFER };
 
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &old_bus);
-	sigaction(SIGSEGV, &sa, &old_segv);
+	sigaction(SIGBUS, &sa, NULL);
+	sigaction(SIGSEGV, &sa, NULL);
+}
+
+static int kt_try_access(volatile void *addr, bool write, uint32_t *value)
+{
+	pthread_once(&kt_fault_once, kt_fault_install);
 	kt_fault_sig = 0;
-	if (!sigsetjmp(kt_fault_jmp, 1)) {
+	if (!sigsetjmp(kt_fault_jmp, 0)) {
+		kt_fault_armed = 1;
 		if (write)
 			*(volatile uint32_t *)addr = *value;
 		else
 			*value = *(volatile uint32_t *)addr;
+		kt_fault_armed = 0;
 	}
-	sigaction(SIGBUS, &old_bus, NULL);
-	sigaction(SIGSEGV, &old_segv, NULL);
 	return kt_fault_sig;
 }
 
@@ -594,12 +619,119 @@ static bool kt_selected(const char *name, char **patterns, int npatterns)
 	return false;
 }
 
+int kt_setup(void)
+{
+	if (!kt_message) {
+		kt_message = mmap(NULL, KT_MESSAGE_LEN, PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (kt_message == MAP_FAILED) {
+			kt_message = NULL;
+			perror("mmap");
+			return 2;
+		}
+	}
+	kt_message[0] = '\0';
+	if (kt_kmsg < 0) {
+		kt_kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (kt_kmsg >= 0)
+			lseek(kt_kmsg, 0, SEEK_END);
+	}
+	kt_probe_env();
+	if (!kt_env.softgpu) {
+		printf("ktest: cannot use %s: load softgpu.ko first\n", SOFTGPU_DEVICE_PATH);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return 0;
+}
+
+void kt_print_env(void)
+{
+	printf("# softgpu: %s, %llu MiB, page tables %s\n", kt_env.sg_info.name,
+	       (unsigned long long)kt_env.sg_info.memory_size >> 20,
+	       kt_env.sg_info.flags & SOFTGPU_INFO_CPU_CACHEABLE ? "CPU-cacheable" : "not cacheable");
+	if (kt_env.gdrdrv)
+		printf("# gdrdrv: %s pins, force-PCIe %ssupported\n",
+		       kt_env.persistent ? "persistent" : "legacy (callback)",
+		       kt_env.force_pcie_attr ? "" : "not ");
+	else
+		printf("# gdrdrv: %s\n", kt_env.why_no_gdrdrv);
+	if (kt_kmsg < 0)
+		printf("# /dev/kmsg unreadable: kernel log not checked\n");
+}
+
+int kt_run_test(const struct kt_test *t, unsigned int timeout_s, const char **why)
+{
+	struct softgpu_stats before, after;
+	char logline[512];
+	int status = 0, code;
+	pid_t pid;
+
+	kt_message[0] = '\0';
+	*why = kt_message;
+	if (t->needs_gdrdrv && !kt_env.gdrdrv) {
+		snprintf(kt_message, KT_MESSAGE_LEN, "%s", kt_env.why_no_gdrdrv);
+		return KT_RESULT_SKIP;
+	}
+	before = sg_stats();
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		snprintf(kt_message, KT_MESSAGE_LEN, "fork: %s", strerror(errno));
+		return KT_RESULT_FAIL;
+	}
+	if (pid == 0) {
+		alarm(timeout_s);
+		t->fn();
+		fflush(stdout);
+		_exit(KT_EXIT_PASS);
+	}
+	waitpid(pid, &status, 0);
+	kt_restore_knobs();
+	after = sg_stats();
+
+	if (WIFSIGNALED(status)) {
+		code = KT_EXIT_FAIL;
+		snprintf(kt_message, KT_MESSAGE_LEN, "killed by signal %d (%s)%s",
+			 WTERMSIG(status), strsignal(WTERMSIG(status)),
+			 WTERMSIG(status) == SIGALRM ? ": timed out" : "");
+	} else {
+		code = WEXITSTATUS(status);
+	}
+	/* Invariants every test must keep, whatever it did. */
+	if (code != KT_EXIT_FAIL) {
+		if (after.active_pins != before.active_pins) {
+			code = KT_EXIT_FAIL;
+			snprintf(kt_message, KT_MESSAGE_LEN,
+				 "%llu P2P pins outstanding after the test's files closed (before: %llu)",
+				 (unsigned long long)after.active_pins,
+				 (unsigned long long)before.active_pins);
+		} else if (after.api_misuse != before.api_misuse) {
+			code = KT_EXIT_FAIL;
+			snprintf(kt_message, KT_MESSAGE_LEN,
+				 "%llu P2P API contract violations (see the kernel log)",
+				 (unsigned long long)(after.api_misuse - before.api_misuse));
+		} else if (after.memory_used != before.memory_used) {
+			code = KT_EXIT_FAIL;
+			snprintf(kt_message, KT_MESSAGE_LEN,
+				 "GPU memory in use went from %llu to %llu bytes: leaked",
+				 (unsigned long long)before.memory_used,
+				 (unsigned long long)after.memory_used);
+		}
+	}
+	if (kt_scan_kmsg(logline, sizeof(logline))) {
+		code = KT_EXIT_FAIL;
+		snprintf(kt_message, KT_MESSAGE_LEN, "kernel log: %.400s", logline);
+	}
+	if (code == KT_EXIT_PASS)
+		return KT_RESULT_PASS;
+	return code == KT_EXIT_SKIP ? KT_RESULT_SKIP : KT_RESULT_FAIL;
+}
+
 int kt_run(const struct kt_test *tests, size_t count, int argc, char **argv)
 {
 	char *patterns[64];
-	int npatterns = 0, opt, passed = 0, failed = 0, skipped = 0, num = 0;
-	struct softgpu_stats before, after;
-	char logline[512];
+	int npatterns = 0, opt, passed = 0, failed = 0, skipped = 0, num = 0, ret;
 
 	kt_env.gdrdrv_ko = getenv("GDRDRV_KO");
 	while ((opt = getopt(argc, argv, "hlt:k:")) != -1) {
@@ -624,110 +756,34 @@ int kt_run(const struct kt_test *tests, size_t count, int argc, char **argv)
 		}
 	}
 
-	kt_message = mmap(NULL, KT_MESSAGE_LEN, PROT_READ | PROT_WRITE,
-			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (kt_message == MAP_FAILED) {
-		perror("mmap");
-		return 2;
-	}
-	kt_kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (kt_kmsg >= 0)
-		lseek(kt_kmsg, 0, SEEK_END);
-	kt_probe_env();
-	if (!kt_env.softgpu) {
-		printf("ktest: cannot use %s: load softgpu.ko first\n", SOFTGPU_DEVICE_PATH);
-		return 2;
-	}
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
+	ret = kt_setup();
+	if (ret)
+		return ret;
 	printf("TAP version 13\n");
 	for (size_t i = 0; i < count; i++)
 		num += kt_selected(tests[i].name, patterns, npatterns);
 	printf("1..%d\n", num);
-	printf("# softgpu: %s, %llu MiB, page tables %s\n", kt_env.sg_info.name,
-	       (unsigned long long)kt_env.sg_info.memory_size >> 20,
-	       kt_env.sg_info.flags & SOFTGPU_INFO_CPU_CACHEABLE ? "CPU-cacheable" : "not cacheable");
-	if (kt_env.gdrdrv)
-		printf("# gdrdrv: %s pins, force-PCIe %ssupported\n",
-		       kt_env.persistent ? "persistent" : "legacy (callback)",
-		       kt_env.force_pcie_attr ? "" : "not ");
-	else
-		printf("# gdrdrv: %s\n", kt_env.why_no_gdrdrv);
-	if (kt_kmsg < 0)
-		printf("# /dev/kmsg unreadable: kernel log not checked\n");
+	kt_print_env();
 
 	num = 0;
 	for (size_t i = 0; i < count; i++) {
 		const struct kt_test *t = &tests[i];
-		int status = 0, code;
-		pid_t pid;
+		const char *why;
 
 		if (!kt_selected(t->name, patterns, npatterns))
 			continue;
 		num++;
-		if (t->needs_gdrdrv && !kt_env.gdrdrv) {
-			printf("ok %d %s # SKIP %s\n", num, t->name, kt_env.why_no_gdrdrv);
-			skipped++;
-			continue;
-		}
-		kt_message[0] = '\0';
-		before = sg_stats();
-		pid = fork();
-		if (pid < 0) {
-			perror("fork");
-			return 2;
-		}
-		if (pid == 0) {
-			alarm(KT_TIMEOUT_S);
-			t->fn();
-			_exit(KT_EXIT_PASS);
-		}
-		waitpid(pid, &status, 0);
-		kt_restore_knobs();
-		after = sg_stats();
-
-		if (WIFSIGNALED(status)) {
-			code = KT_EXIT_FAIL;
-			snprintf(kt_message, KT_MESSAGE_LEN, "killed by signal %d (%s)%s",
-				 WTERMSIG(status), strsignal(WTERMSIG(status)),
-				 WTERMSIG(status) == SIGALRM ? ": timed out" : "");
-		} else {
-			code = WEXITSTATUS(status);
-		}
-		/* Invariants every test must keep, whatever it did. */
-		if (code != KT_EXIT_FAIL) {
-			if (after.active_pins != before.active_pins) {
-				code = KT_EXIT_FAIL;
-				snprintf(kt_message, KT_MESSAGE_LEN,
-					 "%llu P2P pins outstanding after the test's files closed (before: %llu)",
-					 (unsigned long long)after.active_pins,
-					 (unsigned long long)before.active_pins);
-			} else if (after.api_misuse != before.api_misuse) {
-				code = KT_EXIT_FAIL;
-				snprintf(kt_message, KT_MESSAGE_LEN,
-					 "%llu P2P API contract violations (see the kernel log)",
-					 (unsigned long long)(after.api_misuse - before.api_misuse));
-			} else if (after.memory_used != before.memory_used) {
-				code = KT_EXIT_FAIL;
-				snprintf(kt_message, KT_MESSAGE_LEN,
-					 "GPU memory in use went from %llu to %llu bytes: leaked",
-					 (unsigned long long)before.memory_used,
-					 (unsigned long long)after.memory_used);
-			}
-		}
-		if (kt_scan_kmsg(logline, sizeof(logline))) {
-			code = KT_EXIT_FAIL;
-			snprintf(kt_message, KT_MESSAGE_LEN, "kernel log: %.400s", logline);
-		}
-
-		if (code == KT_EXIT_PASS) {
+		switch (kt_run_test(t, KT_TIMEOUT_S, &why)) {
+		case KT_RESULT_PASS:
 			printf("ok %d %s\n", num, t->name);
 			passed++;
-		} else if (code == KT_EXIT_SKIP) {
-			printf("ok %d %s # SKIP %s\n", num, t->name, kt_message);
+			break;
+		case KT_RESULT_SKIP:
+			printf("ok %d %s # SKIP %s\n", num, t->name, why);
 			skipped++;
-		} else {
-			printf("# %s: %s\n", t->name, kt_message[0] ? kt_message : "failed");
+			break;
+		default:
+			printf("# %s: %s\n", t->name, why[0] ? why : "failed");
 			printf("not ok %d %s\n", num, t->name);
 			failed++;
 		}

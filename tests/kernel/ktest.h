@@ -78,7 +78,21 @@ const char *kt_errname(int err);
 
 /* ---- running ------------------------------------------------------------ */
 
+/* The whole TAP run of a test program: options, then each test (see above). */
 int kt_run(const struct kt_test *tests, size_t count, int argc, char **argv);
+
+/* For programs with their own options (gdrdrv_race), the pieces of kt_run(). */
+enum kt_result { KT_RESULT_PASS, KT_RESULT_FAIL, KT_RESULT_SKIP };
+/* Probes the devices, starts reading the kernel log; 0, or 2 (printed why). */
+int kt_setup(void);
+void kt_print_env(void);	/* "# softgpu: ..." and "# gdrdrv: ..." lines */
+/*
+ * Runs @t in a forked child killed after @timeout_s, then checks what every
+ * test must leave as it found (softgpu's pins, memory and misuse counters)
+ * and the kernel log since the last check; *why gets the reason when it
+ * did not pass.
+ */
+int kt_run_test(const struct kt_test *t, unsigned int timeout_s, const char **why);
 
 /* ---- softgpu ------------------------------------------------------------- */
 

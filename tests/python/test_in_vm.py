@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
-from gdrkit.vm import ModuleLoad, SuiteRoot, boot, build_in_root, default_loads, in_root, prepare_suite_root
+from gdrkit.vm import ModuleLoad, SuiteRoot, boot, default_loads, in_root
 
 pytestmark = pytest.mark.slow
 
@@ -30,12 +30,8 @@ KTEST_SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$", 
 
 
 @pytest.fixture(scope="module", params=SUITES)
-def root(request: pytest.FixtureRequest) -> Iterator[SuiteRoot]:
-    suite_root = prepare_suite_root(str(request.param))
-    report = build_in_root(suite_root)
-    failures = "\n\n".join(f"{step.name}:\n{step.output[-3000:]}" for step in report.failed)
-    assert not report.failed, f"building in the {suite_root.suite} root failed:\n{failures}"
-    yield suite_root
+def root(request: pytest.FixtureRequest, built_root: Callable[[str], SuiteRoot]) -> SuiteRoot:
+    return built_root(str(request.param))
 
 
 @dataclass
