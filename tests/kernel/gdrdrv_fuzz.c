@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -1766,6 +1767,8 @@ static void op_mmap(struct thr *t, struct op *op)
 		    (flags == MAP_SHARED || flags == MAP_SHARED_VALIDATE ||
 		     flags == (MAP_SHARED | MAP_POPULATE)) &&
 		    (prot == PROT_READ || prot == (PROT_READ | PROT_WRITE)) &&
+		    /* x86 PAT gives RAM one memtype: a second WC mapping of it fails */
+		    !(w.cacheable && before.req_type == GDRDRV_MR_WC) &&
 		    (!old.active || (old.addr >= addr && old.addr + old.len <= addr + len));
 
 	p = mmap(addr, len, prot, flags | MAP_FIXED, w.fds[s].fd, (off_t)(pgoff * w.page));
@@ -2303,7 +2306,11 @@ static void op_fileops(struct thr *t, struct op *op)
 
 /* ---- other processes ---------------------------------------------------------- */
 
-/* In a child: records the first failure for the parent, then goes on. */
+/*
+ * In a child: records the first failure for the parent, then goes on.  A
+ * fork child of a threaded process calls nothing that may take a lock
+ * another thread held at the fork (malloc, strerror): errname() only.
+ */
 static void child_fail(struct child_report *rep, int kind, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -2369,23 +2376,23 @@ static void child_own_state(struct child_report *rep, bool unpin_some)
 	void *map;
 
 	if (sg < 0 || gd < 0) {
-		child_fail(rep, F_SETUP, "child cannot open the devices: %s", strerror(errno));
+		child_fail(rep, F_SETUP, "child cannot open the devices: %s", errname(errno));
 		return;
 	}
 	if (ioctl(sg, SOFTGPU_IOC_ALLOC, &a))
 		return;		/* full: nothing to do */
 	ms = (struct softgpu_memset){ .va = a.va, .count = a.size / 4,
 				      .value = (uint32_t)CHILD_TAG << 16, .elem_size = 4 };
-	CHILD_EXPECT(rep, !ioctl(sg, SOFTGPU_IOC_MEMSET, &ms), "child MEMSET: %s", strerror(errno));
+	CHILD_EXPECT(rep, !ioctl(sg, SOFTGPU_IOC_MEMSET, &ms), "child MEMSET: %s", errname(errno));
 	p = (struct gdrdrv_pin_buffer_v2){ .addr = a.va, .size = a.size };
 	if (ioctl(gd, GDRDRV_IOC_PIN_BUFFER_V2, &p)) {
-		CHILD_EXPECT(rep, 0, "child's own PIN_BUFFER_V2: %s", strerror(errno));
+		CHILD_EXPECT(rep, 0, "child's own PIN_BUFFER_V2: %s", errname(errno));
 		return;
 	}
 	handle = p.handle;
 	map = mmap(NULL, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, gd, (off_t)(handle * w.page));
 	if (map == MAP_FAILED) {
-		CHILD_EXPECT(rep, 0, "child's own mmap: %s", strerror(errno));
+		CHILD_EXPECT(rep, 0, "child's own mmap: %s", errname(errno));
 		return;
 	}
 	CHILD_EXPECT(rep, !try_access(map, false, &v) && v == (uint32_t)CHILD_TAG << 16,
@@ -2394,7 +2401,7 @@ static void child_own_state(struct child_report *rep, bool unpin_some)
 		struct gdrdrv_unpin_buffer u = { .handle = handle };
 
 		CHILD_EXPECT(rep, !ioctl(gd, GDRDRV_IOC_UNPIN_BUFFER, &u), "child UNPIN: %s",
-			     strerror(errno));
+			     errname(errno));
 		CHILD_EXPECT(rep, try_access(map, false, &v) != 0,
 			     "child's mapping still reads 0x%08x after its unpin", v);
 	}
@@ -2470,20 +2477,20 @@ static void op_fork(struct thr *t, struct op *op)
 
 			CHILD_EXPECT(rep, ioctl(fd, GDRDRV_IOC_GET_VERSION, &ver) && errno == EACCES,
 				     "GET_VERSION on the parent's file in a fork child: %s",
-				     strerror(errno));
+				     errname(errno));
 			if (have_pin) {
 				CHILD_EXPECT(rep, ioctl(fd, GDRDRV_IOC_UNPIN_BUFFER, &u) && errno == EACCES,
 					     "UNPIN of the parent's handle in a fork child: %s",
-					     strerror(errno));
+					     errname(errno));
 				CHILD_EXPECT(rep, ioctl(fd, GDRDRV_IOC_GET_INFO_V2, &info) && errno == EACCES,
-					     "GET_INFO_V2 in a fork child: %s", strerror(errno));
+					     "GET_INFO_V2 in a fork child: %s", errname(errno));
 				CHILD_EXPECT(rep, ioctl(fd, GDRDRV_IOC_PIN_BUFFER_V2, &p) && errno == EACCES,
-					     "PIN_BUFFER_V2 in a fork child: %s", strerror(errno));
+					     "PIN_BUFFER_V2 in a fork child: %s", errname(errno));
 				m = mmap(NULL, live_size, PROT_READ, MAP_SHARED, fd,
 					 (off_t)(live_handle * w.page));
 				CHILD_EXPECT(rep, m == MAP_FAILED && errno == EACCES,
 					     "mmap of the parent's handle in a fork child: %s",
-					     m == MAP_FAILED ? strerror(errno) : "mapped");
+					     m == MAP_FAILED ? errname(errno) : "mapped");
 			}
 		}
 		if (what & 4) {
@@ -2491,7 +2498,7 @@ static void op_fork(struct thr *t, struct op *op)
 
 			CHILD_EXPECT(rep, ioctl(w.sg, SOFTGPU_IOC_ALLOC, &a) && errno == EACCES,
 				     "SOFTGPU_IOC_ALLOC on the parent's file in a fork child: %s",
-				     strerror(errno));
+				     errname(errno));
 		}
 		if (what & 8)
 			child_own_state(rep, what & 16);
@@ -2553,14 +2560,14 @@ static void check_foreign_file(struct child_report *rep, int fd, uint64_t handle
 	void *m;
 
 	CHILD_EXPECT(rep, ioctl(fd, GDRDRV_IOC_GET_VERSION, &ver) && errno == EACCES,
-		     "GET_VERSION on a file received by %s: %s", who, strerror(errno));
+		     "GET_VERSION on a file received by %s: %s", who, errname(errno));
 	if (!have_handle)
 		return;
 	CHILD_EXPECT(rep, ioctl(fd, GDRDRV_IOC_UNPIN_BUFFER, &u) && errno == EACCES,
-		     "UNPIN on a file received by %s: %s", who, strerror(errno));
+		     "UNPIN on a file received by %s: %s", who, errname(errno));
 	m = mmap(NULL, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(handle * w.page));
 	CHILD_EXPECT(rep, m == MAP_FAILED && errno == EACCES, "mmap of a file received by %s: %s",
-		     who, m == MAP_FAILED ? strerror(errno) : "mapped");
+		     who, m == MAP_FAILED ? errname(errno) : "mapped");
 	if (m != MAP_FAILED)
 		munmap(m, GPU_PAGE);
 }
@@ -2612,7 +2619,7 @@ static void op_fdpass(struct thr *t, struct op *op)
 		if (to_child) {
 			fd = recv_fd(sv[1], &h);
 			if (fd < 0) {
-				child_fail(rep, F_SETUP, "receiving the file: %s", strerror(errno));
+				child_fail(rep, F_SETUP, "receiving the file: %s", errname(errno));
 				_exit(1);
 			}
 			check_foreign_file(rep, fd, h, h != ABSURD_HANDLE, "another process");
@@ -2630,7 +2637,7 @@ static void op_fdpass(struct thr *t, struct op *op)
 					h = p.handle;
 			}
 			if (fd < 0 || send_fd(sv[1], fd, h)) {
-				child_fail(rep, F_SETUP, "sending a file: %s", strerror(errno));
+				child_fail(rep, F_SETUP, "sending a file: %s", errname(errno));
 				_exit(1);
 			}
 		}
@@ -3262,6 +3269,27 @@ static bool same_failure(const struct verdict *a, const struct verdict *b)
 	}
 }
 
+/*
+ * Re-arms WARN_ONCE and friends, so that a replay can show the warning the
+ * failing run printed (debugfs, mounted here if it is not).  False if not
+ * possible.
+ */
+static bool clear_warn_once(void)
+{
+	static const char path[] = "/sys/kernel/debug/clear_warn_once";
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0 && errno == ENOENT &&
+	    !mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL))
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ok = write(fd, "1", 1) == 1;
+	close(fd);
+	return ok;
+}
+
 struct shrinker {
 	uint64_t seed;
 	unsigned int nthreads;
@@ -3277,6 +3305,8 @@ static bool reproduces(struct shrinker *sh, const struct op *ops, size_t n)
 	struct verdict v;
 
 	for (unsigned int i = 0; i < sh->tries && now_s() < sh->deadline && !sh->fatal; i++) {
+		if (sh->want->kind == F_KERNEL)
+			clear_warn_once();
 		memcpy(shm->log, ops, n * sizeof(*ops));
 		shm->nlog = n;
 		shm->repeat = sh->repeat;
@@ -3381,7 +3411,10 @@ static void report_failure(uint64_t seed, unsigned int nthreads, struct verdict 
 		free(ops);
 		return;
 	}
-	printf("#   shrinking %zu ops (budget %.0f s)...\n", keep, opt.shrink_s);
+	printf("#   shrinking %zu ops (budget %.0f s)%s...\n", keep, opt.shrink_s,
+	       v->kind != F_KERNEL ? "" : clear_warn_once() ?
+	       "; WARN_ONCE re-armed before each replay" :
+	       "; cannot re-arm WARN_ONCE (no debugfs): a warning printed once per boot will not show again");
 	fflush(stdout);
 	if (!reproduces(&sh, ops, keep)) {
 		size_t from = keep > 40 ? keep - 40 : 0;

@@ -7,9 +7,11 @@
 # as run_ktests.sh does.  After each run gdrdrv's pin refcount must be 0 and
 # both modules must unload.  Run it as root inside a test VM.
 #
-# usage: run_fuzz.sh [-s SOFTGPU_KO] [-g GDRDRV_KO] [-- FUZZ_ARGS...]
+# usage: run_fuzz.sh [-s SOFTGPU_KO] [-g GDRDRV_KO] [-m MODES] [-p PINS] [-- FUZZ_ARGS...]
 #   -s PATH    softgpu.ko to insmod (default: $SOFTGPU_KO, else modprobe)
 #   -g PATH    gdrdrv.ko to insmod (default: $GDRDRV_KO, else modprobe)
+#   -m MODES   softgpu backings to run, of "bar ram" (default: those the VM has)
+#   -p PINS    gdrdrv pin modes to run, of "persistent legacy" (default: both)
 #   FUZZ_ARGS  for gdrdrv_fuzz in each configuration, e.g. -n 200000 -t 3
 # Prints the fuzzer's output, "ok N - CONFIG: OPS ops, ..." or "not ok N -
 # CONFIG: WHY" per configuration, and last "N passed, N failed" counted per
@@ -18,11 +20,14 @@ set -u
 
 SOFTGPU_KO=${SOFTGPU_KO:-}
 GDRDRV_KO=${GDRDRV_KO:-}
-while getopts s:g:h opt; do
+want_modes='' want_pins='persistent legacy'
+while getopts s:g:m:p:h opt; do
 	case $opt in
 	s) SOFTGPU_KO=$OPTARG ;;
 	g) GDRDRV_KO=$OPTARG ;;
-	h) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	m) want_modes=$OPTARG ;;
+	p) want_pins=$OPTARG ;;
+	h) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -35,12 +40,22 @@ FUZZ=$(kt_find_prog gdrdrv_fuzz) || { echo "run_fuzz.sh: gdrdrv_fuzz not found n
 
 kt_save_initial
 passed=0 failed=0 num=0 total_ops=0
-for mode in $KT_MODES; do
-	for persistent in 1 0; do
+for mode in ${want_modes:-$KT_MODES}; do
+	for pins in $want_pins; do
 		num=$((num + 1))
-		pins=legacy
-		[ "$persistent" = 1 ] && pins=persistent
+		case $pins in
+		persistent) persistent=1 ;;
+		legacy) persistent=0 ;;
+		*) echo "run_fuzz.sh: -p takes persistent and/or legacy, not $pins" >&2; exit 2 ;;
+		esac
 		config="softgpu $mode, $pins pins"
+		case " $KT_MODES " in
+		*" $mode "*) ;;
+		*)
+			echo "not ok $num - $config: this VM has no softgpu $mode backing"
+			failed=$((failed + 1))
+			continue ;;
+		esac
 		echo "# === $config ==="
 		if ! kt_setup "$mode" "$persistent"; then
 			echo "not ok $num - $config: could not load the modules"
@@ -79,6 +94,6 @@ if ! kt_restore; then
 	echo "# could not load the modules back as they were"
 	failed=$((failed + 1))
 fi
-echo "# configurations: $KT_MODES x persistent 1,0; $total_ops ops in all"
+echo "# configurations: softgpu ${want_modes:-$KT_MODES} x $want_pins pins; $total_ops ops in all"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
