@@ -1784,8 +1784,9 @@ static void op_mmap(struct thr *t, struct op *op)
 	}
 
 	lock();
+	/* Nobody else touched the pin meanwhile (and nobody is in a call on it). */
 	steady = k >= 0 && w.pins[k].serial == before.serial && w.pins[k].state == P_LIVE &&
-		 w.pins[k].ver == before.ver && !w.pins[k].revoked;
+		 w.pins[k].ver == before.ver && !w.pins[k].revoked && w.pins[k].busy == 1;
 	if (k >= 0)
 		w.pins[k].busy--;
 	if (!err && p == addr) {
@@ -3385,7 +3386,7 @@ static void report_failure(uint64_t seed, unsigned int nthreads, struct verdict 
 	struct shrinker sh = {
 		.seed = seed, .nthreads = nthreads, .want = v,
 		.deadline = now_s() + opt.shrink_s, .tries = nthreads > 1 ? 2 : 1,
-		.repeat = nthreads > 1 ? 8 : 1,
+		.repeat = from_file ? opt.repeat : nthreads > 1 ? 8 : 1,
 	};
 	double t0 = now_s();
 
@@ -3393,7 +3394,8 @@ static void report_failure(uint64_t seed, unsigned int nthreads, struct verdict 
 	if (!n)
 		return;
 	/* The log up to the failing op, and what other threads drew meanwhile. */
-	keep = v->seq >= 0 && (size_t)v->seq < n ? (size_t)v->seq + 1 + 4 * (nthreads - 1) : n;
+	keep = !from_file && v->seq >= 0 && (size_t)v->seq < n ?
+	       (size_t)v->seq + 1 + 4 * (nthreads - 1) : n;
 	if (keep > n)
 		keep = n;
 	ops = malloc(keep * sizeof(*ops));
@@ -3437,13 +3439,13 @@ static void report_failure(uint64_t seed, unsigned int nthreads, struct verdict 
 	printf("#   shortest failing sequence found: %zu op(s) (of %zu; %u replays, %.1f s%s)%s:\n",
 	       n, keep, sh.replays, now_s() - t0,
 	       now_s() >= sh.deadline ? ", budget spent: may shrink further" : "",
-	       nthreads > 1 ? ", failing when its threads run it up to 8 times over" : "");
+	       sh.repeat > 1 ? ", failing when its threads run it several times over" : "");
 	for (size_t i = 0; i < n; i++)
 		print_op(&ops[i], "#     ");
 	if (!from_file)
 		printf("#   reproduce: gdrdrv_fuzz -s %llu -n %llu -t %u   or: the R lines above in a file, gdrdrv_fuzz -R FILE -r %u\n",
 		       (unsigned long long)seed, (unsigned long long)opt.calls, nthreads,
-		       nthreads > 1 ? 8 : 1);
+		       sh.repeat);
 	free(ops);
 }
 
@@ -3581,16 +3583,20 @@ int main(int argc, char **argv)
 
 		printf("# replaying %zu op(s) from %s with %u thread(s)\n", replay_n, opt.replay_file,
 		       opt.threads);
+		if (!opt.repeat)
+			opt.repeat = 1;
 		shm->nlog = replay_n;
-		shm->repeat = opt.repeat ? opt.repeat : 1;
+		shm->repeat = opt.repeat;
 		run_worker(opt.seed, opt.threads, true, 0, &v);
-		for (size_t i = 0; i < replay_n; i++)
+		for (size_t i = 0; i < replay_n && replay_n <= 200; i++)
 			print_op(&shm->log[i], "#   ");
 		if (v.kind == F_NONE) {
 			printf("ok 1 - replay of %s\n", opt.replay_file);
 			passed++;
 		} else {
-			printf("# FAILED (%s): %s\n", fail_names[v.kind], v.msg);
+			/* The file's ops again (the run wrote its results over them). */
+			shm->nlog = load_replay(opt.replay_file);
+			report_failure(opt.seed, opt.threads, &v, true);
 			printf("not ok 1 - replay of %s\n", opt.replay_file);
 			failed++;
 		}
