@@ -34,7 +34,7 @@ done
 shift $((OPTIND - 1))
 [ "${1:-}" = -- ] && shift
 
-# shellcheck source=ktest_lib.sh
+# shellcheck source-path=SCRIPTDIR source=ktest_lib.sh
 . "$(dirname "$0")/ktest_lib.sh"
 FUZZ=$(kt_find_prog gdrdrv_fuzz) || { echo "run_fuzz.sh: gdrdrv_fuzz not found next to me or in PATH" >&2; exit 2; }
 

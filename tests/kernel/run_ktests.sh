@@ -35,7 +35,7 @@ done
 shift $((OPTIND - 1))
 [ "${1:-}" = -- ] && shift
 
-# shellcheck source=ktest_lib.sh
+# shellcheck source-path=SCRIPTDIR source=ktest_lib.sh
 . "$(dirname "$0")/ktest_lib.sh"
 KTEST=$(kt_find_prog gdrdrv_ktest) || { echo "run_ktests.sh: gdrdrv_ktest not found next to me or in PATH" >&2; exit 2; }
 PINBENCH=$(kt_find_prog gdrdrv_pinbench || true)
