@@ -390,6 +390,8 @@ struct pin {
 
 struct mapping {
 	pthread_mutex_t mu;	/* held across every syscall on this slot's range */
+	bool dirty;		/* may hold VMAs we do not track, until the next reset */
+	/* The mapping we track in the slot: */
 	bool active;
 	char *addr;
 	size_t len;
@@ -782,7 +784,23 @@ static void slot_reset(struct thr *t, int i)
 	arena_reserve(t, slot_base(i), SLOT_SIZE, false);
 	lock();
 	map_forget(i);
+	w.maps[i].dirty = false;
 	unlock();
+}
+
+/* Tracks a new mapping in a slot (w.lock held). */
+static void map_set(struct mapping *m, char *addr, size_t len, int pin, uint32_t pin_serial,
+		    uint64_t gpu_off, int prot, bool disturbed, uint32_t seq)
+{
+	m->active = true;
+	m->addr = addr;
+	m->len = len;
+	m->pin = pin;
+	m->pin_serial = pin_serial;
+	m->gpu_off = gpu_off;
+	m->prot = prot;
+	m->disturbed = disturbed;
+	m->map_seq = seq;
 }
 
 /* ---- softgpu memory ------------------------------------------------------------ */
@@ -1769,7 +1787,8 @@ static void op_mmap(struct thr *t, struct op *op)
 		    (prot == PROT_READ || prot == (PROT_READ | PROT_WRITE)) &&
 		    /* x86 PAT gives RAM one memtype: a second WC mapping of it fails */
 		    !(w.cacheable && before.req_type == GDRDRV_MR_WC) &&
-		    (!old.active || (old.addr >= addr && old.addr + old.len <= addr + len));
+		    (!old.active || (old.addr >= addr && old.addr + old.len <= addr + len)) &&
+		    !old.dirty;
 
 	p = mmap(addr, len, prot, flags | MAP_FIXED, w.fds[s].fd, (off_t)(pgoff * w.page));
 	err = p == MAP_FAILED ? errno : 0;
@@ -1799,13 +1818,13 @@ static void op_mmap(struct thr *t, struct op *op)
 			if (!covers && w.pins[oldpin].serial == oldserial)
 				w.pins[oldpin].untracked = true;	/* what is left of it */
 		}
-		if (k >= 0 && w.pins[k].serial == before.serial) {
-			*m = (struct mapping){
-				.mu = m->mu, .active = true, .addr = addr, .len = page_round(len),
-				.pin = k, .pin_serial = before.serial, .gpu_off = delta * w.page,
-				.prot = prot, .disturbed = (flags & MAP_PRIVATE) != 0,
-				.map_seq = op->seq,
-			};
+		if (k < 0 || w.pins[k].serial != before.serial) {
+			m->dirty = true;	/* mapped, but not by a pin we track */
+		} else {
+			map_set(m, addr, page_round(len), k, before.serial, delta * w.page, prot,
+				(flags & MAP_PRIVATE) != 0, op->seq);
+			if (!covers)
+				m->dirty = true;	/* what is left of the old one */
 			w.pins[k].nmaps++;
 			w.pins[k].ver++;
 		}
@@ -1892,6 +1911,7 @@ static void op_munmap(struct thr *t, struct op *op)
 			if (p->serial == m->pin_serial)
 				p->untracked = true;	/* the part after the hole */
 			m->len = a - m->addr;
+			m->dirty = true;
 		}
 		if (!m->len)
 			map_forget(slot);
@@ -1988,11 +2008,8 @@ static void op_mremap(struct thr *t, struct op *op)
 		unlock();
 	} else if (p == target) {
 		lock();
-		*mj = (struct mapping){
-			.mu = mj->mu, .active = true, .addr = target, .len = newlen,
-			.pin = m->pin, .pin_serial = m->pin_serial, .gpu_off = m->gpu_off,
-			.prot = m->prot, .disturbed = m->disturbed, .map_seq = m->map_seq,
-		};
+		map_set(mj, target, newlen, m->pin, m->pin_serial, m->gpu_off, m->prot,
+			m->disturbed, m->map_seq);
 		if (what == 7) {
 			/* The old VMA stays, empty: it faults now. */
 			struct pin *pp = &w.pins[m->pin];
