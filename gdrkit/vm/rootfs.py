@@ -349,9 +349,41 @@ def run_steps(steps: Sequence[BuildStep], execute: StepRunner) -> BuildReport:
     return report
 
 
-def build_in_root(root: SuiteRoot, steps: Sequence[BuildStep] | None = None) -> BuildReport:
-    """Copy the source into the root, then build and install it there (see default_steps)."""
+SourceState = tuple[tuple[str, int, int], ...]
+
+# What this process built: (root, steps) -> (the source it built, the report).
+_built: dict[tuple[str, tuple[str, ...]], tuple[SourceState, BuildReport]] = {}
+
+
+def source_state(repo: Path = REPO_ROOT) -> SourceState:
+    """The source files with their sizes and mtimes: what sync_source compares."""
+    state = []
+    for name in source_files(repo):
+        path = repo / name
+        if path.is_file():
+            stat = path.stat()
+            state.append((name, stat.st_size, stat.st_mtime_ns))
+    return tuple(state)
+
+
+def build_in_root(root: SuiteRoot, steps: Sequence[BuildStep] | None = None, repo: Path = REPO_ROOT) -> BuildReport:
+    """Copy the source into the root, then build and install it there (see default_steps).
+
+    A build that this process already did, of the same source into the same
+    root, succeeded and is not run again (every pytest module that boots a
+    suite asks for one; each make of a kernel module costs half a minute
+    even with nothing to do).
+    """
+    steps = list(steps or default_steps(root.abi))
+    key = (str(root.root_dir), tuple(step.script for step in steps))
     with locked(lock_file(root.root_dir)):
-        changed = sync_source(root)
+        state = source_state(repo)
+        done = _built.get(key)
+        if done is not None and done[0] == state and not done[1].failed:
+            log(f"{root.source_dir}: this source was built and installed there already")
+            return done[1]
+        changed = sync_source(root, repo)
         log(f"source synced into {root.source_dir} ({changed} file(s) changed)")
-        return run_steps(steps or default_steps(root.abi), lambda script: in_root(root.root_dir, script))
+        report = run_steps(steps, lambda script: in_root(root.root_dir, script))
+        _built[key] = (state, report)
+        return report

@@ -48,58 +48,10 @@ done
 shift $((OPTIND - 1))
 [ "${1:-}" = -- ] && shift
 
-here=$(dirname "$0")
-find_prog() {
-	if [ -x "$here/$1" ]; then echo "$here/$1"; else command -v "$1"; fi
-}
-PROG=$(find_prog "$PROGRAM") || { echo "run_ktests.sh: $PROGRAM not found next to me or in PATH" >&2; exit 2; }
-PINBENCH=$(find_prog gdrdrv_pinbench || true)
-
-loaded() { grep -q "^$1 " /proc/modules; }
-
-unload() {
-	for m in gdrdrv softgpu; do
-		if loaded $m && ! rmmod $m; then
-			echo "run_ktests.sh: cannot unload $m (in use?)" >&2
-			return 1
-		fi
-	done
-}
-
-load() {	# load MODULE KO_PATH PARAMS...
-	name=$1 ko=$2
-	shift 2
-	if [ -n "$ko" ]; then insmod "$ko" "$@"; else modprobe "$name" "$@"; fi
-}
-
-has_ivshmem() {
-	for d in /sys/bus/pci/devices/*; do
-		[ "$(cat "$d/vendor" 2>/dev/null)" = 0x1af4 ] &&
-			[ "$(cat "$d/device" 2>/dev/null)" = 0x1110 ] && return 0
-	done
-	return 1
-}
-
-param() { cat "/sys/module/$1/parameters/$2" 2>/dev/null; }
-
-# How the modules were loaded when we started, to put them back so.
-initial_gdrdrv='' initial_softgpu=''
-if loaded gdrdrv; then
-	initial_gdrdrv="use_persistent_mapping=$(param gdrdrv use_persistent_mapping || echo 1)"
-	if [ -z "${GDRDRV_PARAMS+set}" ]; then
-		GDRDRV_PARAMS=
-		for p in dbg_enabled info_enabled node_mode node_gid; do
-			v=$(param gdrdrv $p) && GDRDRV_PARAMS="$GDRDRV_PARAMS $p=$v"
-		done
-	fi
-fi
-GDRDRV_PARAMS=${GDRDRV_PARAMS:-}
-if loaded softgpu; then
-	initial_softgpu="force_ram=$(param softgpu force_ram || echo N)"
-fi
-
-modes=ram
-has_ivshmem && modes="bar ram"
+# shellcheck source-path=SCRIPTDIR source=ktest_lib.sh
+. "$(dirname "$0")/ktest_lib.sh"
+PROG=$(kt_find_prog "$PROGRAM") || { echo "run_ktests.sh: $PROGRAM not found next to me or in PATH" >&2; exit 2; }
+PINBENCH=$(kt_find_prog gdrdrv_pinbench || true)
 
 # Whether to run mode MODE with persistent pins PERSISTENT (1 or 0).
 selected() {
@@ -118,38 +70,28 @@ run_program() {
 	fi
 }
 
-total_pass=0 total_fail=0 total_skip=0 broken=0 ran=0
-for mode in $modes; do
+kt_save_initial
+broken=0 ran=0
+for mode in $KT_MODES; do
 	for persistent in 1 0; do
 		selected "$mode" "$persistent" || continue
 		ran=$((ran + 1))
 		echo "# === softgpu $mode, gdrdrv use_persistent_mapping=$persistent ==="
 		started=$(date +%s)
-		sg_params=
-		[ "$mode" = ram ] && sg_params=force_ram=1
-		# Parameters are lists of words: split on purpose.
-		# shellcheck disable=SC2086
-		if ! unload || ! load softgpu "$SOFTGPU_KO" $sg_params ||
-		   ! load gdrdrv "$GDRDRV_KO" use_persistent_mapping=$persistent $GDRDRV_PARAMS; then
+		if ! kt_setup "$mode" "$persistent"; then
 			echo "# could not set up this configuration"
 			broken=$((broken + 1))
 			continue
 		fi
 		out=$(mktemp)
 		run_program "$@" | tee "$out"
-		summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
-		rm -f "$out"
-		if [ -z "$summary" ]; then
+		if ! kt_add_summary "$out"; then
 			echo "# $PROGRAM printed no summary (crashed?)"
 			broken=$((broken + 1))
+			rm -f "$out"
 			continue
 		fi
-		p=$(echo "$summary" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-		f=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
-		s=$(echo "$summary" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
-		total_pass=$((total_pass + p))
-		total_fail=$((total_fail + f))
-		total_skip=$((total_skip + ${s:-0}))
+		rm -f "$out"
 		echo "# $PROGRAM took $(($(date +%s) - started)) s here, module reloads included"
 		if [ "$BENCH" = 1 ] && [ -n "$PINBENCH" ]; then
 			echo "# === gdrdrv_pinbench (softgpu $mode, persistent=$persistent) ==="
@@ -159,18 +101,11 @@ for mode in $modes; do
 	done
 done
 if [ "$ran" = 0 ]; then
-	echo "# none of the configurations asked for ($CONFIGS ) exists here (softgpu modes: $modes)"
+	echo "# none of the configurations asked for ($CONFIGS ) exists here (softgpu modes: $KT_MODES)"
 	broken=$((broken + 1))
 fi
-unload || broken=$((broken + 1))
-# shellcheck disable=SC2086
-if [ -n "$initial_softgpu" ]; then
-	load softgpu "$SOFTGPU_KO" $initial_softgpu || broken=$((broken + 1))
-	if [ -n "$initial_gdrdrv" ]; then
-		load gdrdrv "$GDRDRV_KO" $initial_gdrdrv $GDRDRV_PARAMS || broken=$((broken + 1))
-	fi
-fi
+kt_restore || broken=$((broken + 1))
 
-echo "# configurations: $modes x persistent 1,0${CONFIGS:+ (only$CONFIGS)}; $broken could not run"
-echo "$total_pass passed, $total_fail failed, $total_skip skipped"
-[ "$total_fail" = 0 ] && [ "$broken" = 0 ]
+echo "# configurations: $KT_MODES x persistent 1,0${CONFIGS:+ (only$CONFIGS)}; $broken could not run"
+echo "$KT_PASS passed, $KT_FAIL failed, $KT_SKIP skipped"
+[ "$KT_FAIL" = 0 ] && [ "$broken" = 0 ]

@@ -114,6 +114,48 @@ def test_sync_source_is_incremental_and_drops_deleted_files(repo: Path, tmp_path
     assert (root.source_dir / "sub/built.o").exists(), "build products stay for incremental builds"
 
 
+def test_build_in_root_builds_a_source_once_per_process(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = SuiteRoot("bookworm", "6.1.0-41-amd64", tmp_path / "root")
+    root.root_dir.mkdir()
+    ran: list[str] = []
+
+    def fake_in_root(root_dir: Path, script: str) -> tuple[int, str]:
+        ran.append(script)
+        return 0, ""
+
+    monkeypatch.setattr(rootfs, "in_root", fake_in_root)
+    monkeypatch.setattr(rootfs, "_built", {})
+    steps = [BuildStep("a", "make a"), BuildStep("b", "make b")]
+    first = rootfs.build_in_root(root, steps, repo)
+    assert ran == ["make a", "make b"] and not first.failed
+    assert rootfs.build_in_root(root, steps, repo) is first, "same source, same root: not built again"
+    assert ran == ["make a", "make b"]
+    (repo / "sub/a.c").write_text("int a = 2;\n")
+    rootfs.build_in_root(root, steps, repo)
+    assert ran == ["make a", "make b"] * 2, "a changed file builds again"
+    rootfs.build_in_root(root, [BuildStep("c", "make c")], repo)
+    assert ran[-1] == "make c", "other steps build"
+
+
+def test_a_failed_build_is_tried_again(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = SuiteRoot("bookworm", "6.1.0-41-amd64", tmp_path / "root")
+    root.root_dir.mkdir()
+    ran: list[str] = []
+
+    def failing(root_dir: Path, script: str) -> tuple[int, str]:
+        ran.append(script)
+        return 2, "error"
+
+    monkeypatch.setattr(rootfs, "in_root", failing)
+    monkeypatch.setattr(rootfs, "_built", {})
+    steps = [BuildStep("a", "make a")]
+    assert rootfs.build_in_root(root, steps, repo).failed
+    assert rootfs.build_in_root(root, steps, repo).failed
+    assert ran == ["make a", "make a"]
+
+
 def test_extra_packages_make_another_root() -> None:
     plain = rootfs.root_name(TRIXIE)
     extra = rootfs.root_name(TRIXIE, ["libcmocka-dev"])
