@@ -19,6 +19,13 @@ old=$1
 new=$2
 kernel=$(uname -r)
 work=/opt/gdrkit-faults
+export DEBIAN_FRONTEND=noninteractive
+
+# The test VM's /dev is a bare devtmpfs; udev or systemd would add these
+# links on a host, and dkms needs /dev/fd (it uses process substitution).
+for link in fd:/proc/self/fd stdin:/proc/self/fd/0 stdout:/proc/self/fd/1 stderr:/proc/self/fd/2; do
+	[ -e "/dev/${link%%:*}" ] || ln -s "${link#*:}" "/dev/${link%%:*}"
+done
 refcount_file=/proc/driver/$MODULE/nv_get_pages_refcount
 
 loaded_version() {
@@ -68,7 +75,8 @@ check "a process holds /dev/$MODULE with a pinned and mapped buffer: module user
 expect_pins 1
 
 check "upgrade $old -> $new while gdrdrv $old is loaded and in use"
-mapfile -t new_debs < <(debs_in "$work/new")
+debs_in "$work/new"
+new_debs=("${DEBS[@]}")
 apt-get install -y -q --no-install-recommends "${new_debs[@]}" 2>&1 | tee /tmp/upgrade.log
 check "gdrdrv was not unloaded: $old still loaded, the holder still alive"
 [ "$(loaded_version)" = "$old" ] || fail "loaded: $(loaded_version)"

@@ -12,8 +12,10 @@ set -euo pipefail
 old=$1
 new=$2
 kernel=$3
-mapfile -t new_debs < <(debs_in /pkgs/new)
-mapfile -t old_debs < <(debs_in /pkgs/old)
+debs_in /pkgs/new
+new_debs=("${DEBS[@]}")
+debs_in /pkgs/old
+old_debs=("${DEBS[@]}")
 
 snapshot >/tmp/before
 check "install $new"

@@ -21,7 +21,8 @@ mode=$1
 version=$2
 kernel=$3
 build_dir=/var/lib/dkms/$MODULE/$version/build
-mapfile -t debs < <(debs_in /pkgs/new)
+debs_in /pkgs/new
+debs=("${DEBS[@]}")
 
 check "apt-get install of ${DKMS_SET[*]} starts; the gdrdrv build gets killed half way ($mode)"
 apt-get install -y --no-install-recommends "${debs[@]}" >/tmp/apt.log 2>&1 &
@@ -43,7 +44,7 @@ everything)
 	frozen=("$apt_pid")
 	kill -STOP "$apt_pid"
 	while :; do
-		mapfile -t tree < <(descendants "$apt_pid")
+		read -r -a tree <<<"$(descendants "$apt_pid" | tr '\n' ' ')"
 		[ "${#tree[@]}" != "$((${#frozen[@]} - 1))" ] || break
 		kill -STOP "${tree[@]}" 2>/dev/null || true
 		frozen=("$apt_pid" "${tree[@]}")

@@ -15,7 +15,8 @@ set -euo pipefail
 
 version=$1
 kernel=$2
-mapfile -t debs < <(debs_in /pkgs/new)
+debs_in /pkgs/new
+debs=("${DEBS[@]}")
 headers_deb=$(compgen -G "/opt/extra-debs/linux-headers-${kernel}_*.deb") || fail "no headers .deb in /opt/extra-debs"
 
 check "the headers of $kernel are removed; the kernel stays installed"

@@ -16,11 +16,15 @@ fail() {
 	exit 1
 }
 
-# The .deb files of the DKMS set in directory $1, one per package.
+# Sets DEBS to the .deb files of the DKMS set in directory $1, one per package.
+# (Arrays, not process substitution: the test VM has no /dev/fd.)
+DEBS=()
 debs_in() {
-	local name
+	local name file
+	DEBS=()
 	for name in "${DKMS_SET[@]}"; do
-		compgen -G "$1/${name}_*.deb" || fail "no ${name}_*.deb in $1"
+		file=$(compgen -G "$1/${name}_*.deb") || fail "no ${name}_*.deb in $1"
+		DEBS+=("$file")
 	done
 }
 

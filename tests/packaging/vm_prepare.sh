@@ -37,8 +37,8 @@ depmod -a "$kernel"
 ldconfig
 
 check "install the previous release $old"
-mapfile -t old_debs < <(debs_in /pkgs/old)
-apt-get install -y -q --no-install-recommends "${old_debs[@]}"
+debs_in /pkgs/old
+apt-get install -y -q --no-install-recommends "${DEBS[@]}"
 expect_installed "$old" "$kernel"
 
 check "gdrdrv_holder built against the packaged libgdrapi and softgpu's libcuda"
