@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
-from gdrkit.packaging import build, families, model
+from gdrkit.packaging import build, families, model, scenarios
 from gdrkit.packaging.build import Source
 from gdrkit.system import die, run
 from gdrkit.version import REPO_ROOT
@@ -57,15 +57,9 @@ def build_deb_sets(new: Path, old: Path, ref: str = "HEAD") -> DebSets:
 
 
 def fault_recipe(kernel: str) -> ImageRecipe:
-    """bookworm with dkms and `kernel` installed (image and headers), the headers' .deb kept aside."""
-    return ImageRecipe(
-        suite="bookworm",
-        include=("dkms", f"linux-image-{kernel}", f"linux-headers-{kernel}", "kmod", "procps", "build-essential", "ca-certificates"),
-        extra_debs=(f"linux-headers-{kernel}",),
-        name="gdrkit-faults",
-        # Nothing boots the image's initramfs (the VM brings its own): do not build one.
-        dpkg_excludes=("/etc/kernel/postinst.d/initramfs-tools",),
-    )
+    """The image of every package scenario (scenarios.bookworm_dkms_recipe): `kernel`
+    installed with its headers, dkms, build tools, the headers' .deb kept aside."""
+    return scenarios.bookworm_dkms_recipe(kernel, scenarios.other_kernel(kernel))
 
 
 @dataclass(frozen=True)

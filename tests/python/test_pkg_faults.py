@@ -20,6 +20,7 @@ scripts in tests/packaging/; gdrkit.packaging.faults runs them.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -72,11 +73,79 @@ def test_rendered_maintainer_scripts_pass_shellcheck(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+SCRIPTLET = re.compile(r"^%(post|preun|postun|triggerin|triggerun)\b.*$", re.MULTILINE)
+SECTION = re.compile(r"^%(post|preun|postun|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
+
+
+def rpm_scriptlets(spec: str) -> dict[str, str]:
+    """The shell scriptlets of an RPM spec by header line, with our macros expanded (pure)."""
+    found = {}
+    for match in SCRIPTLET.finditer(spec):
+        if "-p " in match.group(0):
+            continue  # run by another interpreter (ldconfig)
+        end = SECTION.search(spec, match.end() + 1)
+        body = spec[match.end() : end.start() if end else len(spec)]
+        for macro, value in (("%{gdrdrv_version}", "2.6.1"), ("%{version}", "2.6.1"), ("%{modprobe}", "modprobe"), ("%%", "%")):
+            body = body.replace(macro, value)
+        found[match.group(0)] = "#!/bin/sh\n" + body
+    return found
+
+
+@pytest.mark.parametrize("family_name", ["rhel", "suse"])
+def test_rendered_rpm_scriptlets_pass_shellcheck(family_name: str, tmp_path: Path) -> None:
+    plan = model.plan(families.family(family_name), kernels=("6.1.0-56-amd64",))
+    spec = render.render(plan)["gdrcopy.spec"].text
+    scriptlets = rpm_scriptlets(spec)
+    assert len(scriptlets) >= 6, list(scriptlets)
+    shellcheck = _shellcheck()
+    for header, body in scriptlets.items():
+        # SC2015 (A && B || C): the spec's `[ -d /run/systemd/system ] && ... || :` idiom, on purpose.
+        result = run([shellcheck, "-s", "sh", "-e", "SC2015", "-"], input_text=body, capture=True, check=False)
+        assert result.returncode == 0, f"{family_name} {header}:\n{result.stdout}"
+
+
 def test_previous_release_packages_report_their_own_version() -> None:
     header = "#define GDRCOPY_VERSION_MAJOR 2\n#define GDRCOPY_VERSION_MINOR 6\n#define GDRCOPY_VERSION_PATCH 1\n"
     stamped = build.stamp_version_text(header, "2.6.0")
     assert stamped == header.replace("PATCH 1", "PATCH 0")
     assert build.stamp_version_text(header, "2.6.1") == header
+
+
+# --- the built packages (slow: they are built once per session) ---------------------
+
+UNLOADS = re.compile(r"\b(rmmod|modprobe\s+-r|(deb-systemd-invoke|systemctl)\s+(\S+\s+)*(stop|restart))\b")
+
+
+def unloading_commands(script: str) -> list[str]:
+    """Lines of a shell script that would unload gdrdrv or stop its unit; messages that
+    name such a command for the user (echo and its continuation lines) are not (pure)."""
+    found = []
+    for line in script.splitlines():
+        text = line.strip()
+        if text.startswith(("#", "echo ", '"')):
+            continue
+        if UNLOADS.search(text):
+            found.append(text)
+    return found
+
+
+def test_unloading_commands_are_told_from_messages() -> None:
+    script = 'echo "then run: rmmod gdrdrv" >&2\n\t"rmmod gdrdrv && modprobe gdrdrv" >&2\n# rmmod\n'
+    assert unloading_commands(script) == []
+    assert unloading_commands("deb-systemd-invoke stop 'gdrdrv.service' >/dev/null || true") != []
+    assert unloading_commands("[ -d /sys/module/gdrdrv ] && modprobe -r gdrdrv || :") != []
+
+
+@pytest.mark.slow
+def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(deb_sets: DebSets, tmp_path: Path) -> None:
+    # Not even through the unit: stopping gdrdrv.service runs `modprobe -r`.
+    (deb,) = deb_sets.new.glob("gdrdrv-dkms_*.deb")
+    run(["dpkg-deb", "-e", deb, tmp_path / "control"])
+    scripts = {p.name: p.read_text() for p in (tmp_path / "control").iterdir() if p.name in ("preinst", "postinst", "prerm", "postrm")}
+    assert {"postinst", "prerm"} <= set(scripts), sorted(scripts)
+    print("\nmaintainer scripts of", deb.name, ":", ", ".join(sorted(scripts)))
+    for name, text in scripts.items():
+        assert not unloading_commands(text), f"{name} unloads gdrdrv or stops its unit: {unloading_commands(text)}"
 
 
 # --- containers (slow) ----------------------------------------------------------
