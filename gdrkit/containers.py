@@ -52,10 +52,15 @@ class ImageRecipe:
     # Packages downloaded (not installed) into /opt/extra-debs of the image.
     extra_debs: tuple[str, ...] = ()
     name: str = "gdrkit-test"
+    # Paths dpkg never installs (mmdebstrap --dpkgopt=path-exclude=...), e.g. the
+    # kernel hook that would build an initramfs nobody boots.  Outside repr() so
+    # that recipes without any keep their tags.
+    dpkg_excludes: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def tag(self) -> str:
-        digest = hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+        key = repr(self) + (f" dpkg_excludes={self.dpkg_excludes!r}" if self.dpkg_excludes else "")
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         return f"{self.name}:{self.suite}-{digest}"
 
 
@@ -198,6 +203,7 @@ class Engine:
                 "mmdebstrap",
                 "--variant=apt",
                 f"--include={','.join(recipe.include)}",
+                *(f"--dpkgopt=path-exclude={pattern}" for pattern in recipe.dpkg_excludes),
                 *hooks,
                 recipe.suite,
                 tarball,

@@ -18,6 +18,7 @@ import gzip
 import io
 import os
 import platform
+import re
 import shutil
 import tarfile
 import time
@@ -106,9 +107,36 @@ def _clamp_mtimes(root: Path, epoch: int) -> None:
             os.utime(path, (epoch, epoch))
 
 
+VERSION_HEADER = "include/gdrcopy_version.h"
+
+
+def stamp_version_text(text: str, package_version: str) -> str:
+    """The version header's text with MAJOR.MINOR.PATCH set to `package_version` (pure)."""
+    parts = package_version.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise die(f"package version {package_version!r} is not MAJOR.MINOR.PATCH")
+    for name, value in zip(("MAJOR", "MINOR", "PATCH"), parts):
+        text, count = re.subn(rf"^#define GDRCOPY_VERSION_{name} \d+$", f"#define GDRCOPY_VERSION_{name} {value}", text, flags=re.MULTILINE)
+        if count != 1:
+            raise die(f"{VERSION_HEADER}: expected one GDRCOPY_VERSION_{name} line, found {count}")
+    return text
+
+
+def _stamp_version(tree: Path, package_version: str) -> None:
+    """Packages built as another version (the "previous release" of the upgrade and
+    downgrade tests) must report that version everywhere, module and library
+    included, so the version header of the staged tree is rewritten to it."""
+    header = tree / VERSION_HEADER
+    text = header.read_text()
+    stamped = stamp_version_text(text, package_version)
+    if stamped != text:
+        header.write_text(stamped)
+
+
 def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     """A build tree: the commit's files, the DKMS source tree and rendered files."""
     _extract(source, dest)
+    _stamp_version(dest, plan.version)
     files = render.render(plan)
     render.write(files, dest)
     if plan.package_type == "rpm":

@@ -15,20 +15,32 @@ from gdrkit import containers
 from gdrkit.containers import ImageRecipe
 
 
+def other_kernel(kernel: str) -> str:
+    """The cloud flavour of `kernel`: the "another kernel" of the scenarios."""
+    return kernel.replace("-amd64", "-cloud-amd64")
+
+
 def bookworm_kernels() -> tuple[str, str]:
     """bookworm's current kernel ABI and its cloud flavour (the "another kernel" of the scenarios)."""
     from gdrkit.vm.suites import resolve_kernel
 
     abi = resolve_kernel("bookworm").abi
-    return abi, abi.replace("-amd64", "-cloud-amd64")
+    return abi, other_kernel(abi)
 
 
 def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
-    """bookworm with dkms and the headers of `kernel`; those of `other_kernel` kept aside."""
+    """bookworm with dkms, build tools and `kernel` installed (image and headers); the headers
+    of `other_kernel` and of `kernel` kept aside in /opt/extra-debs.
+
+    One image for every package scenario, the fault scenarios (gdrkit.packaging.faults)
+    included: the kernel image makes "headers missing" mean what it means on a host.
+    """
     return ImageRecipe(
         suite="bookworm",
-        include=("dkms", f"linux-headers-{kernel}", "kmod", "ca-certificates"),
-        extra_debs=(f"linux-headers-{other_kernel}",),
+        include=("dkms", f"linux-image-{kernel}", f"linux-headers-{kernel}", "kmod", "procps", "build-essential", "ca-certificates"),
+        extra_debs=(f"linux-headers-{other_kernel}", f"linux-headers-{kernel}"),
+        # Nothing boots the image's initramfs (the VM brings its own): do not build one.
+        dpkg_excludes=("/etc/kernel/postinst.d/initramfs-tools",),
     )
 
 
@@ -83,7 +95,7 @@ test -f /lib/systemd/system/gdrdrv.service
 echo "CHECK: gdrcopy-tests does not depend on libcuda"
 ! dpkg-query -W -f='${{Depends}}' gdrcopy-tests | grep -qi cuda
 echo "CHECK: headers of {other} installed later: DKMS builds for it too"
-dpkg -i /opt/extra-debs/*.deb
+dpkg -i /opt/extra-debs/linux-headers-{other}_*.deb
 dkms autoinstall -k {other}
 dkms status -m gdrdrv -v {version} -k {other} | grep -q ': installed'
 echo "CHECK: purge leaves no file behind"
@@ -93,7 +105,7 @@ dpkg -l | grep -E 'gdrdrv|gdrcopy|libgdrapi' | grep -v '^un' && exit 1 || true
 test ! -e /usr/src/gdrdrv-{version}
 test ! -e /var/lib/dkms/gdrdrv
 no_gdrdrv_in_depmod_indexes
-dpkg -L $(dpkg-deb -f /opt/extra-debs/*.deb Package) > /tmp/headers-files
+dpkg -L linux-headers-{other} > /tmp/headers-files
 snapshot > /tmp/after
 comm -13 /tmp/before /tmp/after | grep -vxF -f /tmp/headers-files \
 	| grep -v -e '^/lib/modules/{other}' -e '^/usr/lib/modules/{other}' -e '^/usr/src/linux-headers-' \

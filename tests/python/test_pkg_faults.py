@@ -1,0 +1,193 @@
+"""Package faults, each ending in a consistent state that the scenario checks.
+
+(a) the DKMS build killed half way through `apt-get install`: the compiler
+    alone (an OOM kill; `apt-get -f install` recovers), or apt-get and every
+    process under it (a lost session; `dpkg --configure -a` recovers);
+(b) kernel installed without headers: the packages install, the postinst
+    names the headers package and the command; after the headers,
+    `dkms autoinstall` completes;
+(c) upgrade and removal while gdrdrv is loaded and in use (a process holds
+    /dev/gdrdrv open with a pinned and mapped buffer), in the VM: the busy
+    module is never unloaded, the scripts say the new module loads at the
+    next reload or reboot, the packages are consistent, and the reload works
+    once the process lets go;
+(d) downgrade to the previous release, then purge: nothing left behind.
+
+(a), (b) and (d) run in containers (slow tier); (c) boots the kernel under
+TCG and builds gdrdrv there with DKMS (soak tier).  The scenarios are the
+scripts in tests/packaging/; gdrkit.packaging.faults runs them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gdrkit.packaging import build, faults, families, model, render, scenarios
+from gdrkit.packaging.faults import DebSets
+from gdrkit.system import run
+
+
+def _report(name: str, outcome: faults.Outcome) -> None:
+    print(f"\n{name}:\n  " + "\n  ".join(outcome.checks()))
+    assert outcome.passed, outcome.output[-8000:]
+
+
+@pytest.fixture(scope="module")
+def kernel() -> str:
+    return scenarios.bookworm_kernels()[0]
+
+
+# --- fast: the scripts themselves ---------------------------------------------
+
+
+def _shellcheck() -> str:
+    path = shutil.which("shellcheck")
+    if path is None:
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    return path
+
+
+def test_scenario_scripts_pass_shellcheck() -> None:
+    scripts = sorted(str(p) for p in faults.SCRIPTS.glob("*.sh"))
+    assert len(scripts) >= 6, scripts
+    result = run([_shellcheck(), "-x", *scripts], capture=True, check=False, cwd=faults.SCRIPTS.parents[1])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendered_maintainer_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    plan = model.plan(families.family("debian"), kernels=("6.1.0-56-amd64",))
+    files = render.render(plan)
+    scripts = []
+    for rel, rendered in files.items():
+        if rel.endswith((".postinst", ".prerm", ".postrm", ".preinst")):
+            path = tmp_path / Path(rel).name
+            # What debhelper puts at #DEBHELPER# is its own, not ours.
+            path.write_text(rendered.text.replace("#DEBHELPER#", ""))
+            scripts.append(str(path))
+    assert len(scripts) >= 4, scripts
+    result = run([_shellcheck(), "-s", "sh", *scripts], capture=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+SCRIPTLET = re.compile(r"^%(post|preun|postun|triggerin|triggerun)\b.*$", re.MULTILINE)
+SECTION = re.compile(r"^%(post|preun|postun|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
+
+
+def rpm_scriptlets(spec: str) -> dict[str, str]:
+    """The shell scriptlets of an RPM spec by header line, with our macros expanded (pure)."""
+    found = {}
+    for match in SCRIPTLET.finditer(spec):
+        if "-p " in match.group(0):
+            continue  # run by another interpreter (ldconfig)
+        end = SECTION.search(spec, match.end() + 1)
+        body = spec[match.end() : end.start() if end else len(spec)]
+        for macro, value in (("%{gdrdrv_version}", "2.6.1"), ("%{version}", "2.6.1"), ("%{modprobe}", "modprobe"), ("%%", "%")):
+            body = body.replace(macro, value)
+        found[match.group(0)] = "#!/bin/sh\n" + body
+    return found
+
+
+@pytest.mark.parametrize("family_name", ["rhel", "suse"])
+def test_rendered_rpm_scriptlets_pass_shellcheck(family_name: str, tmp_path: Path) -> None:
+    plan = model.plan(families.family(family_name), kernels=("6.1.0-56-amd64",))
+    spec = render.render(plan)["gdrcopy.spec"].text
+    scriptlets = rpm_scriptlets(spec)
+    assert len(scriptlets) >= 6, list(scriptlets)
+    shellcheck = _shellcheck()
+    for header, body in scriptlets.items():
+        # SC2015 (A && B || C): the spec's `[ -d /run/systemd/system ] && ... || :` idiom, on purpose.
+        result = run([shellcheck, "-s", "sh", "-e", "SC2015", "-"], input_text=body, capture=True, check=False)
+        assert result.returncode == 0, f"{family_name} {header}:\n{result.stdout}"
+
+
+def test_previous_release_packages_report_their_own_version() -> None:
+    header = "#define GDRCOPY_VERSION_MAJOR 2\n#define GDRCOPY_VERSION_MINOR 6\n#define GDRCOPY_VERSION_PATCH 1\n"
+    stamped = build.stamp_version_text(header, "2.6.0")
+    assert stamped == header.replace("PATCH 1", "PATCH 0")
+    assert build.stamp_version_text(header, "2.6.1") == header
+
+
+# --- the built packages (slow: they are built once per session) ---------------------
+
+UNLOADS = re.compile(r"\b(rmmod|modprobe\s+-r|(deb-systemd-invoke|systemctl)\s+(\S+\s+)*(stop|restart))\b")
+
+
+def unloading_commands(script: str) -> list[str]:
+    """Lines of a shell script that would unload gdrdrv or stop its unit; messages that
+    name such a command for the user (echo and its continuation lines) are not (pure)."""
+    found = []
+    for line in script.splitlines():
+        text = line.strip()
+        if text.startswith(("#", "echo ", '"')):
+            continue
+        if UNLOADS.search(text):
+            found.append(text)
+    return found
+
+
+def test_unloading_commands_are_told_from_messages() -> None:
+    script = 'echo "then run: rmmod gdrdrv" >&2\n\t"rmmod gdrdrv && modprobe gdrdrv" >&2\n# rmmod\n'
+    assert unloading_commands(script) == []
+    assert unloading_commands("deb-systemd-invoke stop 'gdrdrv.service' >/dev/null || true") != []
+    assert unloading_commands("[ -d /sys/module/gdrdrv ] && modprobe -r gdrdrv || :") != []
+
+
+@pytest.mark.slow
+def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(deb_sets: DebSets, tmp_path: Path) -> None:
+    # Not even through the unit: stopping gdrdrv.service runs `modprobe -r`.
+    (deb,) = deb_sets.new.glob("gdrdrv-dkms_*.deb")
+    run(["dpkg-deb", "-e", deb, tmp_path / "control"])
+    scripts = {p.name: p.read_text() for p in (tmp_path / "control").iterdir() if p.name in ("preinst", "postinst", "prerm", "postrm")}
+    assert {"postinst", "prerm"} <= set(scripts), sorted(scripts)
+    print("\nmaintainer scripts of", deb.name, ":", ", ".join(sorted(scripts)))
+    for name, text in scripts.items():
+        assert not unloading_commands(text), f"{name} unloads gdrdrv or stops its unit: {unloading_commands(text)}"
+
+
+# --- containers (slow) ----------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["compiler", "everything"])
+def test_a_dkms_build_killed_half_way_is_recovered(deb_sets: DebSets, kernel: str, mode: str) -> None:
+    outcome = faults.run_in_container(kernel, "fault_killed_build.sh", mode, deb_sets.version, kernel, new_debs=deb_sets.new)
+    _report(f"(a) DKMS build killed half way ({mode})", outcome)
+
+
+@pytest.mark.slow
+def test_b_missing_headers_install_with_a_clear_message_then_autoinstall(deb_sets: DebSets, kernel: str) -> None:
+    outcome = faults.run_in_container(kernel, "fault_no_headers.sh", deb_sets.version, kernel, new_debs=deb_sets.new)
+    _report("(b) kernel headers missing at install", outcome)
+
+
+@pytest.mark.slow
+def test_d_downgrade_to_the_previous_release_then_purge(deb_sets: DebSets, kernel: str) -> None:
+    outcome = faults.run_in_container(
+        kernel, "fault_downgrade.sh", deb_sets.previous, deb_sets.version, kernel,
+        new_debs=deb_sets.new, old_debs=deb_sets.old,
+    )  # fmt: skip
+    _report("(d) downgrade to the previous release", outcome)
+
+
+# --- the VM (soak) ------------------------------------------------------------------
+
+
+@pytest.mark.soak
+def test_c_upgrade_and_removal_while_gdrdrv_is_loaded_and_in_use(
+    deb_sets: DebSets, kernel: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    work = tmp_path_factory.mktemp("busy-module")
+    source = build.source_at("HEAD")
+    vm_root = faults.prepare_vm_root(kernel, source, deb_sets.previous, deb_sets.new, deb_sets.old, work)
+    try:
+        outcome, problems = faults.run_in_vm(
+            vm_root, "fault_busy_module.sh", deb_sets.previous, deb_sets.version, log_dir=work / "logs"
+        )
+        _report("(c) upgrade and removal under a busy gdrdrv (VM)", outcome)
+        assert not problems, f"{problems}\n{outcome.output[-6000:]}"
+    finally:
+        shutil.rmtree(vm_root.root, ignore_errors=True)
