@@ -232,7 +232,13 @@ check_state() {
 	if [ "$want_gdrdrv" = yes ] && [ "$want_nvidia" = yes ]; then
 		check_pair "$what"
 	elif [ "$want_gdrdrv" = yes ]; then
-		echo "gdrdrv built against: $(built_against)"
+		# Without a driver's sources, gdrdrv is built from its own declarations.
+		local against
+		against=$(built_against)
+		case $against in
+		"gdrdrv's own declarations"*) ok "$what: gdrdrv is built against $against" ;;
+		*) fail "$what: gdrdrv is still built against ${against:-?}, which is not installed" ;;
+		esac
 	fi
 }
 
@@ -262,9 +268,10 @@ gver=$(dkms status -m gdrdrv -k "$abi" | sed -n 's|^gdrdrv/\([^,]*\),.*|\1|p' | 
 dkms remove -m gdrdrv -v "$gver" -k "$abi" >/dev/null
 dkms remove -m "$nvmod" -v "$upstream" -k "$abi" >/dev/null
 dkms autoinstall -k "$abi" >"$tmp/autoinstall" 2>&1
-grep -i -E 'autoinstall|building|installing|error' "$tmp/autoinstall" | sed 's/^/  /'
-nline=$(grep -n -E "${nvmod}[/ ]" "$tmp/autoinstall" | head -n 1 | cut -d: -f1)
-gline=$(grep -n -E 'gdrdrv[/ ]' "$tmp/autoinstall" | head -n 1 | cut -d: -f1)
+sed 's/^/  /' "$tmp/autoinstall"
+# dkms names each module it builds (module/version, or the .ko it installs).
+nline=$(grep -n -E "(^|[ /])${nvmod}([/ ]|\.ko)" "$tmp/autoinstall" | head -n 1 | cut -d: -f1)
+gline=$(grep -n -E '(^|[ /])gdrdrv([/ ]|\.ko)' "$tmp/autoinstall" | head -n 1 | cut -d: -f1)
 if [ -n "$nline" ] && [ -n "$gline" ] && [ "$nline" -lt "$gline" ]; then
 	ok "autoinstall built $nvmod (line $nline) before gdrdrv (line $gline)"
 else
