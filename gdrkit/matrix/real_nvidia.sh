@@ -236,7 +236,11 @@ check_state() {
 		local against
 		against=$(built_against)
 		case $against in
-		"gdrdrv's own declarations"*) ok "$what: gdrdrv is built against $against" ;;
+		"gdrdrv's own declarations"*)
+			ok "$what: gdrdrv is built against $against"
+			# For the record: what this build would bring next to a proprietary driver.
+			sh /src/gdrdrv/scripts/check_gpl_imports.sh "$(plain_ko "$(gdrdrv_ko)")" "$kdir" 2>&1 | sed 's/^/  info: /'
+			;;
 		*) fail "$what: gdrdrv is still built against ${against:-?}, which is not installed" ;;
 		esac
 	fi
