@@ -32,6 +32,42 @@ DKMS_PACKAGES = {
     "open": "nvidia-open-kernel-dkms",
 }
 
+# The DKMS module name each flavour's package registers (dkms status, /var/lib/dkms,
+# /usr/src/<name>-<version>; the module files are installed as nvidia-current*.ko).
+DKMS_MODULES = {
+    "proprietary": "nvidia-current",
+    "open": "nvidia-current-open",
+}
+
+
+@dataclass(frozen=True)
+class DriverPackage:
+    """The NVIDIA kernel driver DKMS package that a suite's apt would install."""
+
+    suite: str
+    flavour: str
+    package: str
+    version: str  # the Debian package version, e.g. 535.309.01-0+deb12u1
+    dkms_module: str
+
+    @property
+    def upstream_version(self) -> str:
+        return self.version.rsplit("-", 1)[0]
+
+
+def driver_package(suite: str, flavour: str, *, refresh: bool = False) -> DriverPackage:
+    """The candidate version of `suite`'s NVIDIA DKMS package of `flavour`, from its private lists."""
+    if suite not in SUITES:
+        raise die(f"unknown Debian suite {suite!r}", f"use one of {', '.join(SUITES)}")
+    if flavour not in DKMS_PACKAGES:
+        raise die(f"unknown NVIDIA driver flavour {flavour!r}", f"use one of {', '.join(DKMS_PACKAGES)}")
+    package = DKMS_PACKAGES[flavour]
+    status, out = suite_lists(SUITES[suite], refresh=refresh).query(["show", "--no-all-versions", package])
+    version = re.search(r"^Version: (\S+)", out, re.MULTILINE)
+    if status != 0 or not version:
+        raise die(f"{suite} has no package {package} in main, contrib or non-free", "refresh the lists (--refresh)")
+    return DriverPackage(suite, flavour, package, version.group(1), DKMS_MODULES[flavour])
+
 
 @dataclass(frozen=True)
 class DriverSources:

@@ -20,6 +20,8 @@ from gdrkit.version import REPO_ROOT
 MATRIX_FILE = REPO_ROOT / "ci" / "matrix.yaml"
 FAMILIES = ("debian", "rhel", "suse")
 DEBIAN_SUITES = ("bullseye", "bookworm", "trixie", "sid")
+# Flavours of Debian's NVIDIA kernel driver DKMS packages (see gdrkit.nvidia).
+NVIDIA_FLAVOURS = ("proprietary", "open")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,14 @@ class Entry:
     kernel_package: str | None  # or for the image's own kernel headers package
     boot: bool
     ci_local: bool
+    # A real-NVIDIA row: the suite's NVIDIA driver DKMS package of this flavour is
+    # installed and DKMS-built first, and gdrdrv is checked against it (None: softgpu).
+    nvidia: str | None = None
+
+    @property
+    def image_name(self) -> str:
+        """Whose prepared image the entry runs in: rows of one Debian suite share one."""
+        return f"debian-{self.local_suite}" if self.local_suite is not None else self.name
 
     @property
     def needs_registry(self) -> bool:
@@ -41,9 +51,8 @@ class Entry:
 
     @property
     def image_description(self) -> str:
-        if self.local_suite is not None:
-            return f"mmdebstrap {self.local_suite}"
-        return f"registry {self.registry_image}"
+        described = f"mmdebstrap {self.local_suite}" if self.local_suite is not None else f"registry {self.registry_image}"
+        return described + (f" + NVIDIA {self.nvidia}" if self.nvidia else "")
 
     def as_job(self) -> dict[str, object]:
         """What the GitHub workflow's job matrix needs of this entry."""
@@ -64,12 +73,13 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
     if not isinstance(raw, Mapping):
         raise die(f"{where}: expected a mapping")
     known = {"name", "image", "family", "kernel", "boot", "ci_local"}
-    unknown = set(raw) - known
+    optional = {"nvidia"}
+    unknown = set(raw) - known - optional
     missing = known - set(raw)
     if unknown or missing:
         raise die(
             f"{where}: unknown keys {sorted(unknown)} / missing keys {sorted(missing)}",
-            f"each entry has exactly: {', '.join(sorted(known))}",
+            f"each entry has exactly: {', '.join(sorted(known))} (and optionally {', '.join(sorted(optional))})",
         )
     name = raw["name"]
     if not isinstance(name, str) or not name.replace("-", "").replace(".", "").isalnum():
@@ -90,6 +100,17 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
         raise die(f"{where}: ci_local entries must not need a registry (none is reachable in CI here)")
     if raw["boot"] and kernel_kind != "debian_suite":
         raise die(f"{where}: only Debian suite kernels can be booted here (boot: false)")
+    nvidia = raw.get("nvidia")
+    if nvidia is not None:
+        if nvidia not in NVIDIA_FLAVOURS:
+            raise die(f"{where}: nvidia {nvidia!r} is not one of {', '.join(NVIDIA_FLAVOURS)}")
+        if family != "debian" or image_kind != "mmdebstrap" or kernel_kind != "debian_suite":
+            raise die(f"{where}: nvidia rows install Debian's driver packages: they need a Debian suite image and kernel")
+        if raw["boot"]:
+            raise die(
+                f"{where}: nvidia rows cannot boot (boot: false): the real nvidia.ko needs an NVIDIA GPU to load",
+                "the row names that in its load column",
+            )
     return Entry(
         name=name,
         family=family,
@@ -99,6 +120,7 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
         kernel_package=kernel if kernel_kind == "package" else None,
         boot=raw["boot"],
         ci_local=raw["ci_local"],
+        nvidia=nvidia,
     )
 
 

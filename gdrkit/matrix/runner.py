@@ -11,6 +11,15 @@ For an entry whose image we build here (a Debian suite):
            root: softgpu (the test GPU, built for that kernel) and the
            DKMS-built gdrdrv load, and unload at the end
   sanity   the installed gdrcopy_sanity passes there; clean kernel log
+Real-NVIDIA rows (entries with `nvidia:`) differ: their image adds a cached
+layer holding Debian's NVIDIA kernel driver DKMS package and DKMS's build of
+the real nvidia.ko for the suite kernel (nvidia_layer.sh, keyed by driver
+version and kernel ABI); install and dkms put gdrdrv-dkms next to it (no
+softgpu), the nvidia step checks gdrdrv against the real driver and removes
+and reinstalls both packages in both orders (real_nvidia.sh); load and sanity
+are skipped, saying why: the real nvidia.ko needs an NVIDIA GPU to load.
+Packages are built once per commit and build image, and reused by the other
+rows of that suite.
 Entries that need a registry image are skipped, with the reason, when
 --offline is given or the pull fails; where a registry is reachable they
 run image, build, install and dkms the same way with their own package
@@ -28,6 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gdrkit.containers import Engine
 from gdrkit.matrix.model import Entry
@@ -35,6 +45,9 @@ from gdrkit.matrix.report import STEPS, EntryResult, Outcome
 from gdrkit.packaging.families import DebianFamily
 from gdrkit.system import UserError, cache_dir, log, run
 from gdrkit.version import REPO_ROOT
+
+if TYPE_CHECKING:
+    from gdrkit.nvidia import DriverPackage
 
 COMPILER_DIAGNOSTIC = re.compile(r"\.[ch]:\d+:(\d+:)? (fatal )?error: ")
 COMPILER_ERROR = re.compile(r"(error|fatal error): |\*\*\* \[.*\] Error \d+")
@@ -65,6 +78,12 @@ FAMILY_SETUP = {
     "(dnf install -y epel-release && dnf install -y git make gcc python3 rpm-build kernel-devel dkms)",
     "suse": "zypper --non-interactive install git make gcc python3 rpm-build kernel-default-devel dkms",
 }
+NVIDIA_LAYER_SCRIPT = REPO_ROOT / "gdrkit" / "matrix" / "nvidia_layer.sh"
+REAL_NVIDIA_SCRIPT = "gdrkit/matrix/real_nvidia.sh"  # run from the clone mounted at /src
+# The first DKMS build of the real driver: minutes for the proprietary flavour,
+# much longer for the open one (it compiles the whole GPU driver) on 2 cores.
+NVIDIA_LAYER_TIMEOUT_S = 4 * 3600
+REAL_NVIDIA_TIMEOUT_S = 3 * 3600
 FAMILY_BUILD = {"debian": "build-deb", "rhel": "build-rpm", "suse": "build-rpm"}
 FAMILY_INSTALL = {
     "debian": "DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive "
@@ -113,7 +132,22 @@ def step_statuses(output: str) -> dict[str, int]:
 def image_tag(entry: Entry, abi: str) -> str:
     """The prepared image's tag: changes with the kernel and with the setup script."""
     setup = hashlib.sha256(FAMILY_SETUP[entry.family].encode()).hexdigest()[:8]
-    return f"gdrkit-matrix/{entry.name}:{abi.replace('+', '_')}-{setup}"
+    return f"gdrkit-matrix/{entry.image_name}:{abi.replace('+', '_')}-{setup}"
+
+
+def nvidia_image_tag(entry: Entry, abi: str, driver: DriverPackage) -> str:
+    """The real-NVIDIA layer's tag: changes with the kernel, the driver package and version, and the scripts."""
+    recipe = FAMILY_SETUP[entry.family] + NVIDIA_LAYER_SCRIPT.read_text()
+    setup = hashlib.sha256(recipe.encode()).hexdigest()[:8]
+    version = re.sub(r"[^A-Za-z0-9_.-]", "_", driver.version)
+    return f"gdrkit-matrix/{entry.image_name}-{driver.package}:{abi.replace('+', '_')}-{version}-{setup}"
+
+
+def nvidia_skip_reason(driver: DriverPackage) -> str:
+    return (
+        f"loading the real nvidia.ko ({driver.package} {driver.version}) needs an NVIDIA GPU; "
+        "the qemu guest has none, so gdrdrv is checked against it without loading (nvidia column)"
+    )
 
 
 def clone_committed_tree(dest: Path, repo: Path = REPO_ROOT) -> None:
@@ -167,8 +201,12 @@ class EntryRun:
         self.offline = offline
         self.refresh = refresh
         self.result = EntryResult(entry.name)
-        self.image = ""
+        if entry.nvidia is None:
+            self.result.record("nvidia", Outcome.NOT_RUN)  # a stand-in (softgpu) row
+        self.image = ""  # where the packages are built (and, without NVIDIA, tested)
+        self.test_image = ""  # where they are installed and tested
         self.abi = ""
+        self.driver: DriverPackage | None = None
 
     def timed(self, step: str, outcome: Outcome, detail: str, started: float) -> bool:
         self.result.record(step, outcome, detail, time.monotonic() - started)
@@ -193,7 +231,7 @@ class EntryRun:
             assert entry.kernel_suite is not None
             root = prepare_suite_root(entry.kernel_suite)
             self.abi = root.abi
-            base = f"gdrkit-matrix/{entry.name}-base:{root.abi.replace('+', '_')}"
+            base = f"gdrkit-matrix/{entry.image_name}-base:{root.abi.replace('+', '_')}"
             if self.refresh or not self.engine.has_image(base):
                 self.engine.import_directory(root.root_dir, base)
         self.image = image_tag(entry, self.abi or "registry")
@@ -205,11 +243,52 @@ class EntryRun:
                 return self.timed("image", Outcome.FAILED, tail(result.output), started)
             self.engine.commit(container, self.image)
             self.engine.remove(container)
+        self.test_image = self.image
+        if entry.nvidia is not None:
+            return self.nvidia_layer(started)
         return self.timed("image", Outcome.PASSED, self.image, started)
+
+    def nvidia_layer(self, started: float) -> bool:
+        """Add (or find cached) the layer with the real NVIDIA driver DKMS-built for the suite kernel."""
+        from gdrkit.nvidia import driver_package
+
+        entry = self.entry
+        assert entry.nvidia is not None and entry.kernel_suite is not None
+        self.driver = driver = driver_package(entry.kernel_suite, entry.nvidia)
+        tag = nvidia_image_tag(entry, self.abi, driver)
+        cached = not self.refresh and self.engine.has_image(tag)
+        if not cached:
+            log(f"{entry.name}: preparing image {tag}: {driver.package} {driver.version} built by DKMS for {self.abi}")
+            # The script travels as the command, not as a bind mount: a committed
+            # image would keep the mount point as a volume its containers must fill.
+            args = shlex.join([self.abi, driver.package, driver.version, driver.dkms_module])
+            script = f"set -- {args}\n" + NVIDIA_LAYER_SCRIPT.read_text()
+            result, container = self.engine.run(self.image, script, keep=True, timeout_s=NVIDIA_LAYER_TIMEOUT_S)
+            if result.status != 0:
+                self.engine.remove(container)
+                return self.timed("image", Outcome.FAILED, tail(result.output), started)
+            self.engine.commit(container, tag)
+            self.engine.remove(container)
+        self.test_image = tag
+        how = "cached" if cached else "built now"
+        return self.timed("image", Outcome.PASSED, f"{tag} ({how}: {driver.package} {driver.version})", started)
+
+    def packages_cache(self, commit: str) -> Path:
+        """Where the packages built from `commit` in this entry's build image are kept."""
+        return cache_dir() / "matrix" / "packages" / f"{re.sub(r'[/:]', '_', self.image)}-{commit}"
 
     def step_build(self) -> bool:
         started = time.monotonic()
         clone_committed_tree(self.ws.source)
+        commit = run(["git", "-C", str(self.ws.source), "rev-parse", "HEAD"], capture=True).stdout.strip()
+        cached = self.packages_cache(commit)
+        # Rows of one suite share a build image: the same commit builds the same packages there.
+        if not self.refresh and len(built_files(cached, self.entry.family)) >= len(INSTALL_PACKAGES):
+            self.ws.dist.mkdir(parents=True, exist_ok=True)
+            for path in cached.iterdir():
+                shutil.copy2(path, self.ws.dist / path.name)
+            reused = sorted(f.name for f in built_files(self.ws.dist, self.entry.family))
+            return self.timed("build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started)
         kernel = f" --kernel {shlex.quote(self.abi)}" if self.abi else ""
         # Lint belongs to the package tests on the build host; here the question is whether
         # the distribution's own toolchain builds packages that install and work.
@@ -221,10 +300,59 @@ class EntryRun:
         names = {f.name for f in files}
         if len(files) < len(INSTALL_PACKAGES):
             return self.timed("build", Outcome.FAILED, f"expected packages {INSTALL_PACKAGES}, built {sorted(names)}", started)
+        partial = cached.with_name(cached.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        for path in self.ws.dist.iterdir():
+            if path.is_file():
+                shutil.copy2(path, partial / path.name)
+        shutil.rmtree(cached, ignore_errors=True)
+        partial.rename(cached)
         return self.timed("build", Outcome.PASSED, ", ".join(sorted(names)), started)
+
+    def step_real_nvidia(self) -> None:
+        """Install next to the real driver, check gdrdrv against it, remove and reinstall both (real_nvidia.sh)."""
+        driver = self.driver
+        assert driver is not None
+        started = time.monotonic()
+        files = [f"/src/dist/{f.name}" for f in built_files(self.ws.dist, self.entry.family)]
+        args = [self.abi, driver.flavour, driver.package, driver.version, driver.dkms_module, *files]
+        result, _ = self.engine.run(
+            self.test_image,
+            f"bash /src/{REAL_NVIDIA_SCRIPT} {shlex.join(args)}",
+            mounts={self.ws.source: "/src"},
+            timeout_s=REAL_NVIDIA_TIMEOUT_S,
+        )
+        self.ws.logs.mkdir(parents=True, exist_ok=True)
+        log_file = self.ws.logs / "real-nvidia.log"
+        log_file.write_text(result.output)
+        marks = step_statuses(result.output)
+        failures = [line for line in result.output.splitlines() if line.startswith("FAIL: ")]
+        checks = [line for line in result.output.splitlines() if line.startswith(("ok: ", "FAIL: "))]
+        detail = "\n".join(failures + ["..."] + result.output.rstrip().splitlines()[-DETAIL_TAIL_LINES:]) if failures else tail(result.output)
+        # One container ran all three steps: its time goes to the last one it reached.
+        recorded = []
+        for step in ("install", "dkms", "nvidia"):
+            if step not in marks:
+                recorded.append(self.result.record(step, Outcome.FAILED, f"the script stopped before this step (see {log_file}):\n{detail}"))
+                break
+            passed = marks[step] == 0
+            summary = f"{len(checks) - len(failures)} of {len(checks)} checks passed (log: {log_file})" if step == "nvidia" else ""
+            recorded.append(self.result.record(step, Outcome.PASSED if passed else Outcome.FAILED, summary if passed else detail))
+            if not passed:
+                break
+        recorded[-1].seconds = time.monotonic() - started
+        if recorded[-1].outcome is not Outcome.PASSED:
+            return
+        reason = nvidia_skip_reason(driver)
+        self.result.record("load", Outcome.SKIPPED, reason)
+        self.result.record("sanity", Outcome.SKIPPED, reason)
 
     def step_install(self) -> bool:
         started = time.monotonic()
+        if self.entry.nvidia is not None:
+            self.step_real_nvidia()
+            return False
         files = [f"/src/dist/{f.name}" for f in built_files(self.ws.dist, self.entry.family)]
         abi = self.abi or "$(ls /lib/modules | sort -V | tail -n 1)"
         result, container = self.engine.run(

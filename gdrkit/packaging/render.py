@@ -129,6 +129,8 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 out[f"debian/{package.name}.{script}"] = RenderedFile(
                     env.get_template(name).render(pctx), 0o755
                 )
+            if package.kind == "dkms":
+                out[f"debian/{package.name}.triggers"] = RenderedFile(env.get_template("debian/dkms.triggers.j2").render(pctx))
     else:
         out["pkgdoc/LICENSE"] = RenderedFile(ctx["mit_text"])
     return out

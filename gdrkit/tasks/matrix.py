@@ -19,9 +19,14 @@ def matrix_list(c: Context, json_: bool = False) -> None:
     if json_:
         print(json.dumps([e.as_job() for e in entries], separators=(",", ":")))
         return
+    name_width = max(len(e.name) for e in entries)
+    image_width = max(len(e.image_description) for e in entries)
     for entry in entries:
         where = "here" if not entry.needs_registry else "where a registry is reachable"
-        print(f"{entry.name:<22} {entry.family:<7} {entry.image_description:<30} boot={entry.boot!s:<5} runs {where}")
+        print(
+            f"{entry.name:<{name_width}} {entry.family:<7} {entry.image_description:<{image_width}} "
+            f"boot={entry.boot!s:<5} runs {where}"
+        )
 
 
 @task(help={"dry_run": "say what would be copied, change nothing"})

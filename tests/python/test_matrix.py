@@ -22,6 +22,17 @@ def test_the_matrix_file_loads_and_covers_the_distros_users_run() -> None:
     assert all(not e.needs_registry for e in model.select(entries, ci_local=True))
 
 
+def test_real_nvidia_rows_cover_both_suites_and_flavours_and_one_runs_in_ci() -> None:
+    entries = model.load()
+    rows = {(e.kernel_suite, e.nvidia): e for e in entries if e.nvidia is not None}
+    assert set(rows) == {(suite, flavour) for suite in ("bookworm", "trixie") for flavour in ("proprietary", "open")}
+    assert all(not e.boot and e.local_suite == e.kernel_suite for e in rows.values())
+    # Building the real driver is slow: exactly one real-driver row in .ci/run, the others in the full matrix.
+    assert [e.name for e in model.select(entries, ci_local=True) if e.nvidia] == ["debian-bookworm-nvidia"]
+    # Rows of one suite share its prepared image (and the packages built in it).
+    assert rows[("bookworm", "open")].image_name == "debian-bookworm"
+
+
 def write(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "matrix.yaml"
     path.write_text(body)
@@ -62,6 +73,25 @@ def test_bad_entries_are_refused_with_the_reason(tmp_path: Path, change: tuple[s
     assert message in str(error.value)
 
 
+NVIDIA_ROW = GOOD.replace("debian-bookworm", "debian-bookworm-nvidia", 1).replace(
+    "    boot: true\n", "    nvidia: proprietary\n    boot: false\n"
+)
+
+
+def test_a_real_nvidia_row_is_read_and_its_impossible_settings_refused(tmp_path: Path) -> None:
+    (entry,) = model.load(write(tmp_path, NVIDIA_ROW))
+    assert entry.nvidia == "proprietary" and not entry.boot
+    assert entry.image_description == "mmdebstrap bookworm + NVIDIA proprietary"
+    for change, message in [
+        (("nvidia: proprietary", "nvidia: nouveau"), "nvidia 'nouveau' is not one of proprietary, open"),
+        (("boot: false", "boot: true"), "needs an NVIDIA GPU to load"),
+        (("{debian_suite: bookworm}", "{package: linux-headers-amd64}"), "need a Debian suite image and kernel"),
+    ]:
+        with pytest.raises(UserError) as error:
+            model.load(write(tmp_path, NVIDIA_ROW.replace(*change)))
+        assert message in str(error.value)
+
+
 def test_duplicate_names_and_unknown_selections_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="duplicate"):
         model.load(write(tmp_path, GOOD + GOOD[len("entries:\n"):]))
@@ -93,6 +123,16 @@ def test_table_and_junit_name_the_failing_step_and_the_skip_reason(tmp_path: Pat
     failure = suite.find("testcase[@classname='matrix.debian-trixie'][@name='build']/failure")
     assert failure is not None and "vm_flags_set" in (failure.text or "")
     assert len(suite.findall("testcase[@classname='matrix.rockylinux-9']/skipped")) == len(report.STEPS)
+
+
+def test_stand_in_rows_leave_the_nvidia_column_empty_and_still_count_as_skipped() -> None:
+    row = report.EntryResult("ubuntu-24.04")
+    row.record("nvidia", report.Outcome.NOT_RUN)
+    row.skip_rest("needs an image registry (--offline given)")
+    assert row.outcome("nvidia") is report.Outcome.NOT_RUN and row.skipped
+    table = report.format_table([row])
+    assert "nvidia" in table.splitlines()[0]
+    assert table.splitlines()[-1] == "matrix: 0 passed, 0 failed, 1 skipped"
 
 
 @pytest.mark.slow
@@ -154,14 +194,43 @@ def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Pa
 
 @pytest.mark.slow
 def test_local_matrix_entries_pass_end_to_end() -> None:
-    """Build, install, DKMS, boot and sanity on every ci_local entry (bookworm and trixie)."""
+    """Build, install, DKMS, boot and sanity on every ci_local stand-in entry (bookworm and trixie)."""
     from gdrkit.matrix import runner
 
-    entries = model.select(model.load(), ci_local=True)
+    entries = [e for e in model.select(model.load(), ci_local=True) if e.nvidia is None]
     results = runner.run_entries(entries, offline=True)
     table = report.format_table(results)
     print(table)
     assert not any(r.failed or r.skipped for r in results), table
+
+
+def assert_real_nvidia_rows_pass(entries: list[model.Entry]) -> None:
+    from gdrkit.matrix import runner
+
+    results = runner.run_entries(entries, offline=True)
+    table = report.format_table(results)
+    print(table)
+    for result in results:
+        for step in ("image", "build", "install", "dkms", "nvidia"):
+            assert result.outcome(step) is report.Outcome.PASSED, table
+        # What cannot run here is named, never faked.
+        for step in ("load", "sanity"):
+            assert result.outcome(step) is report.Outcome.SKIPPED, table
+            assert "needs an NVIDIA GPU" in result.steps[step].detail, table
+
+
+# In the soak tier for now: building the real NVIDIA driver from cold has not yet
+# been measured against .ci/run's 45-minute budget alongside the rest.
+@pytest.mark.soak
+def test_the_ci_real_nvidia_row_passes() -> None:
+    """bookworm with Debian's nvidia-kernel-dkms: gdrdrv-dkms builds against it and matches its CRCs."""
+    assert_real_nvidia_rows_pass([e for e in model.select(model.load(), ci_local=True) if e.nvidia])
+
+
+@pytest.mark.soak
+def test_every_real_nvidia_row_passes() -> None:
+    """bookworm and trixie, proprietary and open (the open driver's first build takes long)."""
+    assert_real_nvidia_rows_pass([e for e in model.load() if e.nvidia])
 
 
 def test_a_failing_step_shows_the_compiler_error_first() -> None:
@@ -177,3 +246,65 @@ def test_a_failing_step_shows_the_compiler_error_first() -> None:
     detail = runner.tail(output)
     assert detail.splitlines()[0] == "/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'"
     assert detail.splitlines()[-1] == "packaging noise 39"
+
+
+class ScriptEngine:
+    """Answers every container run with one canned output (what real_nvidia.sh printed)."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+        self.scripts: list[tuple[str, str]] = []
+
+    def run(self, image: str, script: str, **_: object) -> tuple[object, None]:
+        from gdrkit.containers import RunResult
+
+        self.scripts.append((image, script))
+        return RunResult(0, self.output), None
+
+
+def real_nvidia_step(tmp_path: Path, output: str) -> tuple[report.EntryResult, ScriptEngine]:
+    from gdrkit.matrix import runner
+    from gdrkit.nvidia import DriverPackage
+
+    entry = next(e for e in model.load() if e.name == "debian-bookworm-nvidia")
+    engine = ScriptEngine(output)
+    workspace = runner.Workspace(tmp_path)
+    workspace.dist.mkdir(parents=True)
+    for name in ("libgdrapi_2.6.1-1_amd64.deb", "gdrcopy-tests_2.6.1-1_amd64.deb", "gdrdrv-dkms_2.6.1-1_all.deb", "gdrcopy_2.6.1-1_all.deb"):
+        (workspace.dist / name).write_text("")
+    entry_run = runner.EntryRun(entry, engine, workspace, offline=True, refresh=False)  # type: ignore[arg-type]
+    entry_run.abi = "6.1.0-57-amd64"
+    entry_run.test_image = "gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms:x"
+    entry_run.driver = DriverPackage("bookworm", "proprietary", "nvidia-kernel-dkms", "535.309.01-0+deb12u1", "nvidia-current")
+    entry_run.step_real_nvidia()
+    return entry_run.result, engine
+
+
+def test_a_real_nvidia_row_reads_the_scripts_marks_and_names_what_cannot_run(tmp_path: Path) -> None:
+    result, engine = real_nvidia_step(
+        tmp_path, "GDRKIT-STEP install 0\nok: built\nGDRKIT-STEP dkms 0\nok: crcs\nok: gpl\nGDRKIT-STEP nvidia 0\n"
+    )
+    ((image, script),) = engine.scripts
+    assert image.startswith("gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms")
+    assert script.startswith("bash /src/gdrkit/matrix/real_nvidia.sh 6.1.0-57-amd64 proprietary nvidia-kernel-dkms ")
+    assert "nvidia-current /src/dist/gdrcopy-tests_2.6.1-1_amd64.deb" in script
+    assert [result.outcome(s) for s in ("install", "dkms", "nvidia")] == [report.Outcome.PASSED] * 3
+    assert result.steps["nvidia"].detail.startswith("3 of 3 checks passed")
+    for step in ("load", "sanity"):
+        assert result.outcome(step) is report.Outcome.SKIPPED
+        assert "nvidia-kernel-dkms 535.309.01-0+deb12u1) needs an NVIDIA GPU" in result.steps[step].detail
+    assert not result.failed and not result.skipped
+    assert "debian-bookworm-nvidia: skipped: loading the real nvidia.ko" in report.format_table([result])
+
+
+def test_a_failing_real_nvidia_check_is_shown_first_and_a_cut_short_run_fails(tmp_path: Path) -> None:
+    result, _ = real_nvidia_step(
+        tmp_path,
+        "GDRKIT-STEP install 0\nGDRKIT-STEP dkms 0\nFAIL: after autoinstall: 5 of 5 nvidia_p2p_* CRCs differ\n"
+        "noise\nGDRKIT-STEP nvidia 1\n",
+    )
+    assert result.outcome("nvidia") is report.Outcome.FAILED and "load" not in result.steps
+    assert result.steps["nvidia"].detail.splitlines()[0] == "FAIL: after autoinstall: 5 of 5 nvidia_p2p_* CRCs differ"
+    result, _ = real_nvidia_step(tmp_path / "again", "GDRKIT-STEP install 0\n[killed after 10800 s]\n")
+    assert result.outcome("install") is report.Outcome.PASSED
+    assert result.outcome("dkms") is report.Outcome.FAILED and "stopped before this step" in result.steps["dkms"].detail
