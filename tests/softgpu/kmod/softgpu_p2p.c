@@ -275,6 +275,12 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	    !(flags & NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING))
 		pin->table.flags = NVIDIA_P2P_PAGE_TABLE_FLAGS_CPU_CACHEABLE;
 
+	/*
+	 * The caller's pointer is set before the pin can be revoked, as the
+	 * real driver sets it before registering the pin with RM: a free
+	 * callback racing the return must find the table it has to free.
+	 */
+	*page_table = &pin->table;
 	hash_add(softgpu_pins, &pin->hash_node, (unsigned long)&pin->table);
 	if (!pin->persistent) {
 		list_add_tail(&pin->space_node, &space->legacy_pins);
@@ -283,7 +289,6 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	softgpu_p2p_stats.active_pins++;
 	softgpu_p2p_stats.pinned_bytes += len;
 	mutex_unlock(&softgpu_lock);
-	*page_table = &pin->table;
 	return 0;
 
 out_unlock:
