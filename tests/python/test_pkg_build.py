@@ -105,7 +105,9 @@ def test_library_has_a_gnu_hash_section(fixture_builds: tuple[dict, dict], tmp_p
 
 def _scratch_root(root: Path) -> Path:
     """A tiny chroot for rpm scriptlets: busybox as /bin/sh and a dkms that logs its calls."""
-    for d in ("bin", "dev", "usr/sbin", "var/lib/rpm", "var/log", "tmp", f"lib/modules/{KERNEL}/build"):
+    # An installed kernel (its modules' kernel/ folder) with its headers (build/include).
+    for d in ("bin", "dev", "usr/sbin", "var/lib/rpm", "var/log", "tmp",
+              f"lib/modules/{KERNEL}/kernel", f"lib/modules/{KERNEL}/build/include"):  # fmt: skip
         (root / d).mkdir(parents=True, exist_ok=True)
     # The scriptlets redirect to /dev/null; a plain file serves where mknod is not allowed.
     if subprocess.run(["mknod", "-m", "666", str(root / "dev/null"), "c", "1", "3"]).returncode != 0:
