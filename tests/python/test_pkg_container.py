@@ -1,9 +1,10 @@
 """The .deb packages in a bookworm container: DKMS install, second kernel, upgrade, purge (slow).
 
 The image is built locally with mmdebstrap and imported into Docker (no
-registry is reachable); it is cached under a tag derived from its recipe.
-The packages are built from HEAD; the "previous release" is the same tree
-packaged as 2.6.0 from the same templates.
+registry is reachable); it is cached under a tag derived from its recipe, and
+shared with the fault scenarios (test_pkg_faults.py).  The packages are built
+from HEAD once per session (conftest.py's deb_sets); the "previous release" is
+the same tree packaged as 2.6.0 from the same templates.
 """
 
 from __future__ import annotations
