@@ -3149,7 +3149,7 @@ static void run_worker(uint64_t seed, unsigned int nthreads, bool replay, double
 	struct softgpu_stats before, after;
 	uint64_t last_calls = 0;
 	double last_progress = now_s();
-	char line[512], refcount[32];
+	char line[512], refcount[32], refcount_before[32];
 	bool hung = false;
 	int status = 0;
 	pid_t pid;
@@ -3170,6 +3170,7 @@ static void run_worker(uint64_t seed, unsigned int nthreads, bool replay, double
 		snprintf(v->msg, sizeof(v->msg), "SOFTGPU_IOC_GET_STATS: %s", strerror(errno));
 		return;
 	}
+	read_refcount(refcount_before, sizeof(refcount_before));
 	kmsg_scan(sup_kmsg, line, sizeof(line), NULL);	/* only what this worker causes */
 	fflush(NULL);
 	pid = fork();
@@ -3263,12 +3264,14 @@ static void run_worker(uint64_t seed, unsigned int nthreads, bool replay, double
 			 (unsigned long long)before.memory_used, (unsigned long long)before.api_misuse);
 		return;
 	}
+	/* Against what it was: a pin an earlier seed leaked is that seed's failure. */
 	read_refcount(refcount, sizeof(refcount));
-	if (refcount[0] && strcmp(refcount, "0")) {
+	if (strcmp(refcount, refcount_before)) {
 		v->kind = F_LEAK;
 		v->sub = 1;
-		snprintf(v->msg, sizeof(v->msg), "gdrdrv's nv_get_pages_refcount is %s after the worker exited",
-			 refcount);
+		snprintf(v->msg, sizeof(v->msg),
+			 "gdrdrv's nv_get_pages_refcount went from %s to %s while the worker ran",
+			 refcount_before, refcount);
 	}
 }
 
@@ -3327,7 +3330,8 @@ static bool reproduces(struct shrinker *sh, const struct op *ops, size_t n)
 			clear_warn_once();
 		memcpy(shm->log, ops, n * sizeof(*ops));
 		shm->nlog = n;
-		shm->repeat = sh->repeat;
+		/* Races: run short candidates several times over, for a chance. */
+		shm->repeat = n <= 2048 ? sh->repeat : 1;
 		sh->replays++;
 		run_worker(sh->seed, sh->nthreads, true, 0, &v);
 		if (v.fatal && !sh->want->fatal)
@@ -3340,21 +3344,32 @@ static bool reproduces(struct shrinker *sh, const struct op *ops, size_t n)
 
 /*
  * Shortens @ops[0..*n) (the failing run's log up to the failure) to a
- * sequence that still fails: the shortest suffix window that does, then
- * delta debugging (drop chunks while it still fails).
+ * sequence that still fails: the shortest suffix window that does (the
+ * whole log last), then delta debugging (drop chunks while it still
+ * fails).  False if not even the whole log failed again.
  */
-static void shrink(struct shrinker *sh, struct op *ops, size_t *n)
+static bool shrink(struct shrinker *sh, struct op *ops, size_t *n)
 {
 	struct op *tmp = malloc(*n * sizeof(*ops));
 	size_t len = *n, chunks = 2;
 
 	if (!tmp)
-		return;
-	for (size_t win = 8; win < len && now_s() < sh->deadline; win *= 4) {
+		return false;
+	for (size_t win = 8;; win *= 4) {
+		if (win > len)
+			win = len;
+		if (now_s() >= sh->deadline || sh->fatal) {
+			free(tmp);
+			return false;
+		}
 		if (reproduces(sh, ops + len - win, win)) {
 			memmove(ops, ops + len - win, win * sizeof(*ops));
 			len = win;
 			break;
+		}
+		if (win == len) {	/* not even the whole log */
+			free(tmp);
+			return false;
 		}
 	}
 	while (len >= 2 && now_s() < sh->deadline && !sh->fatal) {
@@ -3383,6 +3398,7 @@ static void shrink(struct shrinker *sh, struct op *ops, size_t *n)
 	}
 	free(tmp);
 	*n = len;
+	return true;
 }
 
 static void print_counts(void)
@@ -3435,18 +3451,19 @@ static void report_failure(uint64_t seed, unsigned int nthreads, struct verdict 
 	       "; WARN_ONCE re-armed before each replay" :
 	       "; cannot re-arm WARN_ONCE (no debugfs): a warning printed once per boot will not show again");
 	fflush(stdout);
-	if (!reproduces(&sh, ops, keep)) {
+	n = keep;
+	if (!shrink(&sh, ops, &n)) {
 		size_t from = keep > 40 ? keep - 40 : 0;
 
-		printf("#   the failure did not reproduce in %u replay(s) of the log%s; the last %zu ops before it:\n",
-		       sh.replays, sh.fatal ? " (a replay hit a fatal kernel error)" : "", keep - from);
+		/* shrink() moved nothing: ops[] is still the log. */
+		printf("#   the failure did not reproduce in %u replay(s) (%.0f s)%s; the last %zu ops before it:\n",
+		       sh.replays, now_s() - t0,
+		       sh.fatal ? " (a replay hit a fatal kernel error)" : "", keep - from);
 		for (size_t i = from; i < keep; i++)
 			print_op(&ops[i], "#     ");
 		free(ops);
 		return;
 	}
-	n = keep;
-	shrink(&sh, ops, &n);
 	/* Once more, to show what each op returned (in a failing run, mostly). */
 	sh.deadline = now_s() + 120;
 	sh.tries = 1;
