@@ -2597,7 +2597,6 @@ static void op_fdpass(struct thr *t, struct op *op)
 	int s = fd_of(op->b >> 8), sv[2], k;
 	bool to_child = !(op->b & 1), reopen = op->b & 2;
 	uint64_t handle = ABSURD_HANDLE;
-	bool have = false;
 	char go = 'g';
 	pid_t pid;
 
@@ -2609,10 +2608,8 @@ static void op_fdpass(struct thr *t, struct op *op)
 	fd_get(s);
 	lock();
 	k = pick_pin(op->x, s);
-	if (k >= 0) {
+	if (k >= 0)
 		handle = w.pins[k].handle;
-		have = true;
-	}
 	unlock();
 	fflush(NULL);
 	pid = fork();
@@ -2689,7 +2686,6 @@ static void op_fdpass(struct thr *t, struct op *op)
 	(void)!write(sv[0], &go, 1);
 	close(sv[0]);
 	reap(t, pid, false);
-	(void)have;
 }
 
 /* Replaces a file slot's file by a new one (the old one is closed here). */
