@@ -48,6 +48,8 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends ccache
 printf 'cache_dir = /var/cache/ccache\nmax_size = 6G\ncompression = true\n' > /etc/ccache.conf
 export PATH=/usr/lib/ccache:$PATH
+# apt runs dpkg, and so the packages' DKMS builds, with a PATH of its own.
+echo 'DPkg::Path "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin";' > /etc/apt/apt.conf.d/50gdrkit-ccache
 
 # The packages stay in /var/cache/apt/archives for the rows' reinstalls.
 apt-get install -y -q --no-install-recommends "$package=$version"
@@ -59,5 +61,10 @@ dkms status -m "$module" -k "$abi" | grep -q ': installed' || {
 	cat /var/lib/dkms/"$module"/*/build/make.log 2>/dev/null | tail -n 40 >&2 || true
 	exit 1
 }
-ccache -s || true
+# Proof that the driver build went through the cache (the rows' rebuilds hit it).
+ccache -s
+[ -d /var/cache/ccache ] || {
+	echo "nvidia_layer: the DKMS build did not go through ccache" >&2
+	exit 1
+}
 echo "nvidia_layer: $package $version built by DKMS ($module) for $abi"
