@@ -206,32 +206,19 @@ static uint64_t splitmix(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+const char *kt_errno_symbol(int err);	/* ktest.c: the shared errno table */
+
 static const char *errname(int err)
 {
 	static __thread char buf[16];
+	const char *symbol = kt_errno_symbol(err);
 
+	if (symbol)
+		return symbol;
 	switch (err) {
 	case 0: return "ok";
 	case RES_NOT_RUN: return "not run";
 	case RES_SKIPPED: return "skipped";
-	case EPERM: return "EPERM";
-	case ENOENT: return "ENOENT";
-	case EIO: return "EIO";
-	case ENXIO: return "ENXIO";
-	case EBADF: return "EBADF";
-	case EAGAIN: return "EAGAIN";
-	case ENOMEM: return "ENOMEM";
-	case EACCES: return "EACCES";
-	case EFAULT: return "EFAULT";
-	case EBUSY: return "EBUSY";
-	case EEXIST: return "EEXIST";
-	case ENODEV: return "ENODEV";
-	case EINVAL: return "EINVAL";
-	case ENOSPC: return "ENOSPC";
-	case ENOTTY: return "ENOTTY";
-	case ENOSYS: return "ENOSYS";
-	case EOVERFLOW: return "EOVERFLOW";
-	case EOPNOTSUPP: return "EOPNOTSUPP";
 	case 524: return "ENOTSUPP";
 	default:
 		snprintf(buf, sizeof(buf), "errno %d", err);

@@ -99,13 +99,13 @@ void kt_note(const char *fmt, ...)
 	fflush(stdout);
 }
 
-const char *kt_errname(int err)
+const char *kt_errno_symbol(int err)
 {
 	switch (err) {
-	case 0: return "success";
 	case EPERM: return "EPERM";
 	case ENOENT: return "ENOENT";
 	case EIO: return "EIO";
+	case ENXIO: return "ENXIO";
 	case EBADF: return "EBADF";
 	case EAGAIN: return "EAGAIN";
 	case ENOMEM: return "ENOMEM";
@@ -119,10 +119,23 @@ const char *kt_errname(int err)
 	case ENOTTY: return "ENOTTY";
 	case ERANGE: return "ERANGE";
 	case ENOSYS: return "ENOSYS";
+	case EOVERFLOW: return "EOVERFLOW";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
-	case 524: return "ENOTSUPP(524)";
-	default: return strerror(err);
+	default: return NULL;
 	}
+}
+
+const char *kt_errname(int err)
+{
+	const char *symbol = kt_errno_symbol(err);
+
+	if (symbol)
+		return symbol;
+	if (err == 0)
+		return "success";
+	if (err == 524)
+		return "ENOTSUPP(524)";
+	return strerror(err);
 }
 
 /* ---- softgpu --------------------------------------------------------------- */

@@ -75,6 +75,8 @@ void kt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define KT_EXPECT_OK(expr) KT_EXPECT_ERR(expr, 0)
 
 const char *kt_errname(int err);
+/* The errno's symbolic name (EINVAL, ...) for the errnos these tests meet; NULL otherwise. */
+const char *kt_errno_symbol(int err);
 
 /* ---- running ------------------------------------------------------------ */
 
