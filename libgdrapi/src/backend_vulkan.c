@@ -32,6 +32,7 @@
 
 #include "internal.h"
 #include "backend_vulkan.h"
+#include "cuda_external_memory.h"
 #include "cuda_imports.h"
 #include "vulkan_min.h"
 
@@ -48,33 +49,8 @@ typedef struct CUextMemory_st *CUexternalMemory;
 typedef unsigned long long CUdeviceptr;
 
 #define CUDA_SUCCESS 0
-#define CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD 1
 /* cuImportExternalMemory and cuExternalMemoryGetMappedBuffer arrived in CUDA 10.0. */
 #define CUDA_EXTERNAL_MEMORY_MIN_DRIVER 10000
-
-struct cuda_external_memory_handle_desc {
-	int type;
-	union {
-		int fd;
-		struct {
-			void *handle;
-			const void *name;
-		} win32;
-		const void *nv_sci_buf_object;
-	} handle;
-	unsigned long long size;
-	unsigned int flags;
-	unsigned int reserved[16];
-};
-_Static_assert(sizeof(struct cuda_external_memory_handle_desc) == 104, "CUDA_EXTERNAL_MEMORY_HANDLE_DESC");
-
-struct cuda_external_memory_buffer_desc {
-	unsigned long long offset;
-	unsigned long long size;
-	unsigned int flags;
-	unsigned int reserved[16];
-};
-_Static_assert(sizeof(struct cuda_external_memory_buffer_desc) == 88, "CUDA_EXTERNAL_MEMORY_BUFFER_DESC");
 
 /* What we call, resolved at load (cuda_imports.h lists it). */
 struct cuda_api {

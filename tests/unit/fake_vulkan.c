@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cuda_external_memory.h"
 #include "vulkan_min.h"
 #include "fakes.h"
 
@@ -315,28 +316,6 @@ void *fake_vulkan_dlsym(const char *name)
 
 /* ---- the CUDA side: external memory ---- */
 
-struct cuda_external_memory_handle_desc {
-	int type;
-	union {
-		int fd;
-		struct {
-			void *handle;
-			const void *name;
-		} win32;
-		const void *nv_sci_buf_object;
-	} handle;
-	unsigned long long size;
-	unsigned int flags;
-	unsigned int reserved[16];
-};
-
-struct cuda_external_memory_buffer_desc {
-	unsigned long long offset;
-	unsigned long long size;
-	unsigned int flags;
-	unsigned int reserved[16];
-};
-
 static CUresult cu_device_get_uuid(unsigned char uuid[16], int dev)
 {
 	if (dev != 0)
@@ -355,7 +334,7 @@ static CUresult cu_import_external_memory(struct fake_import **out, const struct
 {
 	struct fake_import *imp;
 
-	if (desc->type != 1 || desc->handle.fd < 0 || desc->size == 0 || vk_cfg.import_fails)
+	if (desc->type != CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD || desc->handle.fd < 0 || desc->size == 0 || vk_cfg.import_fails)
 		return 1;	/* CUDA_ERROR_INVALID_VALUE; the fd stays the caller's */
 	imp = calloc(1, sizeof(*imp));
 	if (!imp)
