@@ -9,23 +9,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "gdrapi_v1.h"
 #include "internal.h"
-
-#undef gdr_get_info
-
-/* The layout GDRCopy 2.0 - 2.3 callers pass in. */
-struct gdr_info_v1 {
-	uint64_t va;
-	uint64_t mapped_size;
-	uint32_t page_size;
-	uint64_t tm_cycles;
-	uint32_t cycles_per_ms;
-	unsigned mapped:1;
-	unsigned wc_mapping:1;
-};
-
-_Static_assert(sizeof(struct gdr_info_v1) == 40, "gdr_info v1 layout is ABI");
-_Static_assert(offsetof(struct gdr_info_v1, tm_cycles) == 24, "gdr_info v1 layout is ABI");
 
 GDR_EXPORT int gdr_get_info(gdr_t g, gdr_mh_t handle, struct gdr_info_v1 *info);
 

@@ -14,16 +14,7 @@
 #include "uapi/gdrdrv.h"
 
 /* The GDRCopy <= 2.3 entry point, which gdrapi.h hides behind a macro. */
-#undef gdr_get_info
-struct gdr_info_v1 {
-	uint64_t va;
-	uint64_t mapped_size;
-	uint32_t page_size;
-	uint64_t tm_cycles;
-	uint32_t cycles_per_ms;
-	unsigned mapped:1;
-	unsigned wc_mapping:1;
-};
+#include "gdrapi_v1.h"
 int gdr_get_info(gdr_t g, gdr_mh_t handle, struct gdr_info_v1 *info);
 
 #define NR(ioc) _IOC_NR(ioc)
