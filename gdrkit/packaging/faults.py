@@ -24,6 +24,7 @@ from gdrkit.packaging import build, families, model, scenarios
 from gdrkit.packaging.build import Source
 from gdrkit.system import die, run
 from gdrkit.version import REPO_ROOT
+from gdrkit.vm.rootfs import SuiteRoot
 
 SCRIPTS = REPO_ROOT / "tests" / "packaging"
 # The "previous release" of the upgrade and downgrade tests: the same commit
@@ -54,6 +55,10 @@ def build_deb_sets(new: Path, old: Path, ref: str = "HEAD") -> DebSets:
     build.build_debs(plan, source, new)
     build.build_debs(model.plan(debian, source_date_epoch=source.epoch, package_version=PREVIOUS_RELEASE), source, old)
     return DebSets(new, old, plan.version, PREVIOUS_RELEASE)
+
+
+# The fault image is a bookworm root (scenarios.bookworm_dkms_recipe).
+FAULT_SUITE = "bookworm"
 
 
 def fault_recipe(kernel: str) -> ImageRecipe:
@@ -109,22 +114,7 @@ def extract_source(source: Source, dest: Path) -> Path:
     return dest
 
 
-@dataclass(frozen=True)
-class VmRoot:
-    root: Path
-    kernel: str
-    prepare_output: str
-
-    @property
-    def kernel_image(self) -> Path:
-        return self.root / "boot" / f"vmlinuz-{self.kernel}"
-
-    @property
-    def modules_dir(self) -> Path:
-        return self.root / "lib" / "modules" / self.kernel
-
-
-def prepare_vm_root(kernel: str, source: Source, old: str, new_debs: Path, old_debs: Path, work: Path) -> VmRoot:
+def prepare_vm_root(kernel: str, source: Source, old: str, new_debs: Path, old_debs: Path, work: Path) -> SuiteRoot:
     """A root for the VM scenario: softgpu, the previous release installed, this one waiting."""
     image = containers.ensure_image(fault_recipe(kernel))
     tree = extract_source(source, work / "src")
@@ -142,10 +132,10 @@ def prepare_vm_root(kernel: str, source: Source, old: str, new_debs: Path, old_d
     finally:
         engine.remove(container)
     shutil.rmtree(tree)
-    return VmRoot(root, kernel, result.output)
+    return SuiteRoot(FAULT_SUITE, kernel, root)
 
 
-def run_in_vm(vm_root: VmRoot, name: str, *args: str, log_dir: Path) -> tuple[Outcome, list[str]]:
+def run_in_vm(vm_root: SuiteRoot, name: str, *args: str, log_dir: Path) -> tuple[Outcome, list[str]]:
     """Boot the root's kernel with the root and run scenario `name` there.
 
     Returns the outcome and the VM's own problems (kernel log findings, a
@@ -157,7 +147,7 @@ def run_in_vm(vm_root: VmRoot, name: str, *args: str, log_dir: Path) -> tuple[Ou
     result = boot(
         vm_root.kernel_image,
         vm_root.modules_dir,
-        vm_root.root,
+        vm_root.root_dir,
         script_command(name, *args, directory="/opt/gdrkit-faults"),
         timeout=VM_TIMEOUT_S,
         log_dir=log_dir,

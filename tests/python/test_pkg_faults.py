@@ -190,4 +190,4 @@ def test_c_upgrade_and_removal_while_gdrdrv_is_loaded_and_in_use(
         _report("(c) upgrade and removal under a busy gdrdrv (VM)", outcome)
         assert not problems, f"{problems}\n{outcome.output[-6000:]}"
     finally:
-        shutil.rmtree(vm_root.root, ignore_errors=True)
+        shutil.rmtree(vm_root.root_dir, ignore_errors=True)
