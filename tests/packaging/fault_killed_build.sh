@@ -31,8 +31,12 @@ compiler=$(wait_for_process "cc1 .*/$MODULE\.c( |$)" 600) || {
 	cat /tmp/apt.log
 	fail "the compiler never started on $MODULE.c"
 }
-# Let it get well into the file, then kill.
-sleep 1
+# Freeze the compiler the moment it is seen: on a fast machine it finishes
+# gdrdrv.c within a second, and a kill after it exited kills nothing.
+kill -STOP "$compiler" 2>/dev/null || {
+	cat /tmp/apt.log
+	fail "the compiler on $MODULE.c (pid $compiler) exited before it could be stopped: poll faster"
+}
 case "$mode" in
 compiler)
 	kill -KILL "$compiler"

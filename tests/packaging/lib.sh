@@ -41,13 +41,15 @@ pids_matching() {
 # Wait up to $2 seconds for a process matching $1; print its pid.
 wait_for_process() {
 	local pattern=$1 seconds=$2 tick pid
-	for ((tick = 0; tick < seconds * 10; tick++)); do
+	# Every 20 ms: short-lived processes (a compiler on one file) must be
+	# caught while they run.
+	for ((tick = 0; tick < seconds * 50; tick++)); do
 		pid=$(pids_matching "$pattern" | head -n 1)
 		if [ -n "$pid" ]; then
 			echo "$pid"
 			return 0
 		fi
-		sleep 0.1
+		sleep 0.02
 	done
 	return 1
 }
