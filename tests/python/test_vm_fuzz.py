@@ -144,3 +144,4 @@ def test_soak_fuzz_200k_ops(root: SuiteRoot, mode: str, pins: str) -> None:
         timeout=SOAK_TIMEOUT_S,
     )
     assert_fuzz_clean(run, {(mode, pins)}, SOAK_SEEDS * SOAK_OPS)
+    print("\n".join(f"{root.suite} softgpu {c.mode}, {c.pins} pins: {c.ops} ops, {c.detail}" for c in run.configs))
