@@ -67,7 +67,7 @@ cat /tmp/apt.log
 check "the install did not complete (apt-get status $status) and the build stopped half way"
 [ "$status" != 0 ] || fail "apt-get succeeded although its build was killed"
 [ ! -e "$build_dir/$MODULE.ko" ] || fail "$MODULE.ko was built before the kill: not half way"
-[ -z "$(pids_matching "cc1 .*/$MODULE\.c( |$)")" ] || fail "a compiler is still running"
+expect_gone "cc1 .*/$MODULE\.c( |$)" 30
 echo "make.log at the kill: $(wc -l <"$build_dir/make.log" 2>/dev/null || echo 0) lines"
 state=$(package_state gdrdrv-dkms)
 echo "gdrdrv-dkms is '$state'; dpkg --audit says:"

@@ -54,6 +54,17 @@ wait_for_process() {
 	return 1
 }
 
+# Wait up to $2 seconds until no process matches $1 (a killed process can
+# take a while to exit on a loaded machine); fail if one still does.
+expect_gone() {
+	local pattern=$1 seconds=$2 tick
+	for ((tick = 0; tick < seconds * 10; tick++)); do
+		[ -n "$(pids_matching "$pattern")" ] || return 0
+		sleep 0.1
+	done
+	fail "still running ${seconds} s after the kill: $(pgrep -f -- "$pattern" | xargs -r ps -o pid=,stat=,args= -p)"
+}
+
 # Every descendant of pid $1 (children first found, depth first).
 descendants() {
 	local child
