@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, families, fixture, model
+from gdrkit.packaging import build, families, fixture, model, pipeline
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
@@ -32,8 +32,10 @@ def _kernels() -> tuple[str, ...]:
 
 def _build_all(source: build.Source, out: Path) -> dict[str, tuple[list[Path], float, model.Plan]]:
     results = {}
-    for kind, fam in (("deb", "debian"), ("rpm", "rhel")):
-        plan = model.plan(families.family(fam), kernels=_kernels(), source_date_epoch=source.epoch)
+    # The .deb packages are for this host's release: its lintian judges them.
+    debian = families.DebianFamily(release=pipeline.deb_target_release())
+    for kind, fam in (("deb", debian), ("rpm", families.family("rhel"))):
+        plan = model.plan(fam, kernels=_kernels(), source_date_epoch=source.epoch)
         builder = build.build_debs if kind == "deb" else build.build_rpms
         started = time.monotonic()
         paths = builder(plan, source, out)
