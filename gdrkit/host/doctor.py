@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from gdrkit import version
 from gdrkit.host.probe import Output, Probe
-from gdrkit.packaging.families import family_for_os_release
+from gdrkit.packaging.families import family_for_os_release, parse_os_release
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MODULE = "gdrdrv"
@@ -30,12 +30,7 @@ class Finding:
 
 
 def _os_release(probe: Probe) -> dict[str, str]:
-    fields = {}
-    for line in (probe.read("/etc/os-release") or "").splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            fields[key] = value.strip().strip('"')
-    return fields
+    return parse_os_release(probe.read("/etc/os-release") or "")
 
 
 def _headers_package(probe: Probe, release: str) -> str:

@@ -3,8 +3,10 @@
 For an entry whose image we build here (a Debian suite):
   image    the suite's root (gdrkit.vm: minbase + that suite's kernel image and
            exact headers) imported into Docker, plus the package build tools
-  build    `./toolkit build-deb --kernel <abi>` inside a container, on a clean
-           clone of the committed tree (packages are built from a commit)
+  build    `./toolkit build-deb --kernel <abi> --suite <suite>` inside a
+           container, on a clean clone of the committed tree (packages are
+           built from a commit); .deb packages are checked by the suite's own
+           lintian there, since what it accepts differs by release
   install  `apt-get install` of the built packages in a fresh container
   dkms     DKMS has built and installed gdrdrv for the entry's kernel
   load     that kernel booted under qemu with the container's filesystem as
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gdrkit.containers import Engine
+from gdrkit.containers import Engine, RunResult
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
 from gdrkit.packaging.families import DebianFamily
@@ -69,11 +71,12 @@ SCRUB_BUILT = (
 
 # What each family needs in its image to build and install our packages.
 FAMILY_SETUP = {
-    # The package build tools are the ones `build-deb --no-lint` installs (DebianFamily.build_deps),
-    # baked into the image so that each build does not download them again.
+    # The package build and lint tools are the ones `build-deb` installs (DebianFamily.build_deps
+    # and kind_lint_deps), baked into the image so that each build does not download them again.
     "debian": SCRUB_BUILT + " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-    "ca-certificates make gcc libc6-dev python3 python3-venv " + " ".join(DebianFamily.build_deps) + " "
-    "&& apt-get clean && rm -rf /var/lib/apt/lists/*",
+    "ca-certificates make gcc libc6-dev python3 python3-venv "
+    + " ".join((*DebianFamily.build_deps, *DebianFamily.kind_lint_deps["deb"]))
+    + " && apt-get clean && rm -rf /var/lib/apt/lists/*",
     "rhel": "dnf install -y git make gcc python3 rpm-build kernel-devel dkms || "
     "(dnf install -y epel-release && dnf install -y git make gcc python3 rpm-build kernel-devel dkms)",
     "suse": "zypper --non-interactive install git make gcc python3 rpm-build kernel-default-devel dkms",
@@ -155,6 +158,30 @@ def clone_committed_tree(dest: Path, repo: Path = REPO_ROOT) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     run(["git", "clone", "-q", "--no-hardlinks", str(repo), str(dest)])
+
+
+def build_command(entry: Entry, abi: str) -> str:
+    """The command that builds the entry's packages in its image, from the clone at /src (pure)."""
+    argv = ["./toolkit", FAMILY_BUILD[entry.family]]
+    if abi:
+        argv += ["--kernel", abi]
+    if entry.family == "debian":
+        # Where units, rules and modules go depends on the release (/lib up to
+        # bookworm, /usr/lib from trixie on), and only that release's lintian
+        # judges it: build for the suite named here (a registry image: the
+        # release its /etc/os-release names) and lint there, failing on errors.
+        if entry.local_suite is not None:
+            argv += ["--suite", entry.local_suite]
+    else:
+        # rpmlint belongs to the package tests on the build host; here the question is
+        # whether the distribution's own toolchain builds packages that install and work.
+        argv.append("--no-lint")
+    return "cd /src && " + shlex.join(argv)
+
+
+def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: Path) -> RunResult:
+    """Build (and for .deb, lint) the packages of the clone at `source` in a container of `image`."""
+    return engine.run(image, build_command(entry, abi), mounts={source: "/src"})[0]
 
 
 def install_script(family: str, files: Sequence[str], abi: str) -> str:
@@ -289,11 +316,9 @@ class EntryRun:
                 shutil.copy2(path, self.ws.dist / path.name)
             reused = sorted(f.name for f in built_files(self.ws.dist, self.entry.family))
             return self.timed("build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started)
-        kernel = f" --kernel {shlex.quote(self.abi)}" if self.abi else ""
-        # Lint belongs to the package tests on the build host; here the question is whether
-        # the distribution's own toolchain builds packages that install and work.
-        script = f"cd /src && ./toolkit {FAMILY_BUILD[self.entry.family]}{kernel} --no-lint"
-        result, _ = self.engine.run(self.image, script, mounts={self.ws.source: "/src"})
+        result = build_packages(self.engine, self.image, self.entry, self.abi, self.ws.source)
+        self.ws.logs.mkdir(parents=True, exist_ok=True)
+        (self.ws.logs / "build.log").write_text(result.output)
         if result.status != 0:
             return self.timed("build", Outcome.FAILED, tail(result.output), started)
         files = built_files(self.ws.dist, self.entry.family)

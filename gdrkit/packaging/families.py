@@ -7,9 +7,79 @@ else in gdrkit hard-codes a distribution path, package name or image.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a release installs what lives below /lib or /usr/lib."""
+
+    unitdir: str
+    udevrulesdir: str
+    modprobedir: str
+    # Holds one <kver>/ directory per kernel.
+    modulesdir: str
+
+
+# Debian before the /usr-merge completed (bullseye, bookworm, Ubuntu 22.04):
+# files stay under /lib, where dpkg expects them (moving them is what the
+# bookworm moratorium forbids) and where bookworm's lintian wants units.
+SPLIT_LIB_LAYOUT = Layout("/lib/systemd/system", "/lib/udev/rules.d", "/lib/modprobe.d", "/lib/modules")
+# Debian from trixie on, Ubuntu from 24.04 on: /lib is only an alias of
+# /usr/lib, and lintian flags every path through it (aliased-location).
+USR_LIB_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d", "/usr/lib/modules")
+# RPM distributions moved units, rules and modprobe.d under /usr long ago;
+# their kernel packages still own /lib/modules.
+RPM_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d", "/lib/modules")
+
+
+@dataclass(frozen=True)
+class DebianRelease:
+    """A Debian or Ubuntu release that .deb packages are built for."""
+
+    os_id: str  # /etc/os-release ID: "debian" or "ubuntu"
+    codename: str  # "trixie", "noble"; the suite a build is for
+    version: str  # VERSION_ID: "13", "24.04"; "" for sid, which has none
+
+    @property
+    def usr_merged(self) -> bool:
+        """Whether its packages must install below /usr/lib (see USR_LIB_SINCE)."""
+        if not self.version:
+            return True  # sid (and testing): newer than every numbered release
+        return _version_key(self.version) >= _version_key(USR_LIB_SINCE[self.os_id])
+
+    @property
+    def layout(self) -> Layout:
+        return USR_LIB_LAYOUT if self.usr_merged else SPLIT_LIB_LAYOUT
+
+
+# The one place that says which releases take /usr/lib paths: the first
+# release of each distribution whose lintian flags /lib (aliased-location).
+USR_LIB_SINCE = {"debian": "13", "ubuntu": "24.04"}
+
+# The releases a build can be asked for by name (build-deb --suite).
+DEBIAN_RELEASES: dict[str, DebianRelease] = {
+    release.codename: release
+    for release in (
+        DebianRelease("debian", "bullseye", "11"),
+        DebianRelease("debian", "bookworm", "12"),
+        DebianRelease("debian", "trixie", "13"),
+        DebianRelease("debian", "forky", "14"),
+        DebianRelease("debian", "sid", ""),
+        DebianRelease("ubuntu", "jammy", "22.04"),
+        DebianRelease("ubuntu", "noble", "24.04"),
+    )
+}
+# The build host the README documents (Debian 12): what a Debian family
+# built without naming a release (unit tests, the bookworm scenarios) is for.
+DEFAULT_DEBIAN_RELEASE = DEBIAN_RELEASES["bookworm"]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 @dataclass(frozen=True)
@@ -31,13 +101,10 @@ class Family:
     includedir: ClassVar[str] = "/usr/include"
     docdir: ClassVar[str] = "/usr/share/doc"
     licensedir: ClassVar[str] = "/usr/share/licenses"
-    unitdir: ClassVar[str]
-    udevrulesdir: ClassVar[str]
-    modprobedir: ClassVar[str]
     modprobe: ClassVar[str]
-    # Where DKMS installs modules under /lib/modules/<kver> on this family.
+    # Where DKMS installs modules under <modulesdir>/<kver> on this family.
     dkms_module_location: ClassVar[str]
-    # Where a prebuilt module package puts gdrdrv.ko under /lib/modules/<kver>.
+    # Where a prebuilt module package puts gdrdrv.ko under <modulesdir>/<kver>.
     kmod_module_location: ClassVar[str]
     # Packages of the NVIDIA driver built by DKMS: a change of them must
     # rebuild gdrdrv against the new nvidia_p2p_* symbols (rpm triggers).
@@ -51,6 +118,27 @@ class Family:
         super().__init_subclass__(**kwargs)
         Family.registry[cls.name] = cls
 
+    @property
+    def layout(self) -> Layout:
+        """Where units, udev rules, modprobe.d files and modules go."""
+        raise NotImplementedError(f"family {self.name} names no Layout")
+
+    @property
+    def unitdir(self) -> str:
+        return self.layout.unitdir
+
+    @property
+    def udevrulesdir(self) -> str:
+        return self.layout.udevrulesdir
+
+    @property
+    def modprobedir(self) -> str:
+        return self.layout.modprobedir
+
+    @property
+    def modulesdir(self) -> str:
+        return self.layout.modulesdir
+
     def paths(self) -> dict[str, str]:
         """The directory placeholders of packages/gdrcopy.yaml for this family."""
         return {
@@ -62,11 +150,16 @@ class Family:
             "unitdir": self.unitdir,
             "udevrulesdir": self.udevrulesdir,
             "modprobedir": self.modprobedir,
+            "modulesdir": self.modulesdir,
         }
 
 
 @dataclass(frozen=True)
 class DebianFamily(Family):
+    """Debian and Ubuntu; where files go depends on the release built for."""
+
+    release: DebianRelease = DEFAULT_DEBIAN_RELEASE
+
     name = "debian"
     os_ids = ("debian", "ubuntu")
     package_type = "deb"
@@ -88,10 +181,6 @@ class DebianFamily(Family):
     kernel_headers_package = "linux-headers-{kver}"
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
-    # bookworm keeps these under /lib (usrmerge moves are not allowed yet).
-    unitdir = "/lib/systemd/system"
-    udevrulesdir = "/lib/udev/rules.d"
-    modprobedir = "/lib/modprobe.d"
     modprobe = "/sbin/modprobe"
     dkms_module_location = "/updates/dkms"
     kmod_module_location = "/updates"
@@ -103,6 +192,10 @@ class DebianFamily(Family):
         "debian/source-format.j2": "debian/source/format",
     }
 
+    @property
+    def layout(self) -> Layout:
+        return self.release.layout
+
 
 @dataclass(frozen=True)
 class RhelFamily(Family):
@@ -113,14 +206,15 @@ class RhelFamily(Family):
     build_deps = ("gcc", "make", "rpm-build", "kernel-devel", "dkms")
     kernel_headers_package = "kernel-devel-uname-r = {kver}"
     libdir = "/usr/lib64"
-    unitdir = "/usr/lib/systemd/system"
-    udevrulesdir = "/usr/lib/udev/rules.d"
-    modprobedir = "/usr/lib/modprobe.d"
     modprobe = "/usr/sbin/modprobe"
     dkms_module_location = "/extra"
     kmod_module_location = "/extra"
     nvidia_dkms_packages = ("kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms")
     templates = {"rpm/gdrcopy.spec.j2": "gdrcopy.spec"}
+
+    @property
+    def layout(self) -> Layout:
+        return RPM_LAYOUT
 
 
 @dataclass(frozen=True)
@@ -132,15 +226,16 @@ class SuseFamily(Family):
     build_deps = ("gcc", "make", "rpm-build", "kernel-default-devel", "dkms")
     kernel_headers_package = "kernel-default-devel"
     libdir = "/usr/lib64"
-    unitdir = "/usr/lib/systemd/system"
-    udevrulesdir = "/usr/lib/udev/rules.d"
-    modprobedir = "/usr/lib/modprobe.d"
     # SUSE kernels refuse unsupported (out-of-tree) modules unless told.
     modprobe = "/usr/sbin/modprobe --allow-unsupported-modules"
     dkms_module_location = "/updates"
     kmod_module_location = "/updates"
     nvidia_dkms_packages = ("nvidia-open-driver-G06-signed-kmp-default",)
     templates = {"rpm/gdrcopy.spec.j2": "gdrcopy.spec"}
+
+    @property
+    def layout(self) -> Layout:
+        return RPM_LAYOUT
 
 
 def family(name: str) -> Family:
@@ -164,6 +259,46 @@ def family_for_os_release(os_release: Mapping[str, str]) -> Family | None:
             if os_id in cls.os_ids:
                 return cls()
     return None
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """The fields of an /etc/os-release file's text (pure)."""
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            fields[key.strip()] = value.strip().strip("\"'")
+    return fields
+
+
+def debian_release(name: str) -> DebianRelease:
+    """The release called `name` (a codename; "unstable" is sid); dies with the known names."""
+    release = DEBIAN_RELEASES.get("sid" if name == "unstable" else name)
+    if release is None:
+        from gdrkit.system import die
+
+        raise die(
+            f"unknown Debian or Ubuntu release {name!r}",
+            f"use one of: {', '.join(DEBIAN_RELEASES)} (its codename, as in /etc/os-release VERSION_CODENAME)",
+        )
+    return release
+
+
+def debian_release_for_os_release(os_release: Mapping[str, str]) -> DebianRelease | None:
+    """The Debian or Ubuntu release of a host described by its /etc/os-release fields, if it is one.
+
+    A derivative (Mint, Pop!_OS) counts as the release it is built on, which
+    its UBUNTU_CODENAME or DEBIAN_CODENAME names; its own version is not Debian's.
+    """
+    for key in ("UBUNTU_CODENAME", "DEBIAN_CODENAME", "VERSION_CODENAME"):
+        known = DEBIAN_RELEASES.get(os_release.get(key, ""))
+        if known is not None:
+            return known
+    os_id = os_release.get("ID", "")
+    if os_id not in USR_LIB_SINCE:
+        return None
+    # A release newer than this table: its own version decides (none: testing or sid).
+    return DebianRelease(os_id, os_release.get("VERSION_CODENAME", ""), os_release.get("VERSION_ID", ""))
 
 
 def families_of_type(package_type: str) -> list[Family]:

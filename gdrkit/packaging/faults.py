@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
-from gdrkit.packaging import build, families, model, scenarios
+from gdrkit.packaging import build, model, scenarios
 from gdrkit.packaging.build import Source
 from gdrkit.system import die, run
 from gdrkit.version import REPO_ROOT
@@ -50,7 +50,7 @@ def build_deb_sets(new: Path, old: Path, ref: str = "HEAD") -> DebSets:
     """Build the .deb packages of `ref` twice: as this version into `new`, as PREVIOUS_RELEASE into `old`."""
     build.ensure_build_deps(())
     source = build.source_at(ref)
-    debian = families.family("debian")
+    debian = scenarios.FAMILY
     plan = model.plan(debian, source_date_epoch=source.epoch)
     build.build_debs(plan, source, new)
     build.build_debs(model.plan(debian, source_date_epoch=source.epoch, package_version=PREVIOUS_RELEASE), source, old)
@@ -58,7 +58,7 @@ def build_deb_sets(new: Path, old: Path, ref: str = "HEAD") -> DebSets:
 
 
 # The fault image is a bookworm root (scenarios.bookworm_dkms_recipe).
-FAULT_SUITE = "bookworm"
+FAULT_SUITE = scenarios.SUITE
 
 
 def fault_recipe(kernel: str) -> ImageRecipe:

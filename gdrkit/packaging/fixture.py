@@ -27,6 +27,7 @@ includedir ?= $(prefix)/include
 DESTDIR ?=
 KVER ?= $(shell uname -r)
 KDIR ?= /lib/modules/$(KVER)/build
+modulesdir ?= /lib/modules
 CFLAGS ?= -O2
 PROGS = gdrcopy_sanity gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy_pplat
 
@@ -58,7 +59,7 @@ install: lib exes
 driver:
 \t$(MAKE) -C gdrdrv KVER=$(KVER) KDIR=$(KDIR)
 driver_install: driver
-\t$(MAKE) -C gdrdrv install KVER=$(KVER) KDIR=$(KDIR) DESTDIR=$(DESTDIR) MODULE_SUBDIR=$(MODULE_SUBDIR)
+\t$(MAKE) -C gdrdrv install KVER=$(KVER) KDIR=$(KDIR) DESTDIR=$(DESTDIR) MODULE_SUBDIR=$(MODULE_SUBDIR) modulesdir=$(modulesdir)
 clean:
 \trm -f libgdrapi.so* libcuda.so* $(PROGS)
 \t$(MAKE) -C gdrdrv clean KVER=$(KVER) KDIR=$(KDIR) || true
@@ -69,10 +70,11 @@ _DRIVER_MAKEFILE = """\
 KVER ?= $(shell uname -r)
 KDIR ?= /lib/modules/$(KVER)/build
 MODULE_SUBDIR ?= /extra
+modulesdir ?= /lib/modules
 all:
 \t$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 install:
-\tinstall -D -m 644 gdrdrv.ko $(DESTDIR)/lib/modules/$(KVER)$(MODULE_SUBDIR)/gdrdrv.ko
+\tinstall -D -m 644 gdrdrv.ko $(DESTDIR)$(modulesdir)/$(KVER)$(MODULE_SUBDIR)/gdrdrv.ko
 clean:
 \t$(MAKE) -C $(KDIR) M=$(CURDIR) clean
 """

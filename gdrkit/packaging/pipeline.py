@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.packaging import build, model
-from gdrkit.packaging.families import Family, family
+from gdrkit.packaging import build, families, model
+from gdrkit.packaging.families import DebianFamily, DebianRelease, Family, family
 from gdrkit.system import die, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -26,6 +26,9 @@ class Request:
     with_kmod: bool = True
     kernels: tuple[str, ...] = ()
     rpm_family: str = "rhel"
+    # The Debian or Ubuntu release the .deb packages are for (a codename);
+    # "": this host's, since they are built with its debhelper and dpkg.
+    suite: str = ""
     output: Path = build.DIST
     ref: str = "HEAD"
     repo: Path = REPO_ROOT
@@ -36,6 +39,23 @@ class Request:
     lint: bool = True
     install_deps: bool = True
     dry_run: bool = False
+
+
+OS_RELEASE = Path("/etc/os-release")
+
+
+def deb_target_release(suite: str = "", os_release: Path = OS_RELEASE) -> DebianRelease:
+    """The release .deb packages are built for: `suite` when given, else this host's."""
+    if suite:
+        return families.debian_release(suite)
+    text = os_release.read_text() if os_release.exists() else ""
+    release = families.debian_release_for_os_release(families.parse_os_release(text))
+    if release is None:
+        raise die(
+            f"cannot tell which Debian or Ubuntu release this host is ({os_release} names none)",
+            "name the release the packages are for: --suite bookworm (or trixie, noble, ...)",
+        )
+    return release
 
 
 @dataclass(frozen=True)
@@ -73,7 +93,14 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
         kernels = ()
     result = BuildPlan(request=request, source=src, kernels=kernels)
     for kind in request.kinds:
-        fam: Family = family("debian" if kind == "deb" else request.rpm_family)
+        fam: Family
+        if kind == "deb":
+            release = deb_target_release(request.suite)
+            fam = DebianFamily(release=release)
+            below = "/usr/lib" if release.usr_merged else "/lib"
+            log(f"deb: packages for {release.os_id} {release.codename or release.version}: units, rules and modules below {below}")
+        else:
+            fam = family(request.rpm_family)
         if fam.package_type != kind:
             raise die(f"family {fam.name} builds {fam.package_type}, not {kind}")
         plan = model.plan(

@@ -13,6 +13,11 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
+from gdrkit.packaging.families import DebianFamily, debian_release
+
+# Every scenario image is a bookworm root; the packages it installs are built for it.
+SUITE = "bookworm"
+FAMILY = DebianFamily(release=debian_release(SUITE))
 
 
 def other_kernel(kernel: str) -> str:
@@ -36,7 +41,7 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
     included: the kernel image makes "headers missing" mean what it means on a host.
     """
     return ImageRecipe(
-        suite="bookworm",
+        suite=SUITE,
         include=("dkms", f"linux-image-{kernel}", f"linux-headers-{kernel}", "kmod", "procps", "build-essential", "ca-certificates"),
         extra_debs=(f"linux-headers-{other_kernel}", f"linux-headers-{kernel}"),
         # Nothing boots the image's initramfs (the VM brings its own): do not build one.
@@ -89,9 +94,9 @@ test -n "$ko"
 echo "CHECK: modinfo version of $ko"
 modinfo -F version "$ko"
 echo "CHECK: udev rule, modprobe.d and unit are installed"
-test -f /lib/udev/rules.d/60-gdrdrv.rules
-test -f /lib/modprobe.d/gdrdrv.conf
-test -f /lib/systemd/system/gdrdrv.service
+test -f {FAMILY.udevrulesdir}/60-gdrdrv.rules
+test -f {FAMILY.modprobedir}/gdrdrv.conf
+test -f {FAMILY.unitdir}/gdrdrv.service
 echo "CHECK: gdrcopy-tests does not depend on libcuda"
 ! dpkg-query -W -f='${{Depends}}' gdrcopy-tests | grep -qi cuda
 echo "CHECK: headers of {other} installed later: DKMS builds for it too"

@@ -26,6 +26,10 @@ _COMMON_HELP = {
     "deps": "install the build dependencies first (--no-deps: neither install nor check them)",
     "dry_run": "print what would be installed and built, change nothing",
 }
+_SUITE_HELP = {
+    "suite": "Debian/Ubuntu release the .deb packages are for, by codename (bookworm, trixie, noble, ...);"
+    " it decides /lib or /usr/lib paths (default: this host's, from /etc/os-release)",
+}
 
 
 def _request(kinds: tuple[str, ...], **options: object) -> pipeline.Request:
@@ -55,7 +59,7 @@ def build(c: Context, kernel: str = "", driver: bool = True, dry_run: bool = Fal
     pipeline.build_tree(kernel, with_driver=driver, dry_run=dry_run)
 
 
-@task(name="build-deb", help=_COMMON_HELP)
+@task(name="build-deb", help=dict(_COMMON_HELP, **_SUITE_HELP))
 def build_deb(
     c: Context,
     dkms: bool = True,
@@ -66,14 +70,15 @@ def build_deb(
     ref: str = "HEAD",
     device_mode: str = "",
     device_group: str = "",
+    suite: str = "",
     lint: bool = True,
     deps: bool = True,
     dry_run: bool = False,
 ) -> None:
     """Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy)."""
     _build(_request(("deb",), with_dkms=dkms, with_kmod=kmod, kernel=kernel, nvidia_src_dir=nvidia_src_dir,
-                    output=output, ref=ref, device_mode=device_mode, device_group=device_group, lint=lint,
-                    install_deps=deps, dry_run=dry_run))
+                    output=output, ref=ref, device_mode=device_mode, device_group=device_group, suite=suite,
+                    lint=lint, install_deps=deps, dry_run=dry_run))
 
 
 @task(name="build-rpm", help=dict(_COMMON_HELP, family="rpm family: rhel or suse (default rhel)"))
@@ -98,7 +103,7 @@ def build_rpm(
                     device_group=device_group, lint=lint, install_deps=deps, dry_run=dry_run))
 
 
-@task(name="build-packages", help=_COMMON_HELP)
+@task(name="build-packages", help=dict(_COMMON_HELP, **_SUITE_HELP))
 def build_packages(
     c: Context,
     dkms: bool = True,
@@ -109,6 +114,7 @@ def build_packages(
     ref: str = "HEAD",
     device_mode: str = "",
     device_group: str = "",
+    suite: str = "",
     lint: bool = True,
     deps: bool = True,
     dry_run: bool = False,
@@ -116,7 +122,7 @@ def build_packages(
     """Build every package, deb and rpm, into dist/ (installs the build dependencies first)."""
     _build(_request(("deb", "rpm"), with_dkms=dkms, with_kmod=kmod, kernel=kernel,
                     nvidia_src_dir=nvidia_src_dir, output=output, ref=ref, device_mode=device_mode,
-                    device_group=device_group, lint=lint, install_deps=deps, dry_run=dry_run))
+                    device_group=device_group, suite=suite, lint=lint, install_deps=deps, dry_run=dry_run))
 
 
 TASKS = [build, build_deb, build_rpm, build_packages]

@@ -150,8 +150,9 @@ def test_service_script_usage_and_status_here(tmp_path: Path) -> None:
 
 
 def test_the_rpm_families_ship_gdrcopy_service_and_the_debian_family_does_not() -> None:
-    for name, fam in families.Family.registry.items():
-        files = render.system_files(model.plan(fam()))
+    for name, cls in families.Family.registry.items():
+        fam = cls()
+        files = render.system_files(model.plan(fam))
         unit = f"pkgroot{fam.unitdir}/gdrcopy.service"
         if fam.package_type == "rpm":
             text = files[unit].text

@@ -170,6 +170,18 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
     assert "dkms autoinstall -k 6.12.57+deb13-amd64" in script and "mark dkms" in script
 
 
+def test_debian_rows_build_for_their_suite_and_lint_there_rpm_rows_do_not_lint() -> None:
+    from gdrkit.matrix import runner
+
+    entries = {e.name: e for e in model.load()}
+    trixie = runner.build_command(entries["debian-trixie"], "6.12.57+deb13-amd64")
+    assert trixie == "cd /src && ./toolkit build-deb --kernel 6.12.57+deb13-amd64 --suite trixie"
+    # A registry image's own /etc/os-release names its release.
+    assert runner.build_command(entries["ubuntu-24.04"], "") == "cd /src && ./toolkit build-deb"
+    assert runner.build_command(entries["rockylinux-9"], "").endswith("build-rpm --no-lint")
+    assert " lintian " in runner.FAMILY_SETUP["debian"] + " "
+
+
 class FakeEngine:
     def __init__(self) -> None:
         self.pulled: list[str] = []

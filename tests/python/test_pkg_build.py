@@ -7,6 +7,7 @@ HEAD, which tests the packages users get.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, families, fixture, model
+from gdrkit.packaging import build, families, fixture, model, pipeline
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
@@ -31,8 +32,10 @@ def _kernels() -> tuple[str, ...]:
 
 def _build_all(source: build.Source, out: Path) -> dict[str, tuple[list[Path], float, model.Plan]]:
     results = {}
-    for kind, fam in (("deb", "debian"), ("rpm", "rhel")):
-        plan = model.plan(families.family(fam), kernels=_kernels(), source_date_epoch=source.epoch)
+    # The .deb packages are for this host's release: its lintian judges them.
+    debian = families.DebianFamily(release=pipeline.deb_target_release())
+    for kind, fam in (("deb", debian), ("rpm", families.family("rhel"))):
+        plan = model.plan(fam, kernels=_kernels(), source_date_epoch=source.epoch)
         builder = build.build_debs if kind == "deb" else build.build_rpms
         started = time.monotonic()
         paths = builder(plan, source, out)
@@ -161,3 +164,35 @@ def test_real_tree_packages_are_complete_lint_clean_and_reproducible(
     print("identical:", _assert_identical(first, second))
     for kind, (_, seconds, _) in first.items():
         print(f"{kind}: {seconds:.0f} s")
+
+
+@pytest.mark.parametrize("suite", ["bookworm", "trixie"])
+def test_debs_built_in_a_suite_pass_that_suites_lintian(suite: str, tmp_path: Path) -> None:
+    """Built in the suite's matrix image (its debhelper, its /etc/os-release) and linted by its lintian.
+
+    trixie's lintian reports every path through /lib as an error (aliased-location),
+    bookworm's wants units under /lib: each suite's packages must follow their own.
+    """
+    from gdrkit.containers import engine
+    from gdrkit.matrix import model as matrix_model, runner
+
+    entry = next(e for e in matrix_model.load() if e.name == f"debian-{suite}")
+    workspace = runner.Workspace(tmp_path)
+    with engine() as docker:
+        entry_run = runner.EntryRun(entry, docker, workspace, offline=True, refresh=False)
+        assert entry_run.step_image(), entry_run.result.steps["image"].detail
+        runner.clone_committed_tree(workspace.source)
+        built = runner.build_packages(docker, entry_run.image, entry, entry_run.abi, workspace.source)
+        assert built.status == 0, runner.tail(built.output)
+        # The full report, warnings too (build-deb prints only the errors).
+        linted, _ = docker.run(entry_run.image, "lintian --version && lintian --tag-display-limit 0 /src/dist/*.deb",
+                               mounts={workspace.source: "/src"}, stream=False)
+    print(f"\n{suite}: lintian on {len(list(workspace.dist.glob('*.deb')))} packages:\n{linted.output}")
+    tags = [line for line in linted.output.splitlines() if re.match(r"[EWIPXO]: ", line)]
+    assert not [t for t in tags if t.startswith("E: ")], linted.output
+    assert not [t for t in tags if "aliased-location" in t], linted.output
+    below = "/usr/lib" if suite == "trixie" else "/lib"
+    dkms = next(workspace.dist.glob("gdrdrv-dkms_*.deb"))
+    assert f"{below}/systemd/system/gdrdrv.service" in build.deb_files(dkms)
+    kmod = next(workspace.dist.glob(f"gdrdrv-modules-{entry_run.abi}_*.deb"))
+    assert f"{below}/modules/{entry_run.abi}/updates/gdrdrv.ko" in build.deb_files(kmod)

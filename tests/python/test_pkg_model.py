@@ -28,6 +28,38 @@ def test_os_release_selects_the_family() -> None:
     assert families.family_for_os_release({"ID": "plan9"}) is None
 
 
+@pytest.mark.parametrize(
+    ("os_release", "codename", "usr_merged"),
+    [
+        ('ID=debian\nVERSION_ID="11"\nVERSION_CODENAME=bullseye\n', "bullseye", False),
+        ('ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n', "bookworm", False),
+        ('ID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n', "trixie", True),
+        # testing and sid carry the next codename and no VERSION_ID
+        ('PRETTY_NAME="Debian GNU/Linux forky/sid"\nID=debian\nVERSION_CODENAME=forky\n', "forky", True),
+        ('ID=debian\nVERSION_ID="15"\nVERSION_CODENAME=duke\n', "duke", True),
+        ('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n', "jammy", False),
+        ('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n', "noble", True),
+        ('ID=ubuntu\nVERSION_ID="25.10"\nVERSION_CODENAME=questing\n', "questing", True),
+        # a derivative is the release it is built on, not its own version
+        ('ID=linuxmint\nID_LIKE="ubuntu debian"\nVERSION_ID="21.3"\nUBUNTU_CODENAME=jammy\n', "jammy", False),
+    ],
+)
+def test_os_release_selects_the_debian_release_and_its_layout(os_release: str, codename: str, usr_merged: bool) -> None:
+    release = families.debian_release_for_os_release(families.parse_os_release(os_release))
+    assert release is not None and (release.codename, release.usr_merged) == (codename, usr_merged)
+    fam = families.DebianFamily(release=release)
+    below = "/usr/lib" if usr_merged else "/lib"
+    assert (fam.unitdir, fam.udevrulesdir, fam.modprobedir, fam.modulesdir) == (
+        f"{below}/systemd/system", f"{below}/udev/rules.d", f"{below}/modprobe.d", f"{below}/modules")
+
+
+def test_hosts_that_are_no_debian_release_and_unknown_suites_are_told_apart() -> None:
+    assert families.debian_release_for_os_release({"ID": "rocky", "VERSION_ID": "9.4"}) is None
+    assert families.debian_release("unstable") == families.debian_release("sid")
+    with pytest.raises(UserError, match="bookworm"):
+        families.debian_release("hamm")
+
+
 def test_unknown_family_is_a_user_error_naming_the_known_ones() -> None:
     with pytest.raises(UserError, match="debian"):
         families.family("gentoo")

@@ -75,3 +75,37 @@ def test_build_dependencies_follow_the_kinds_and_lint(monkeypatch: pytest.Monkey
     deb_only, everything = asked
     assert not {"rpm", "rpmlint", "lintian"} & set(deb_only) and "debhelper" in deb_only
     assert {"rpm", "rpmlint", "lintian", "linux-headers-6.1.0-56-amd64"} <= set(everything)
+
+
+@pytest.mark.parametrize(("suite", "unitdir"), [("bookworm", "/lib/systemd/system"), ("trixie", "/usr/lib/systemd/system")])
+def test_the_deb_layout_follows_the_suite_asked_for(suite: str, unitdir: str) -> None:
+    plan = pipeline.plan_request(pipeline.Request(kinds=("deb",), suite=suite, kernels=("6.12.57+deb13-amd64",)), SOURCE)
+    deb = plan.jobs[0].plan
+    assert deb.family.unitdir == unitdir
+    kmod = deb.package("gdrdrv-modules-6.12.57+deb13-amd64")
+    assert kmod.contents[0] == f"{unitdir.removesuffix('/systemd/system')}/modules/6.12.57+deb13-amd64/*/gdrdrv.ko"
+
+
+def test_without_a_suite_the_build_hosts_os_release_decides(tmp_path: Path) -> None:
+    # build-deb runs in the suite's own container (the matrix), with its debhelper.
+    trixie = tmp_path / "os-release"
+    trixie.write_text('PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n')
+    assert pipeline.deb_target_release("", trixie).codename == "trixie"
+    assert pipeline.deb_target_release("bookworm", trixie).codename == "bookworm"  # the option wins
+    alpine = tmp_path / "alpine"
+    alpine.write_text("ID=alpine\nVERSION_ID=3.20.0\n")
+    with pytest.raises(UserError, match="cannot tell which Debian or Ubuntu release") as error:
+        pipeline.deb_target_release("", alpine)
+    assert "--suite" in str(error.value.hint)
+    with pytest.raises(UserError, match="cannot tell"):
+        pipeline.deb_target_release("", tmp_path / "missing")
+
+
+def test_build_deb_and_build_packages_pass_the_suite_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[pipeline.Request] = []
+    monkeypatch.setattr(pipeline, "plan_request", lambda request, source=None: seen.append(request) or
+                        pipeline.BuildPlan(request=request, source=SOURCE, kernels=()))
+    monkeypatch.setattr(pipeline, "execute", lambda plan: [])
+    pkg.build_deb(MockContext(), kmod=False, suite="trixie", dry_run=True)
+    pkg.build_packages(MockContext(), kmod=False, suite="noble", dry_run=True)
+    assert [r.suite for r in seen] == ["trixie", "noble"]

@@ -20,15 +20,29 @@ KERNEL = "6.1.0-56-amd64"
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z: golden files must not follow the clock
 
 
-def _rendered(family_name: str) -> dict[str, render.RenderedFile]:
-    plan = model.plan(families.family(family_name), kernels=(KERNEL,), source_date_epoch=EPOCH)
+# One golden tree per family, and per layout where a family has several:
+# Debian up to bookworm keeps /lib paths, from trixie on /usr/lib.
+TARGETS: dict[str, families.Family] = {
+    "debian-bookworm": families.DebianFamily(release=families.debian_release("bookworm")),
+    "debian-trixie": families.DebianFamily(release=families.debian_release("trixie")),
+    "rhel": families.family("rhel"),
+    "suse": families.family("suse"),
+}
+
+
+def _rendered(target: str) -> dict[str, render.RenderedFile]:
+    plan = model.plan(TARGETS[target], kernels=(KERNEL,), source_date_epoch=EPOCH)
     return render.render(plan)
 
 
-@pytest.mark.parametrize("family_name", sorted(families.Family.registry))
-def test_rendered_files_match_golden(family_name: str) -> None:
-    files = _rendered(family_name)
-    root = GOLDEN / family_name
+def test_every_family_has_a_golden_tree() -> None:
+    assert {fam.name for fam in TARGETS.values()} == set(families.Family.registry)
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_rendered_files_match_golden(target: str) -> None:
+    files = _rendered(target)
+    root = GOLDEN / target
     if UPDATE:
         for old in root.rglob("*"):
             if old.is_file():
@@ -38,11 +52,11 @@ def test_rendered_files_match_golden(family_name: str) -> None:
     assert expected == set(files), "rendered file set changed: GDRKIT_UPDATE_GOLDEN=1 to accept"
     for rel, rendered in files.items():
         golden = (root / rel).read_text()
-        assert rendered.text == golden, f"{family_name}/{rel} differs from its golden file"
+        assert rendered.text == golden, f"{target}/{rel} differs from its golden file"
 
 
 def test_maintainer_scripts_and_rules_are_executable() -> None:
-    files = _rendered("debian")
+    files = _rendered("debian-trixie")
     for rel, rendered in files.items():
         if rel == "debian/rules" or rel.endswith((".postinst", ".prerm", ".postrm")):
             assert rendered.mode == 0o755, rel
@@ -60,21 +74,21 @@ def test_device_mode_and_group_reach_the_udev_rule() -> None:
     assert 'KERNEL=="gdrdrv", MODE="0666", GROUP="gpu"' in rule
 
 
-@pytest.mark.parametrize("family_name", sorted(families.Family.registry))
-def test_the_packages_keep_the_node_0660_for_a_group(family_name: str) -> None:
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_the_packages_keep_the_node_0660_for_a_group(target: str) -> None:
     # A world-accessible node lets every local user pin GPU memory and reach
     # the driver's ioctls: the packages must never ship that by default.
     node = model.load().device_node
     assert (node.mode, node.group) == ("0660", "video"), "packages/gdrcopy.yaml device_node"
-    fam = families.family(family_name)
-    files = _rendered(family_name)
+    fam = TARGETS[target]
+    files = _rendered(target)
     rule_path = f"pkgroot{fam.udevrulesdir}/60-gdrdrv.rules"
     conf_path = f"pkgroot{fam.modprobedir}/gdrdrv.conf"
-    for text in (files[rule_path].text, (GOLDEN / family_name / rule_path).read_text()):
+    for text in (files[rule_path].text, (GOLDEN / target / rule_path).read_text()):
         [node_rule] = [line for line in text.splitlines() if line.startswith('KERNEL=="gdrdrv"')]
         assert node_rule == 'KERNEL=="gdrdrv", MODE="0660", GROUP="video"'
     # The module creates the node 0660 already: never 0666, not even before udev runs.
-    for text in (files[conf_path].text, (GOLDEN / family_name / conf_path).read_text()):
+    for text in (files[conf_path].text, (GOLDEN / target / conf_path).read_text()):
         [options] = [line for line in text.splitlines() if line.startswith("options gdrdrv ")]
         assert options.split()[-1] == "node_mode=0660"
 
@@ -99,3 +113,22 @@ def test_no_dkms_package_means_no_dkms_conf() -> None:
     assert not any(path.endswith("dkms.conf") for path in files)
     assert "Package: gdrdrv-dkms\n" not in files["debian/control"].text
     assert f"gdrdrv-modules-{KERNEL}" in files["debian/control"].text
+
+
+@pytest.mark.parametrize(
+    ("suite", "below"), [("bullseye", "/lib"), ("bookworm", "/lib"), ("jammy", "/lib"),
+                         ("trixie", "/usr/lib"), ("forky", "/usr/lib"), ("sid", "/usr/lib"), ("noble", "/usr/lib")]
+)
+def test_each_release_gets_its_layout_in_every_file_that_names_one(suite: str, below: str) -> None:
+    # trixie's lintian flags /lib paths (aliased-location), bookworm's dpkg and
+    # lintian want them: the unit, rule, modprobe.d file and prebuilt module follow the release.
+    fam = families.DebianFamily(release=families.debian_release(suite))
+    plan = model.plan(fam, kernels=(KERNEL,), source_date_epoch=EPOCH)
+    files = render.render(plan)
+    system = [path for path in files if path.startswith("pkgroot/") and "/etc/" not in path and "/usr/src/" not in path]
+    assert system and all(path.startswith(f"pkgroot{below}/") for path in system), system
+    kmod = plan.package(f"gdrdrv-modules-{KERNEL}")
+    assert f"{below}/modules/{KERNEL}/*/gdrdrv.ko" in kmod.contents
+    assert f"modulesdir={below}/modules " in files["debian/rules"].text
+    install = files[f"debian/gdrdrv-modules-{KERNEL}.install"].text.splitlines()
+    assert all(line.startswith(below.lstrip("/") + "/") or line.startswith("etc/") for line in install), install
