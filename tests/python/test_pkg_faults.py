@@ -73,8 +73,8 @@ def test_rendered_maintainer_scripts_pass_shellcheck(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-SCRIPTLET = re.compile(r"^%(post|preun|postun|triggerin|triggerun)\b.*$", re.MULTILINE)
-SECTION = re.compile(r"^%(post|preun|postun|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
+SCRIPTLET = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun)\b.*$", re.MULTILINE)
+SECTION = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
 
 
 def rpm_scriptlets(spec: str) -> dict[str, str]:
