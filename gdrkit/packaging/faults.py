@@ -114,14 +114,20 @@ def extract_source(source: Source, dest: Path) -> Path:
     return dest
 
 
-def prepare_vm_root(kernel: str, source: Source, old: str, new_debs: Path, old_debs: Path, work: Path) -> SuiteRoot:
-    """A root for the VM scenario: softgpu, the previous release installed, this one waiting."""
+def prepare_vm_root(
+    kernel: str, source: Source, old: str, new_debs: Path, old_debs: Path, work: Path, old_module_version: str = ""
+) -> SuiteRoot:
+    """A root for the VM scenario: softgpu, the previous release installed, this one waiting.
+
+    `old_module_version`: what the old set's gdrdrv reports when that is not
+    `old` (the reference-layout set: packages 2.6-1, module 2.6.0).
+    """
     image = containers.ensure_image(fault_recipe(kernel))
     tree = extract_source(source, work / "src")
     root = work / "root"
     mounts = {tree: "/src", SCRIPTS: "/faults", new_debs.resolve(): "/pkgs/new", old_debs.resolve(): "/pkgs/old"}
     result, container = containers.default_engine().run(
-        image, script_command("vm_prepare.sh", old, kernel), mounts=mounts, read_only=True, network=False,
+        image, script_command("vm_prepare.sh", old, kernel, *([old_module_version] if old_module_version else [])), mounts=mounts, read_only=True, network=False,
         shell_flags="-euo pipefail", stream=False, keep=True, timeout_s=1800,
     )  # fmt: skip
     engine = containers.default_engine()
