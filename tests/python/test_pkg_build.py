@@ -140,6 +140,40 @@ def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[dict, dict]
     assert not (root / f"usr/src/gdrdrv-{version}").exists()
 
 
+# Directories a RHEL or SUSE host has before our packages: owned by
+# `filesystem` or by a package ours require (systemd, kmod, dkms).  Every
+# other directory our files need must be owned by one of our RPMs (%dir),
+# or it stays behind after erase (as /etc/cdi and /usr/lib64/cmake did).
+BASE_SYSTEM_DIRS = {
+    "/etc", "/usr", "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib64", "/usr/lib64/pkgconfig",
+    "/usr/libexec", "/usr/share", "/usr/share/doc", "/usr/share/licenses", "/usr/src",
+    "/usr/lib/systemd", "/usr/lib/systemd/system", "/usr/lib/udev", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d",
+}  # fmt: skip
+
+
+def _directories(root: Path) -> set[str]:
+    return {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and not p.is_symlink()}
+
+
+def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    ensure_debian_packages(["busybox-static"])
+    root = _scratch_root(tmp_path / "root")
+    for base in BASE_SYSTEM_DIRS:
+        (root / base.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    before = _directories(root)
+    rpms = [str(p) for p in fixture_builds[0]["rpm"][0] if build.package_name(p) in ("gdrcopy", "gdrcopy-devel", "gdrcopy-kmod")]
+    assert len(rpms) == 3, rpms
+    rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins"]
+    # Scriptlets included: %posttrans finds no /sys and no gdrdrv to load, and fails nothing.
+    subprocess.run([*rpmargs, "-i", *rpms], check=True)
+    installed = _directories(root) - before
+    print("directories the packages made:", sorted(installed))
+    assert {"/etc/cdi", "/usr/lib64/cmake", "/usr/lib64/cmake/gdrapi"} <= installed
+    subprocess.run([*rpmargs, "-e", "gdrcopy-devel", "gdrcopy-kmod", "gdrcopy"], check=True)
+    left = sorted(_directories(root) - before - {"/var/lib/dkms", "/var/lib/rpm-state"})
+    assert not left, f"left after erase (own them with `dirs:` in packages/gdrcopy.yaml): {left}"
+
+
 def test_rpm_file_lists_match_the_description(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
     paths, _, plan = fixture_builds[0]["rpm"]
     for path in paths:
