@@ -8,6 +8,10 @@ the SysV script /etc/init.d/gdrdrv installed by dh_installinit --name gdrdrv
 in debhelper compat 9: rc links on install; debhelper's snippets start it
 on install, restart it from the postinst on upgrade, stop it on removal.
 
+`build_kmod_rpm()` makes the reference's gdrcopy-kmod 2.6-1dkms RPM, reduced
+to what an upgrade meets: its %preun stops gdrcopy.service (rmmod gdrdrv,
+the node deleted) after our %post.
+
 Every file of the set is written from the interface facts
 (/work/shared/reference/gdrcopy-2.6-facts.md section 6) and lives in
 tests/packaging/reference/; the module sources are ours (gdrdrv/ of the
@@ -40,13 +44,31 @@ DEBIAN_SCRIPTS = {
 }
 
 
+# The reference's gdrcopy-kmod RPM, reduced to its %preun (facts section 6.4).
+KMOD_SPEC = FIXTURE_DIR / "gdrcopy-kmod.spec"
+
+
+def build_kmod_rpm(output: Path) -> Path:
+    """The reference-layout gdrcopy-kmod 2.6-1dkms .rpm (noarch) in `output`."""
+    build.ensure_build_deps((), kinds=("rpm",), lint=False)
+    with tempfile.TemporaryDirectory(prefix="gdrkit-reference-rpm-") as top:
+        result = run(["rpmbuild", "-bb", "--define", f"_topdir {top}", "--define", "_build_id_links none", KMOD_SPEC],
+                     capture=True, check=False)  # fmt: skip
+        if result.returncode != 0:
+            raise die("building the reference-layout gdrcopy-kmod failed:\n" + (result.stdout + result.stderr)[-4000:],
+                      f"see {KMOD_SPEC}")  # fmt: skip
+        [rpm] = Path(top).glob("RPMS/noarch/gdrcopy-kmod-*.rpm")
+        output.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy2(rpm, output / rpm.name))
+
+
 def stage(source: Source, tree: Path) -> Path:
     """The source tree of the set: tests/packaging/reference/ and the commit's gdrdrv sources."""
     from gdrkit.packaging.faults import extract_source
 
     if tree.exists():
         shutil.rmtree(tree)
-    shutil.copytree(FIXTURE_DIR, tree, ignore=shutil.ignore_patterns(*DEBIAN_SCRIPTS))
+    shutil.copytree(FIXTURE_DIR, tree, ignore=shutil.ignore_patterns(*DEBIAN_SCRIPTS, KMOD_SPEC.name))
     for name, dest in DEBIAN_SCRIPTS.items():
         shutil.copy2(FIXTURE_DIR / name, tree / dest)
         (tree / dest).chmod(0o755)
