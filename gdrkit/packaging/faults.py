@@ -141,7 +141,9 @@ def prepare_vm_root(
     return SuiteRoot(FAULT_SUITE, kernel, root)
 
 
-def run_in_vm(vm_root: SuiteRoot, name: str, *args: str, log_dir: Path) -> tuple[Outcome, list[str]]:
+def run_in_vm(
+    vm_root: SuiteRoot, name: str, *args: str, log_dir: Path, timeout_s: int = VM_TIMEOUT_S
+) -> tuple[Outcome, list[str]]:
     """Boot the root's kernel with the root and run scenario `name` there.
 
     Returns the outcome and the VM's own problems (kernel log findings, a
@@ -155,7 +157,7 @@ def run_in_vm(vm_root: SuiteRoot, name: str, *args: str, log_dir: Path) -> tuple
         vm_root.modules_dir,
         vm_root.root_dir,
         script_command(name, *args, directory="/opt/gdrkit-faults"),
-        timeout=VM_TIMEOUT_S,
+        timeout=timeout_s,
         log_dir=log_dir,
     )
     console = result.console_log.read_text(errors="replace") if result.console_log.exists() else ""

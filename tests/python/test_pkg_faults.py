@@ -265,7 +265,10 @@ def test_e_upgrade_from_the_reference_packages_with_gdrdrv_loaded(
         kernel, source, reference.VERSION, deb_sets.new, reference_debs, work, old_module_version=reference.MODULE_VERSION
     )
     try:
-        outcome, problems = faults.run_in_vm(vm_root, "reference_upgrade.sh", "vm", deb_sets.version, kernel, log_dir=work / "logs")
+        # Two DKMS builds under TCG (the upgrade, then configuring again), 15-25 min each on a busy host.
+        outcome, problems = faults.run_in_vm(
+            vm_root, "reference_upgrade.sh", "vm", deb_sets.version, kernel, log_dir=work / "logs", timeout_s=2 * faults.VM_TIMEOUT_S
+        )
         _report("(e) upgrade from the reference's 2.6-1 packages with gdrdrv loaded (VM)", outcome)
         assert not problems, f"{problems}\n{outcome.output[-6000:]}"
     finally:
