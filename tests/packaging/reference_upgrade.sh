@@ -106,7 +106,9 @@ if [ "$where" = vm ]; then
 	rm -f /dev/$MODULE
 	# What `dpkg --configure` and the end of a reinstall run (DKMS's
 	# common.postinst rebuilds gdrdrv each time: under TCG, 15-25 min).
-	/var/lib/dpkg/info/gdrdrv-dkms.postinst configure "$new-1" 2>&1 | tee /tmp/configure.log
+	# dpkg-maintscript-helper needs to be told whose script runs, as dpkg does.
+	DPKG_MAINTSCRIPT_PACKAGE=gdrdrv-dkms DPKG_MAINTSCRIPT_NAME=postinst DPKG_MAINTSCRIPT_ARCH=all \
+		/var/lib/dpkg/info/gdrdrv-dkms.postinst configure "$new-1" 2>&1 | tee /tmp/configure.log
 	grep -F "$MODULE: version $new loaded, /dev/$MODULE ready" /tmp/configure.log
 	expect_loaded "$new"
 fi
