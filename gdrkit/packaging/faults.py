@@ -114,14 +114,20 @@ def extract_source(source: Source, dest: Path) -> Path:
     return dest
 
 
-def prepare_vm_root(kernel: str, source: Source, old: str, new_debs: Path, old_debs: Path, work: Path) -> SuiteRoot:
-    """A root for the VM scenario: softgpu, the previous release installed, this one waiting."""
+def prepare_vm_root(
+    kernel: str, source: Source, old: str, new_debs: Path, old_debs: Path, work: Path, old_module_version: str = ""
+) -> SuiteRoot:
+    """A root for the VM scenario: softgpu, the previous release installed, this one waiting.
+
+    `old_module_version`: what the old set's gdrdrv reports when that is not
+    `old` (the reference-layout set: packages 2.6-1, module 2.6.0).
+    """
     image = containers.ensure_image(fault_recipe(kernel))
     tree = extract_source(source, work / "src")
     root = work / "root"
     mounts = {tree: "/src", SCRIPTS: "/faults", new_debs.resolve(): "/pkgs/new", old_debs.resolve(): "/pkgs/old"}
     result, container = containers.default_engine().run(
-        image, script_command("vm_prepare.sh", old, kernel), mounts=mounts, read_only=True, network=False,
+        image, script_command("vm_prepare.sh", old, kernel, *([old_module_version] if old_module_version else [])), mounts=mounts, read_only=True, network=False,
         shell_flags="-euo pipefail", stream=False, keep=True, timeout_s=1800,
     )  # fmt: skip
     engine = containers.default_engine()
@@ -135,7 +141,9 @@ def prepare_vm_root(kernel: str, source: Source, old: str, new_debs: Path, old_d
     return SuiteRoot(FAULT_SUITE, kernel, root)
 
 
-def run_in_vm(vm_root: SuiteRoot, name: str, *args: str, log_dir: Path) -> tuple[Outcome, list[str]]:
+def run_in_vm(
+    vm_root: SuiteRoot, name: str, *args: str, log_dir: Path, timeout_s: int = VM_TIMEOUT_S
+) -> tuple[Outcome, list[str]]:
     """Boot the root's kernel with the root and run scenario `name` there.
 
     Returns the outcome and the VM's own problems (kernel log findings, a
@@ -149,7 +157,7 @@ def run_in_vm(vm_root: SuiteRoot, name: str, *args: str, log_dir: Path) -> tuple
         vm_root.modules_dir,
         vm_root.root_dir,
         script_command(name, *args, directory="/opt/gdrkit-faults"),
-        timeout=VM_TIMEOUT_S,
+        timeout=timeout_s,
         log_dir=log_dir,
     )
     console = result.console_log.read_text(errors="replace") if result.console_log.exists() else ""

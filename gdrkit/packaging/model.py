@@ -44,6 +44,9 @@ class Package:
     shlibs_exclude: tuple[str, ...]
     symbols_file: str  # source path of a Debian symbols file, or ""
     contents: tuple[str, ...]
+    # Directories that hold its files and that no base package owns (rpm %dir):
+    # erasing the package removes them.
+    dirs: tuple[str, ...] = ()
     kver: str = ""  # the kernel of a prebuilt module package
     group: str = ""  # rpm Group
 
@@ -262,6 +265,7 @@ def _package(entry: Mapping[str, Any], values: Mapping[str, str]) -> Package:
         shlibs_exclude=strings("shlibs_exclude"),
         symbols_file=text("symbols_file"),
         contents=strings("contents"),
+        dirs=strings("dirs"),
         kver=values.get("kver", ""),
         group=text("group"),
     )

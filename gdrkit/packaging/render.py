@@ -122,7 +122,11 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 out[f"debian/{package.name}.install"] = RenderedFile(install)
             scripts: dict[str, str] = {}
             if package.kind == "dkms":
-                scripts = {"postinst": "debian/dkms.postinst.j2", "prerm": "debian/dkms.prerm.j2"}
+                scripts = {
+                    "postinst": "debian/dkms.postinst.j2",
+                    "prerm": "debian/dkms.prerm.j2",
+                    "postrm": "debian/dkms.postrm.j2",
+                }
             elif package.kind == "kmod":
                 scripts = {"postinst": "debian/kmod.postinst.j2", "postrm": "debian/kmod.postrm.j2"}
             for script, name in scripts.items():
@@ -131,6 +135,10 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 )
             if package.kind == "dkms":
                 out[f"debian/{package.name}.triggers"] = RenderedFile(env.get_template("debian/dkms.triggers.j2").render(pctx))
+                # Removes the reference GDRCopy's SysV script on upgrade.
+                out[f"debian/{package.name}.maintscript"] = RenderedFile(
+                    env.get_template("debian/dkms.maintscript.j2").render(pctx)
+                )
     else:
         out["pkgdoc/LICENSE"] = RenderedFile(ctx["mit_text"])
     return out

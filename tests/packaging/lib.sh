@@ -76,9 +76,9 @@ descendants() {
 
 # The DKMS set of version $1 is installed and configured, and DKMS has built
 # and installed gdrdrv $1 for kernel $2 and for nothing else; the module that
-# modprobe would load for $2 is that one.
+# modprobe would load for $2 is that one, and reports version $3 (default $1).
 expect_installed() {
-	local version=$1 kernel=$2 name state audit status path loaded_version
+	local version=$1 kernel=$2 module_version=${3:-$1} name state audit status path loaded_version
 	check "dpkg has nothing half-installed or half-configured"
 	audit=$(dpkg --audit)
 	[ -z "$audit" ] || fail "dpkg --audit: $audit"
@@ -102,7 +102,7 @@ expect_installed() {
 	/lib/modules/"$kernel"/updates/dkms/*) ;;
 	*) fail "gdrdrv for $kernel is $path, not the DKMS-installed one" ;;
 	esac
-	[ "$loaded_version" = "$version" ] || fail "module version $loaded_version, not $version"
+	[ "$loaded_version" = "$module_version" ] || fail "module version $loaded_version, not $module_version"
 	[ "$(find /lib/modules -name "$MODULE.ko*" | wc -l)" = 1 ] || fail "module files: $(find /lib/modules -name "$MODULE.ko*")"
 	check "no DKMS build is still running"
 	[ -z "$(pids_matching 'cc1 .*gdrdrv|dkms (build|install)')" ] || fail "left running: $(pgrep -af 'cc1|dkms')"

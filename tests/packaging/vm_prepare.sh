@@ -7,7 +7,11 @@
 # OLD natively here), gdrdrv_holder is built against the packaged library,
 # and this release's packages wait in /opt/gdrkit-faults/new.
 #
-#   vm_prepare.sh OLD KERNEL
+#   vm_prepare.sh OLD KERNEL [OLD_MODULE_VERSION]
+#
+# OLD_MODULE_VERSION: what the previous set's module reports (modinfo) when
+# it is not OLD, as in the reference GDRCopy's set (2.6-1, gdrdrv 2.6.0);
+# gdrdrv_holder needs our libgdrapi and is built only without it.
 #
 # Mounts: /src (the source tree, read-only), /pkgs/old, /pkgs/new, and
 # /faults (this directory).
@@ -17,6 +21,7 @@ set -euo pipefail
 
 old=$1
 kernel=$2
+old_module_version=${3:-}
 work=/opt/gdrkit-faults
 
 mkdir -p "$work/new"
@@ -39,10 +44,12 @@ ldconfig
 check "install the previous release $old"
 debs_in /pkgs/old
 apt-get install -y -q --no-install-recommends "${DEBS[@]}"
-expect_installed "$old" "$kernel"
+expect_installed "$old" "$kernel" "${old_module_version:-$old}"
 
-check "gdrdrv_holder built against the packaged libgdrapi and softgpu's libcuda"
-cc -O2 -Wall -Wextra -Werror -std=gnu11 -I"$work/src/tests/softgpu/libcuda/include" \
-	-o /usr/local/bin/gdrdrv_holder "$work/gdrdrv_holder.c" -lgdrapi -L/usr/local/lib -lcuda
+if [ -z "$old_module_version" ]; then
+	check "gdrdrv_holder built against the packaged libgdrapi and softgpu's libcuda"
+	cc -O2 -Wall -Wextra -Werror -std=gnu11 -I"$work/src/tests/softgpu/libcuda/include" \
+		-o /usr/local/bin/gdrdrv_holder "$work/gdrdrv_holder.c" -lgdrapi -L/usr/local/lib -lcuda
+fi
 rm -rf "$work/src"
 echo SCENARIO PASSED

@@ -7,6 +7,7 @@ HEAD, which tests the packages users get.
 
 from __future__ import annotations
 
+import platform
 import re
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, families, fixture, model, pipeline
+from gdrkit.packaging import build, families, fixture, model, pipeline, reference
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
@@ -141,6 +142,104 @@ def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[dict, dict]
     print("after erase:", calls)
     assert f"remove -m gdrdrv -v {version} --all --rpm_safe_upgrade" in calls
     assert not (root / f"usr/src/gdrdrv-{version}").exists()
+
+
+# Directories a RHEL or SUSE host has before our packages: owned by
+# `filesystem` or by a package ours require (systemd, kmod, dkms).  Every
+# other directory our files need must be owned by one of our RPMs (%dir),
+# or it stays behind after erase (as /etc/cdi and /usr/lib64/cmake did).
+BASE_SYSTEM_DIRS = {
+    "/etc", "/usr", "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib64", "/usr/lib64/pkgconfig",
+    "/usr/libexec", "/usr/share", "/usr/share/doc", "/usr/share/licenses", "/usr/src",
+    "/usr/lib/systemd", "/usr/lib/systemd/system", "/usr/lib/udev", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d",
+    "/var", "/var/tmp",  # rpm makes /var/tmp for its scriptlets
+}  # fmt: skip
+
+
+def _directories(root: Path) -> set[str]:
+    return {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and not p.is_symlink()}
+
+
+def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    ensure_debian_packages(["busybox-static"])
+    root = _scratch_root(tmp_path / "root")
+    for base in BASE_SYSTEM_DIRS:
+        (root / base.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    # The library's %post/%postun run ldconfig (-p: no shell to stand in for it).
+    (root / "sbin").mkdir(exist_ok=True)
+    (root / "sbin/ldconfig").write_text("#!/bin/sh\nexit 0\n")
+    (root / "sbin/ldconfig").chmod(0o755)
+    before = _directories(root)
+    rpms = [str(p) for p in fixture_builds[0]["rpm"][0] if build.package_name(p) in ("gdrcopy", "gdrcopy-devel", "gdrcopy-kmod")]
+    assert len(rpms) == 3, rpms
+    rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins"]
+    # Scriptlets included: %posttrans finds no /sys and no gdrdrv to load, and fails nothing.
+    subprocess.run([*rpmargs, "-i", *rpms], check=True)
+    installed = _directories(root) - before
+    print("directories the packages made:", sorted(installed))
+    assert {"/etc/cdi", "/usr/lib64/cmake", "/usr/lib64/cmake/gdrapi"} <= installed
+    subprocess.run([*rpmargs, "-e", "gdrcopy-devel", "gdrcopy-kmod", "gdrcopy"], check=True)
+    left = sorted(_directories(root) - before)
+    assert not left, f"left after erase (own them with `dirs:` in packages/gdrcopy.yaml): {left}"
+
+
+def _stub(root: Path, path: str, body: str) -> None:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("#!/bin/sh\n" + body)
+    target.chmod(0o755)
+
+
+def test_rpm_posttrans_loads_gdrdrv_again_after_the_reference_preun_unloaded_it(
+    fixture_builds: tuple[dict, dict], tmp_path: Path  # type: ignore[type-arg]
+) -> None:
+    # The reference's gdrcopy-kmod 2.6-1dkms is installed and its gdrdrv
+    # loaded (not in use), the NVIDIA driver too; /sys is a plain directory
+    # of the scratch root, and modprobe, modinfo and systemctl are stubs that
+    # log their calls.  Upgrading to ours runs our %post, then the old
+    # %preun (`systemctl stop gdrcopy`: rmmod, node deleted), then our
+    # %posttrans, which must load gdrdrv again.
+    ensure_debian_packages(["busybox-static"])
+    root = _scratch_root(tmp_path / "root")
+    (root / "sbin").mkdir(exist_ok=True)
+    _stub(root, "/sbin/ldconfig", "exit 0\n")
+    # gdrdrv 2.6.1 for the running kernel as DKMS would install it, linked
+    # against nvidia: busybox's modinfo (an applet of its sh, so no stub
+    # can stand in) reads the fields from the file.
+    kernel_dir = root / "lib/modules" / platform.release()
+    (kernel_dir / "updates").mkdir(parents=True)
+    (kernel_dir / "modules.dep").write_text("updates/gdrdrv.ko:\n")
+    (kernel_dir / "updates/gdrdrv.ko").write_bytes(b"\0version=2.6.1\0depends=nvidia\0name=gdrdrv\0")
+    _stub(root, "/usr/sbin/modprobe", (
+        'echo "modprobe $*" >> /var/log/calls\n'
+        'if [ "$1" = -r ]; then rm -rf "/sys/module/$2"; exit 0; fi\n'
+        'mkdir -p "/sys/module/$1" && echo 2.6.1 > "/sys/module/$1/version" && echo 0 > "/sys/module/$1/refcnt"\n'
+        'mknod -m 660 /dev/gdrdrv c 10 123 2>/dev/null || :\n'
+    ))  # fmt: skip
+    # GDRCopy's `gdrcopy stop`: unload gdrdrv, delete the node.
+    _stub(root, "/usr/bin/systemctl", (
+        'echo "systemctl $*" >> /var/log/calls\n'
+        'if [ "$1 $2" = "stop gdrcopy" ]; then /usr/sbin/modprobe -r gdrdrv; rm -f /dev/gdrdrv; fi\n'
+    ))  # fmt: skip
+    for module, version in (("nvidia", "550"), ("gdrdrv", reference.VERSION)):
+        (root / "sys/module" / module).mkdir(parents=True)
+        (root / "sys/module" / module / "version").write_text(version + "\n")
+        (root / "sys/module" / module / "refcnt").write_text("0\n")
+    rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins"]
+    old = reference.build_kmod_rpm(tmp_path / "reference")
+    subprocess.run([*rpmargs, "-i", str(old)], check=True)
+    ours = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-kmod-2"))
+    upgrade = subprocess.run([*rpmargs, "-U", str(ours)], capture_output=True, text=True)
+    print(upgrade.stdout + upgrade.stderr)
+    assert upgrade.returncode == 0
+    calls = (root / "var/log/calls").read_text().splitlines()
+    print("calls:", calls)
+    assert calls.index("systemctl stop gdrcopy") < calls.index("modprobe gdrdrv"), "loaded before the old %preun ran"
+    assert calls[-1] == "modprobe gdrdrv"
+    assert (root / "sys/module/gdrdrv/version").read_text().strip() == "2.6.1"
+    assert "gdrdrv: version 2.6 stays loaded (not in use)" in upgrade.stderr, "our %post, before the old %preun"
+    assert re.search(r"^gdrdrv: (version 2\.6\.1 loaded, /dev/gdrdrv ready|loaded, but /dev/gdrdrv does not exist)",
+                     upgrade.stdout + upgrade.stderr, re.MULTILINE)  # fmt: skip
 
 
 def test_rpm_file_lists_match_the_description(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]

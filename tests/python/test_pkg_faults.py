@@ -11,10 +11,15 @@
     module is never unloaded, the scripts say the new module loads at the
     next reload or reboot, the packages are consistent, and the reload works
     once the process lets go;
-(d) downgrade to the previous release, then purge: nothing left behind.
+(d) downgrade to the previous release, then purge: nothing left behind;
+(e) upgrade from the reference GDRCopy's own 2.6-1 packages (rebuilt to
+    their layout, gdrkit.packaging.reference): its SysV script and rc links
+    go, gdrdrv is loaded with /dev/gdrdrv after every step (VM), nothing of
+    it outlives the purge.  The RPM side (%posttrans, %dir) is checked on the
+    rendered spec here and in a scratch root by test_pkg_build.py.
 
-(a), (b) and (d) run in containers (slow tier); (c) boots the kernel under
-TCG and builds gdrdrv there with DKMS (soak tier).  The scenarios are the
+(a), (b), (d) and (e) run in containers (slow tier); (c) and (e) boot the
+kernel under TCG and build gdrdrv there with DKMS (soak tier).  The scenarios are the
 scripts in tests/packaging/; gdrkit.packaging.faults runs them.
 """
 
@@ -26,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, faults, families, model, render, scenarios
+from gdrkit.packaging import build, faults, families, model, reference, render, scenarios
 from gdrkit.packaging.faults import DebSets
 from gdrkit.system import run
 
@@ -52,7 +57,7 @@ def _shellcheck() -> str:
 
 
 def test_scenario_scripts_pass_shellcheck() -> None:
-    scripts = sorted(str(p) for p in faults.SCRIPTS.glob("*.sh"))
+    scripts = sorted(str(p) for p in [*faults.SCRIPTS.glob("*.sh"), *reference.FIXTURE_DIR.glob("*.sh")])
     assert len(scripts) >= 6, scripts
     result = run([_shellcheck(), "-x", *scripts], capture=True, check=False, cwd=faults.SCRIPTS.parents[1])
     assert result.returncode == 0, result.stdout + result.stderr
@@ -73,8 +78,8 @@ def test_rendered_maintainer_scripts_pass_shellcheck(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-SCRIPTLET = re.compile(r"^%(post|preun|postun|triggerin|triggerun)\b.*$", re.MULTILINE)
-SECTION = re.compile(r"^%(post|preun|postun|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
+SCRIPTLET = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun)\b.*$", re.MULTILINE)
+SECTION = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
 
 
 def rpm_scriptlets(spec: str) -> dict[str, str]:
@@ -109,6 +114,46 @@ def test_previous_release_packages_report_their_own_version() -> None:
     stamped = build.stamp_version_text(header, "2.6.0")
     assert stamped == header.replace("PATCH 1", "PATCH 0")
     assert build.stamp_version_text(header, "2.6.1") == header
+
+
+def test_the_deb_removes_the_reference_sysv_script_and_links_on_upgrade() -> None:
+    plan = model.plan(families.family("debian"))
+    files = render.render(plan)
+    [line] = [x for x in files["debian/gdrdrv-dkms.maintscript"].text.splitlines() if x and not x.startswith("#")]
+    # Every version before this one, the reference's 2.6-1 included.
+    assert line == f"rm_conffile /etc/init.d/gdrdrv {plan.full_version}~"
+    run(["dpkg", "--compare-versions", reference.PACKAGE_VERSION, "lt", f"{plan.full_version}~"])
+    postinst = files["debian/gdrdrv-dkms.postinst"].text
+    configure = postinst[postinst.index("configure)") : postinst.index("common.postinst gdrdrv")]
+    assert f'dpkg --compare-versions "$2" lt "{plan.full_version}~"' in configure
+    assert "gdrdrv_remove_sysv_links" in configure, "the links must go before the DKMS build can fail"
+    assert "update-rc.d gdrdrv remove" in postinst
+    purge = files["debian/gdrdrv-dkms.postrm"].text.split("purge)")[1]
+    # lintian refuses update-rc.d in the postrm of a package without an init script.
+    assert 'rm -f "$link"' in purge and "update-rc.d" not in purge
+
+
+def test_the_deb_postinst_loads_gdrdrv_again_after_debhelper_and_never_unloads() -> None:
+    postinst = render.render(model.plan(families.family("debian")))["debian/gdrdrv-dkms.postinst"].text
+    after_debhelper = postinst.split("#DEBHELPER#")[1]
+    assert "gdrdrv_load_if_unloaded" in after_debhelper
+    assert "policy-rc.d" in postinst and "deb-systemd-invoke start gdrdrv.service" in postinst
+    assert not unloading_commands(postinst)
+
+
+@pytest.mark.parametrize("family_name", ["rhel", "suse"])
+def test_rpm_module_packages_load_gdrdrv_again_in_posttrans_and_own_their_directories(family_name: str) -> None:
+    plan = model.plan(families.family(family_name), kernels=("6.1.0-56-amd64",))
+    spec = render.render(plan)["gdrcopy.spec"].text
+    scriptlets = rpm_scriptlets(spec)
+    for package in plan.packages:
+        if package.is_module:
+            body = scriptlets[f"%posttrans -n {package.name}"]
+            assert body.rstrip().endswith("gdrdrv_load_if_unloaded"), package.name
+            assert not unloading_commands(body)
+    files = {name: spec.split(f"%files -n {name}\n")[1].split("\n\n")[0] for name in ("gdrcopy-devel", "gdrcopy-kmod")}
+    assert "%dir /usr/lib64/cmake\n" in files["gdrcopy-devel"]
+    assert "%dir /etc/cdi\n" in files["gdrcopy-kmod"]
 
 
 # --- the built packages (slow: they are built once per session) ---------------------
@@ -173,6 +218,24 @@ def test_d_downgrade_to_the_previous_release_then_purge(deb_sets: DebSets, kerne
     _report("(d) downgrade to the previous release", outcome)
 
 
+@pytest.fixture(scope="module")
+def reference_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference GDRCopy's 2.6-1 set, rebuilt to its layout (gdrkit.packaging.reference)."""
+    out = tmp_path_factory.mktemp("debs-reference")
+    reference.build_debs(build.source_at("HEAD"), out)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("init_script", ["unmodified", "modified"])
+def test_e_upgrade_from_the_reference_packages_then_purge(
+    deb_sets: DebSets, reference_debs: Path, kernel: str, init_script: str
+) -> None:
+    args = ["container", deb_sets.version, kernel] + (["modified"] if init_script == "modified" else [])
+    outcome = faults.run_in_container(kernel, "reference_upgrade.sh", *args, new_debs=deb_sets.new, old_debs=reference_debs)
+    _report(f"(e) upgrade from the reference's 2.6-1 packages ({init_script} init script), container", outcome)
+
+
 # --- the VM (soak) ------------------------------------------------------------------
 
 
@@ -188,6 +251,26 @@ def test_c_upgrade_and_removal_while_gdrdrv_is_loaded_and_in_use(
             vm_root, "fault_busy_module.sh", deb_sets.previous, deb_sets.version, log_dir=work / "logs"
         )
         _report("(c) upgrade and removal under a busy gdrdrv (VM)", outcome)
+        assert not problems, f"{problems}\n{outcome.output[-6000:]}"
+    finally:
+        shutil.rmtree(vm_root.root_dir, ignore_errors=True)
+
+
+@pytest.mark.soak
+def test_e_upgrade_from_the_reference_packages_with_gdrdrv_loaded(
+    deb_sets: DebSets, reference_debs: Path, kernel: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    work = tmp_path_factory.mktemp("reference-upgrade")
+    source = build.source_at("HEAD")
+    vm_root = faults.prepare_vm_root(
+        kernel, source, reference.VERSION, deb_sets.new, reference_debs, work, old_module_version=reference.MODULE_VERSION
+    )
+    try:
+        # Two DKMS builds under TCG (the upgrade, then configuring again), 15-25 min each on a busy host.
+        outcome, problems = faults.run_in_vm(
+            vm_root, "reference_upgrade.sh", "vm", deb_sets.version, kernel, log_dir=work / "logs", timeout_s=2 * faults.VM_TIMEOUT_S
+        )
+        _report("(e) upgrade from the reference's 2.6-1 packages with gdrdrv loaded (VM)", outcome)
         assert not problems, f"{problems}\n{outcome.output[-6000:]}"
     finally:
         shutil.rmtree(vm_root.root_dir, ignore_errors=True)
