@@ -1313,8 +1313,14 @@ static void op_pin(struct thr *t, struct op *op)
 			return;
 		}
 	}
+	/*
+	 * An allocation freed during the call may have had its address reused by
+	 * a new one before the pin reached softgpu: the pin then holds either the
+	 * old memory (revoked) or the new (live), and nothing here tells which.
+	 * Such a pin is unpinned at once below, as one there is no room for.
+	 */
 	slot = -1;
-	for (int i = 0; i < N_PIN && slot < 0; i++)
+	for (int i = 0; (k < 0 || stable) && i < N_PIN && slot < 0; i++)
 		if (w.pins[(op->x + i) % N_PIN].state == P_EMPTY)
 			slot = (op->x + i) % N_PIN;
 	if (slot >= 0) {
@@ -1335,7 +1341,7 @@ static void op_pin(struct thr *t, struct op *op)
 		}
 	}
 	unlock();
-	if (slot < 0) {		/* no room to track it */
+	if (slot < 0) {		/* no room to track it, or it is ambiguous */
 		struct gdrdrv_unpin_buffer u = { .handle = handle };
 
 		err = ioctl(w.fds[s].fd, GDRDRV_IOC_UNPIN_BUFFER, &u) ? errno : 0;
