@@ -270,8 +270,10 @@ mark dkms $failures
 
 section "dkms autoinstall (the path of a newly installed kernel) builds $nvmod before gdrdrv"
 gver=$(dkms status -m gdrdrv -k "$abi" | sed -n 's|^gdrdrv/\([^,]*\),.*|\1|p' | head -n 1)
-dkms remove -m gdrdrv -v "$gver" -k "$abi" >/dev/null
-dkms remove -m "$nvmod" -v "$upstream" -k "$abi" >/dev/null
+# unbuild, not remove: with one kernel, dkms 3's remove deletes the module
+# from the DKMS tree altogether, and autoinstall would find nothing to build.
+dkms unbuild -m gdrdrv -v "$gver" -k "$abi" >/dev/null
+dkms unbuild -m "$nvmod" -v "$upstream" -k "$abi" >/dev/null
 dkms autoinstall -k "$abi" >"$tmp/autoinstall" 2>&1
 sed 's/^/  /' "$tmp/autoinstall"
 # dkms names each module it builds (module/version, or the .ko it installs).
