@@ -21,28 +21,35 @@
 #include <string.h>
 
 #include "copy.h"
+#include "copy_fast.h"
 #include "internal.h"
 
 const char *const gdr_copy_routine_names[] = {
 	"auto", "generic", "sse", "avx2", "avx512", "movdir64b", "memcpy", NULL,
 };
 
-/* Live mappings per type, for the mixed-mapping fence. */
+/* Live mappings per type, and how many types have any: the mixed-mapping fence. */
 static atomic_int live_mappings[GDR_MAPPING_TYPE_MAX];
+atomic_int gdr_live_mapping_types;
+atomic_bool gdr_copy_fast_ok;
 
 void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
 {
-	if ((int)type > GDR_MAPPING_TYPE_NONE && (int)type < GDR_MAPPING_TYPE_MAX)
-		atomic_fetch_add(&live_mappings[type], delta);
+	int before;
+
+	if ((int)type <= GDR_MAPPING_TYPE_NONE || (int)type >= GDR_MAPPING_TYPE_MAX)
+		return;
+	before = atomic_fetch_add(&live_mappings[type], delta);
+	if (before == 0 && delta > 0)
+		atomic_fetch_add(&gdr_live_mapping_types, 1);
+	else if (before + delta == 0 && delta < 0)
+		atomic_fetch_sub(&gdr_live_mapping_types, 1);
 }
 
+/* One load on every copy's path. */
 static bool mixed_mappings(void)
 {
-	int kinds = 0, t;
-
-	for (t = GDR_MAPPING_TYPE_NONE + 1; t < GDR_MAPPING_TYPE_MAX; t++)
-		kinds += atomic_load_explicit(&live_mappings[t], memory_order_relaxed) > 0;
-	return kinds > 1;
+	return atomic_load_explicit(&gdr_live_mapping_types, memory_order_relaxed) > 1;
 }
 
 void gdr_generic_store16(void *dst, const void *src, size_t n)
@@ -170,26 +177,82 @@ void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void 
 	scalar_copy_to(d, s, n);
 }
 
-/* Reads of at most this many bytes go through one bounce buffer (see edge_copy_from). */
-#define WC_SMALL_READ 64
+/*
+ * Reads.  What was measured on an H200's BAR1 (Sapphire Rapids, in a VM; see
+ * tools/h200/RESULTS.md), and what it decides here:
+ *  - One 64-byte streaming load (AVX-512) fetches a line in one PCIe round
+ *    trip; four 16-byte ones can take two.  Reads of distinct lines issued
+ *    back to back overlap best with 64-byte loads too.  So whole lines are
+ *    read with the 64-byte routine.
+ *  - But a 64-byte load of a line whose previous 64-byte load may still be
+ *    in flight waits for it: a loop polling the same 64..512 bytes went from
+ *    0.3 to 1-3 us per call.  16-byte loads of the same line overlap.  So a
+ *    read that starts in the line this thread read last (a polling loop)
+ *    takes 16-byte loads.
+ *  - Staging bytes in a bounce buffer costs about 0.2 us per call (the copy
+ *    out of it waits for the load); a masked store of the loaded register
+ *    does not.
+ *  - Back to back, a core keeps reads of about 16 lines in flight, but only
+ *    as many calls as its reorder window holds: every instruction on the
+ *    path of a small read lengthens a polling loop's period.  So reads of
+ *    less than a line take one short routine (small_read) where the CPU has
+ *    one, and aligned ones are inlined into the API (copy_fast.h).
+ */
+#define POLL_READ_MAX 512	/* above: bandwidth, 64-byte loads win anyway */
+
+static _Thread_local uintptr_t last_read_line __attribute__((tls_model("initial-exec")));
+
+/* Whether [s, ...) starts in the line this thread read from last; records it. */
+static bool rereads_last_line(const char *s)
+{
+	uintptr_t line = (uintptr_t)s >> 6;
+	bool same = line == last_read_line;
+
+	last_read_line = line;
+	return same;
+}
+
+/* Part of one 16-byte block: the masked-store routine, or a bounce buffer. */
+static void part_copy_from(const struct gdr_copy_routines *r, char *d, const char *block, unsigned int offset,
+			   unsigned int len)
+{
+	_Alignas(16) char bounce[16];
+
+	if (r->load16_part) {
+		r->load16_part(d, block, offset, len);
+		return;
+	}
+	r->load16(bounce, block, 16);
+	memcpy(d, bounce + offset, len);
+}
 
 /*
- * Read [s, s + n) by streaming-loading the aligned 16-byte blocks that hold
- * it into a bounce buffer and keeping the bytes asked for.  One streaming
- * load fetches what would otherwise take up to 15 uncached scalar reads, each
- * a full PCIe round trip (about 1 us each on an H200).  The extra bytes read
- * lie in the same 16-byte blocks, hence in the same page of the mapping, and
- * reading GPU memory has no side effects.
+ * Any range with 16-byte streaming loads only: the reading side never sees
+ * anything but whole aligned blocks (the extra bytes lie in the same blocks,
+ * hence in the same page, and reading GPU memory has no side effects).
  */
-static void edge_copy_from(const struct gdr_copy_routines *r, char *d, const char *s, size_t n)
+static void load16_range(const struct gdr_copy_routines *r, char *d, const char *s, size_t n)
 {
-	_Alignas(64) char bounce[WC_SMALL_READ + 32];
-	const char *block = (const char *)((uintptr_t)s & ~(uintptr_t)15);
-	size_t offset = (size_t)(s - block);
-	size_t span = (offset + n + 15) & ~(size_t)15;
+	unsigned int offset = (unsigned int)((uintptr_t)s & 15);
+	size_t whole;
 
-	r->load16(bounce, block, span);
-	memcpy(d, bounce + offset, n);
+	if (offset) {
+		unsigned int len = n < 16 - offset ? (unsigned int)n : 16 - offset;
+
+		part_copy_from(r, d, s - offset, offset, len);
+		d += len;
+		s += len;
+		n -= len;
+	}
+	whole = n & ~(size_t)15;
+	if (whole) {
+		r->load16(d, s, whole);
+		d += whole;
+		s += whole;
+		n -= whole;
+	}
+	if (n)
+		part_copy_from(r, d, s, 0, (unsigned int)n);
 }
 
 void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *wc_src, size_t n)
@@ -197,23 +260,29 @@ void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *
 	const char *s = wc_src;
 	char *d = dst;
 	size_t head;
+	bool poll;
 
 	if (r->use_memcpy) {
 		memcpy(dst, wc_src, n);
+		return;
+	}
+	if (n < 64 && r->small_read) {
+		if (n)
+			r->small_read(d, s, n);
 		return;
 	}
 	if (!r->load16) {
 		scalar_copy_from(d, s, n);
 		return;
 	}
-	if (n <= WC_SMALL_READ) {
-		if (n)
-			edge_copy_from(r, d, s, n);
+	poll = rereads_last_line(s);
+	if (n < 64 || (poll && n <= POLL_READ_MAX) || (!r->load64 && !r->load32)) {
+		load16_range(r, d, s, n);
 		return;
 	}
-	head = (-(uintptr_t)s) & 15;
+	head = (-(uintptr_t)s) & 63;
 	if (head) {
-		edge_copy_from(r, d, s, head);
+		load16_range(r, d, s, head);
 		d += head;
 		s += head;
 		n -= head;
@@ -228,7 +297,7 @@ void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *
 		n -= step;
 	}
 	if (n)
-		edge_copy_from(r, d, s, n);
+		load16_range(r, d, s, n);
 }
 
 bool gdr_copy_routines_get(const char *name, struct gdr_copy_routines *r)
@@ -261,6 +330,7 @@ void gdr_copy_routines_best(struct gdr_copy_routines *r)
 }
 
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static atomic_bool engine_ready;	/* the fast check on every copy; pthread_once behind it */
 static struct gdr_copy_routines engine;
 
 static void engine_choose(void)
@@ -277,13 +347,21 @@ static void engine_choose(void)
 			 wanted);
 	}
 	gdr_copy_routines_best(&engine);
+	atomic_store_explicit(&gdr_copy_fast_ok, gdr_arch_fast_path_ok(), memory_order_relaxed);
 	gdr_info("copy engine: %s: stores to WC memory with %s, loads with %s", engine.name, engine.store_desc,
 		 engine.load_desc);
 }
 
+static void engine_choose_once(void)
+{
+	engine_choose();
+	atomic_store_explicit(&engine_ready, true, memory_order_release);
+}
+
 void gdr_copy_engine_init(void)
 {
-	pthread_once(&engine_once, engine_choose);
+	if (!atomic_load_explicit(&engine_ready, memory_order_acquire))
+		pthread_once(&engine_once, engine_choose_once);
 }
 
 static void copy_fence(gdr_mapping_type_t type)

@@ -20,6 +20,16 @@
  */
 typedef void (*gdr_block_copy_fn)(void *dst, const void *src, size_t n);
 
+/*
+ * Copy bytes [offset, offset + len) of the 16-byte WC block at block (16-byte
+ * aligned) to dst, with one streaming load and no bounce buffer (a masked
+ * store); 0 < len, offset + len <= 16.
+ */
+typedef void (*gdr_part_load_fn)(void *dst, const void *block, unsigned int offset, unsigned int len);
+
+/* Read 1..64 bytes at any alignment from WC memory, in as few instructions as the CPU allows (copy.c uses it below 64). */
+typedef void (*gdr_small_read_fn)(void *dst, const void *wc_src, size_t n);
+
 struct gdr_copy_routines {
 	const char *name;	/* as GDRCOPY_COPY_ROUTINE names it */
 	const char *store_desc;	/* for the log: which instructions */
@@ -27,6 +37,8 @@ struct gdr_copy_routines {
 	bool use_memcpy;	/* libc memcpy for everything (benchmark baseline) */
 	gdr_block_copy_fn store16, store32, store64;
 	gdr_block_copy_fn load16, load32, load64;
+	gdr_part_load_fn load16_part;	/* NULL: a bounce buffer does the job */
+	gdr_small_read_fn small_read;	/* NULL: the general path */
 };
 
 /* Names GDRCOPY_COPY_ROUTINE accepts, NULL-terminated; "auto" is the default. */
@@ -46,6 +58,8 @@ void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *
 bool gdr_arch_copy_routines_get(const char *name, struct gdr_copy_routines *r);
 void gdr_arch_copy_routines_best(struct gdr_copy_routines *r);
 void gdr_arch_store_fence(void);
+/* Whether copy_fast.h's inline path may run (x86: SSE4.1). */
+bool gdr_arch_fast_path_ok(void);
 void gdr_arch_full_fence(void);
 
 /* Portable 16-byte routines (two 8-byte volatile accesses), usable on every arch. */

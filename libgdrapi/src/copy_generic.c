@@ -26,6 +26,11 @@ void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 	r->load16 = gdr_generic_load16;
 }
 
+bool gdr_arch_fast_path_ok(void)
+{
+	return false;
+}
+
 void gdr_arch_store_fence(void)
 {
 #if defined(__aarch64__)

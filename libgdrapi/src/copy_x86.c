@@ -23,7 +23,7 @@
 #include "internal.h"
 
 struct x86_features {
-	bool sse41, avx, avx2, avx512f, movdir64b;
+	bool sse41, avx, avx2, avx512f, avx512bw_vl, movdir64b;
 };
 
 static uint64_t read_xcr0(void)
@@ -56,6 +56,7 @@ static void detect(struct x86_features *f)
 		__cpuid_count(7, 0, eax, ebx, ecx, edx);
 		f->avx2 = f->avx && (ebx & bit_AVX2);
 		f->avx512f = zmm_state && (ebx & bit_AVX512F);
+		f->avx512bw_vl = f->avx512f && (ebx & bit_AVX512BW) && (ebx & bit_AVX512VL);
 		f->movdir64b = ecx & (1u << 28);	/* CPUID.(7,0):ECX.MOVDIR64B[bit 28] */
 	}
 }
@@ -66,8 +67,8 @@ static struct x86_features features;
 static void detect_once(void)
 {
 	detect(&features);
-	gdr_dbg("CPU: SSE4.1 %d, AVX %d, AVX2 %d, AVX-512F %d, MOVDIR64B %d", features.sse41, features.avx,
-		features.avx2, features.avx512f, features.movdir64b);
+	gdr_dbg("CPU: SSE4.1 %d, AVX %d, AVX2 %d, AVX-512F %d, AVX-512BW+VL %d, MOVDIR64B %d", features.sse41,
+		features.avx, features.avx2, features.avx512f, features.avx512bw_vl, features.movdir64b);
 }
 
 static const struct x86_features *cpu(void)
@@ -225,17 +226,35 @@ __attribute__((target("avx512f"))) static void load64_avx512(void *dst, const vo
 	_mm256_zeroupper();
 }
 
-/*
- * Measured on an H200's BAR1 (Sapphire Rapids): a lone 64-byte load of a
- * line took about 4 times as long as four 16-byte MOVNTDQA, while from 4 KiB
- * up AVX-512 loads doubled the bandwidth.  So short reads take SSE4.1.
- */
-static void load64_mixed(void *dst, const void *src, size_t n)
+/* Part of a 16-byte block: one streaming load, then a store of just those bytes. */
+__attribute__((target("sse4.1,avx512f,avx512bw,avx512vl"))) static void load16_part_avx512bw(
+	void *dst, const void *block, unsigned int offset, unsigned int len)
 {
-	if (n < 512)
-		load16_sse41(dst, src, n);
-	else
-		load64_avx512(dst, src, n);
+	__m128i v = _mm_stream_load_si128((__m128i *)block);
+	__mmask16 keep = (__mmask16)(((1u << len) - 1) << offset);
+
+	/* Masked-off bytes are neither written nor faulted on: dst - offset need not be mapped. */
+	_mm_mask_storeu_epi8((char *)dst - offset, keep, v);
+}
+
+/*
+ * 1..64 bytes at any alignment: one streaming load per 16-byte block that
+ * holds some of them (at most five), each stored with a mask of just those
+ * bytes.  No bounce buffer, no calls, about ten instructions a block.
+ */
+__attribute__((target("sse4.1,avx512f,avx512bw,avx512vl"))) static void small_read_avx512bw(void *dst,
+											const void *wc_src, size_t n)
+{
+	uintptr_t s = (uintptr_t)wc_src, end = s + n, block = s & ~(uintptr_t)15;
+
+	for (; block < end; block += 16) {
+		__m128i v = _mm_stream_load_si128((__m128i *)block);
+		unsigned int lo = block < s ? (unsigned int)(s - block) : 0;
+		unsigned int hi = end - block < 16 ? (unsigned int)(end - block) : 16;
+		__mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+
+		_mm_mask_storeu_epi8((char *)dst + ((intptr_t)block - (intptr_t)s), keep, v);
+	}
 }
 
 /*
@@ -296,6 +315,10 @@ bool gdr_arch_copy_routines_get(const char *name, struct gdr_copy_routines *r)
 		r->name = "avx512";
 		r->store64 = store64_avx512;
 		r->load64 = load64_avx512;
+		if (f->avx512bw_vl && f->sse41) {
+			r->load16_part = load16_part_avx512bw;
+			r->small_read = small_read_avx512bw;
+		}
 		r->store_desc = "AVX-512 VMOVNTDQ (64 B)";
 		r->load_desc = "AVX-512 VMOVNTDQA (64 B, 16 lines in flight)";
 		return true;
@@ -321,10 +344,10 @@ bool gdr_arch_copy_routines_get(const char *name, struct gdr_copy_routines *r)
 /*
  * Measured on an H200's BAR1 (Sapphire Rapids, 16 MiB): AVX-512 and AVX
  * streaming stores about 15 GB/s, MOVDIR64B about 13 GB/s; reads: AVX-512
- * streaming loads about 0.9 GB/s, SSE4.1 ones about 0.45 GB/s.  So: the widest
- * streaming stores, and AVX-512 loads for the bulk of reads (SSE4.1 where
- * there is no AVX-512: wider loads without it were not faster).
- * GDRCOPY_COPY_ROUTINE overrides this (e.g. movdir64b).
+ * streaming loads about 0.9 GB/s, SSE4.1 ones about 0.45 GB/s, and a single
+ * line in one round trip instead of two (copy.c says when reads use which).
+ * So: the widest streaming stores and loads, SSE4.1 loads for parts of lines
+ * (AVX2 loads were not faster anywhere).  GDRCOPY_COPY_ROUTINE overrides this.
  */
 void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 {
@@ -334,8 +357,9 @@ void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 		gdr_arch_copy_routines_get("avx512", r);
 		r->load16 = f->sse41 ? load16_sse41 : load16_sse2;
 		r->load32 = NULL;
-		r->load64 = f->sse41 ? load64_mixed : load64_avx512;
-		r->load_desc = "AVX-512 VMOVNTDQA (16 lines in flight) for 512 B and more, SSE4.1 MOVNTDQA below";
+		r->load_desc = r->load16_part ?
+			"AVX-512 VMOVNTDQA (64 B) for whole lines, SSE4.1 MOVNTDQA for parts and polls, masked stores" :
+			"AVX-512 VMOVNTDQA (64 B) for whole lines, SSE4.1 MOVNTDQA for parts and polls";
 	} else if (f->avx2) {
 		gdr_arch_copy_routines_get("avx2", r);
 		r->load32 = NULL;
@@ -344,6 +368,11 @@ void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 		gdr_arch_copy_routines_get("sse", r);
 	}
 	r->name = "auto";
+}
+
+bool gdr_arch_fast_path_ok(void)
+{
+	return cpu()->sse41;
 }
 
 void gdr_arch_store_fence(void)

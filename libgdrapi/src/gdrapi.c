@@ -13,6 +13,7 @@
 
 #include "internal.h"
 #include "backend_vulkan.h"
+#include "copy_fast.h"
 #include "parallel_copy.h"
 
 /* Backends in the order gdr_open() tries them. */
@@ -664,31 +665,36 @@ static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void 
 		rc = EINVAL;
 	if (rc)
 		return rc;
+	if (gdr_copy_fast(type, to_mapping, dst, src, size))
+		return 0;
+	if (threads == 0)
+		threads = gdr_default_copy_threads(size);
 	if (threads > 1)
 		return gdr_copy_parallel(type, to_mapping, dst, src, size, threads);
 	return to_mapping ? gdr_copy_to_type(type, dst, src, size) : gdr_copy_from_type(type, dst, src, size);
 }
 
+/* threads 0: the default for the size (GDRCOPY_COPY_THREADS); copies of 64 bytes or less never split. */
 GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size)
 {
-	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, gdr_default_copy_threads(size));
+	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, 0);
 }
 
 GDR_EXPORT int gdr_copy_from_mapping(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size)
 {
-	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, gdr_default_copy_threads(size));
+	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, 0);
 }
 
 GDR_EXPORT int gdr_copy_to_mapping_parallel(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size,
 					    unsigned int threads)
 {
-	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, threads);
+	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, threads ? threads : 1);
 }
 
 GDR_EXPORT int gdr_copy_from_mapping_parallel(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size,
 					      unsigned int threads)
 {
-	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, threads);
+	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, threads ? threads : 1);
 }
 
 GDR_EXPORT int gdr_copy_to_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size)

@@ -16,6 +16,7 @@
  * stores are ordered before the call returns.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -190,6 +191,7 @@ int gdr_copy_parallel(gdr_mapping_type_t type, bool to_mapping, void *dst, const
 }
 
 static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+static atomic_bool defaults_ready;	/* checked on every copy; pthread_once behind it */
 static unsigned int default_threads = 1;
 static size_t default_min_size = DEFAULT_PARALLEL_MIN_SIZE;
 
@@ -222,8 +224,15 @@ static void read_defaults(void)
 			 default_threads);
 }
 
+static void read_defaults_once(void)
+{
+	read_defaults();
+	atomic_store_explicit(&defaults_ready, true, memory_order_release);
+}
+
 unsigned int gdr_default_copy_threads(size_t size)
 {
-	pthread_once(&defaults_once, read_defaults);
+	if (!atomic_load_explicit(&defaults_ready, memory_order_acquire))
+		pthread_once(&defaults_once, read_defaults_once);
 	return size >= default_min_size ? default_threads : 1;
 }

@@ -512,12 +512,13 @@ static int compare_double(const void *a, const void *b)
 
 struct bench_stats bench_stats(double *values, unsigned int n)
 {
-	struct bench_stats s = { 0.0, 0.0 };
+	struct bench_stats s = { 0.0, 0.0, 0.0 };
 
 	if (!n)
 		return s;
 	qsort(values, n, sizeof(*values), compare_double);
 	s.min = values[0];
+	s.max = values[n - 1];
 	if (n % 2)
 		s.median = values[n / 2];
 	else

@@ -160,12 +160,23 @@ struct bench_buckets {
 };
 struct bench_buckets bench_plan_buckets(unsigned int iters, const char *what);
 
-/* Median and minimum of n values (the array is sorted in place). */
+/* Median, minimum and maximum of n values (the array is sorted in place). */
 struct bench_stats {
 	double median;
 	double min;
+	double max;
 };
 struct bench_stats bench_stats(double *values, unsigned int n);
+
+/* A full fence: every earlier load and store completes before any later one starts. */
+static inline void bench_full_fence(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ __volatile__("mfence; lfence" ::: "memory");
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
 
 /* Store fence after plain stores to a write-combined mapping. */
 static inline void bench_store_fence(void)

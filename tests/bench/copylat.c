@@ -3,15 +3,28 @@
  * gdrcopy_copylat: per-call latency of gdr_copy_to_mapping and
  * gdr_copy_from_mapping for sizes 1 B, 2 B, 4 B, ... up to -s.  The
  * iterations of each size are split into up to 100 buckets; the table shows
- * the median and the minimum of the per-bucket mean times.  -c adds
- * cuMemcpy (H2D and D2H) rows and -p plain-memcpy rows on the same mapping,
- * the two things users compare gdrcopy against.
+ * the median, minimum and maximum of the per-bucket mean times.  -c adds
+ * cuMemcpy (H2D and D2H) rows and -p rows for plain memcpy and for the
+ * simplest streaming-instruction loop on the same mapping: what users would
+ * use instead.
+ *
+ * Two ways to time a call (-m):
+ *   b2b     calls issued back to back with nothing between them, as a loop
+ *           polling a flag in GPU memory issues them; successive reads may
+ *           overlap in the CPU (the reference's only way).
+ *   single  each call starts after the previous one has completed (a full
+ *           fence), and a read's data is used before the clock stops.
  */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_common.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 #define DEFAULT_SIZE (16UL * 1024 * 1024)
 #define DEFAULT_WRITE_ITERS 10000
@@ -21,20 +34,26 @@
 enum copy_kind {
 	COPY_GDR_TO,
 	COPY_MEMCPY_TO,
+	COPY_LOOP_TO,
 	COPY_CUMEMCPY_H2D,
 	COPY_GDR_FROM,
 	COPY_MEMCPY_FROM,
+	COPY_LOOP_FROM,
 	COPY_CUMEMCPY_D2H,
 };
 
 static const char *const copy_names[] = {
 	[COPY_GDR_TO] = "gdr_copy_to_mapping",
 	[COPY_MEMCPY_TO] = "memcpy_to_mapping",
+	[COPY_LOOP_TO] = "stream_loop_to_mapping",
 	[COPY_CUMEMCPY_H2D] = "cuMemcpy_H2D",
 	[COPY_GDR_FROM] = "gdr_copy_from_mapping",
 	[COPY_MEMCPY_FROM] = "memcpy_from_mapping",
+	[COPY_LOOP_FROM] = "stream_loop_from_mapping",
 	[COPY_CUMEMCPY_D2H] = "cuMemcpy_D2H",
 };
+
+enum time_mode { MODE_B2B = 1, MODE_SINGLE = 2, MODE_BOTH = 3 };
 
 struct copylat_opts {
 	size_t size;
@@ -46,6 +65,7 @@ struct copylat_opts {
 	bool cumemcpy;
 	bool cold;
 	bool plain_memcpy;
+	enum time_mode modes;
 };
 
 struct copylat_ctx {
@@ -63,7 +83,7 @@ struct copylat_ctx {
 static void usage(const char *prog)
 {
 	printf("Usage: %s [-h] [-s size] [-d gpu] [-w iters] [-r iters] [-a fn] [-M type]\n"
-	       "          [-c] [-C] [-p] [-j]\n"
+	       "          [-m mode] [-c] [-C] [-p] [-j]\n"
 	       "\n"
 	       "Per-call latency of CPU copies to and from GPU memory through a gdrcopy mapping,\n"
 	       "for sizes 1 B, 2 B, 4 B, ... up to the -s size.\n"
@@ -77,10 +97,14 @@ static void usage(const char *prog)
 	       "  -a fn       GPU allocation function: " BENCH_ALLOC_CHOICES "\n"
 	       "              (default: cuMemAlloc)\n"
 	       "  -M type     mapping type to request: default, wc, cache or device (default: default)\n"
+	       "  -m mode     b2b: calls back to back, as a polling loop issues them; single: each\n"
+	       "              call after the previous one completed, a read's data used before\n"
+	       "              the clock stops; both (default: b2b)\n"
 	       "  -c          also time cuMemcpy H2D and D2H from pinned host memory (default: off)\n"
 	       "  -C          cold cache: cuMemsetD8 the buffer before every copy, outside the\n"
 	       "              timed region; needs a caching mapping (default: off)\n"
-	       "  -p          also time plain memcpy to/from the same mapping (default: off)\n"
+	       "  -p          also time plain memcpy and the simplest streaming-instruction loop\n"
+	       "              (AVX-512 where the CPU has it) to/from the same mapping (default: off)\n"
 	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
 	       "              the human-readable text goes to stderr (default: off)\n"
 	       "\n"
@@ -99,8 +123,9 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 	o->read_iters = DEFAULT_READ_ITERS;
 	o->alloc = bench_parse_alloc("cuMemAlloc");
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
+	o->modes = MODE_B2B;
 
-	while ((c = getopt(argc, argv, "hs:d:w:r:a:M:cCpj")) != -1) {
+	while ((c = getopt(argc, argv, "hs:d:w:r:a:M:m:cCpj")) != -1) {
 		switch (c) {
 		case 'h':
 			usage(argv[0]);
@@ -123,6 +148,16 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 		case 'p':
 			o->plain_memcpy = true;
 			break;
+		case 'm':
+			if (!strcmp(optarg, "b2b"))
+				o->modes = MODE_B2B;
+			else if (!strcmp(optarg, "single"))
+				o->modes = MODE_SINGLE;
+			else if (!strcmp(optarg, "both"))
+				o->modes = MODE_BOTH;
+			else
+				bench_die("-m %s: expected b2b, single or both", optarg);
+			break;
 		default:
 			if (!bench_common_option(c, optarg, &o->dev_id, &o->alloc, &o->map_flag))
 				bench_die("unknown option; run %s -h for the list", argv[0]);
@@ -133,6 +168,128 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 	if (!o->size)
 		bench_die("-s 0: the largest copy must be at least 1 byte");
 }
+
+/*
+ * The simplest loop of streaming instructions a user would write: the widest
+ * the CPU has for the 64-byte-aligned bulk (the mapping is), plain memcpy for
+ * the rest, a store fence after writes.  The baseline the engine must match.
+ */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void loop_to_avx512(unsigned char *d, const unsigned char *s,
+								size_t bulk)
+{
+	size_t i;
+
+	for (i = 0; i < bulk; i += 64)
+		_mm512_stream_si512((__m512i *)(d + i), _mm512_loadu_si512(s + i));
+}
+
+__attribute__((target("avx512f"))) static void loop_from_avx512(unsigned char *d, unsigned char *s,
+								  size_t bulk)
+{
+	size_t i;
+
+	for (i = 0; i < bulk; i += 64)
+		_mm512_storeu_si512(d + i, _mm512_stream_load_si512(s + i));
+}
+
+__attribute__((target("sse4.1"))) static void loop_from_sse41(unsigned char *d, unsigned char *s, size_t bulk)
+{
+	size_t i;
+
+	for (i = 0; i < bulk; i += 16)
+		_mm_storeu_si128((__m128i *)(d + i), _mm_stream_load_si128((__m128i *)(s + i)));
+}
+
+static void loop_to_sse2(unsigned char *d, const unsigned char *s, size_t bulk)
+{
+	size_t i;
+
+	for (i = 0; i < bulk; i += 16)
+		_mm_stream_si128((__m128i *)(d + i), _mm_loadu_si128((const __m128i *)(s + i)));
+}
+
+/* CPUID says AVX-512F and the OS saves the ZMM state (XCR0); both, or SIGILL (seen under qemu TCG). */
+static bool have_avx512(void)
+{
+	static int have = -1;
+
+	if (have < 0) {
+		unsigned int eax, ebx, ecx, edx;
+
+		have = 0;
+		if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_OSXSAVE) &&
+		    __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & bit_AVX512F)) {
+			uint32_t lo, hi;
+
+			__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+			have = (lo & 0xe6) == 0xe6;
+		}
+	}
+	return have;
+}
+
+/* Cached: CPUID inside a timed loop would exit to the hypervisor in a VM. */
+static bool have_sse41(void)
+{
+	static int have = -1;
+
+	if (have < 0) {
+		unsigned int eax, ebx, ecx, edx;
+
+		have = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_SSE4_1);
+	}
+	return have;
+}
+
+static const char *stream_loop_desc(void)
+{
+	if (have_avx512())
+		return "AVX-512 VMOVNTDQ / VMOVNTDQA, 64 B";
+	return have_sse41() ? "SSE2 MOVNTDQ / SSE4.1 MOVNTDQA, 16 B" : "SSE2 MOVNTDQ, 16 B / memcpy (no SSE4.1)";
+}
+
+static void stream_loop_to(unsigned char *map, const unsigned char *src, size_t size)
+{
+	size_t bulk = size & ~(size_t)(have_avx512() ? 63 : 15);
+
+	if (have_avx512())
+		loop_to_avx512(map, src, bulk);
+	else
+		loop_to_sse2(map, src, bulk);
+	memcpy(map + bulk, src + bulk, size - bulk);
+	bench_store_fence();
+}
+
+static void stream_loop_from(unsigned char *dst, unsigned char *map, size_t size)
+{
+	size_t bulk = size & ~(size_t)(have_avx512() ? 63 : 15);
+
+	if (have_avx512())
+		loop_from_avx512(dst, map, bulk);
+	else if (have_sse41())
+		loop_from_sse41(dst, map, bulk);
+	else
+		bulk = 0;
+	memcpy(dst + bulk, map + bulk, size - bulk);
+}
+#else
+static const char *stream_loop_desc(void)
+{
+	return "memcpy (no streaming loop written for this architecture)";
+}
+
+static void stream_loop_to(unsigned char *map, const unsigned char *src, size_t size)
+{
+	memcpy(map, src, size);
+	bench_store_fence();
+}
+
+static void stream_loop_from(unsigned char *dst, unsigned char *map, size_t size)
+{
+	memcpy(dst, map, size);
+}
+#endif
 
 static void do_copy(const struct copylat_ctx *ctx, enum copy_kind kind, size_t size)
 {
@@ -146,6 +303,9 @@ static void do_copy(const struct copylat_ctx *ctx, enum copy_kind kind, size_t s
 		memcpy(ctx->map, ctx->src, size);
 		bench_store_fence();
 		break;
+	case COPY_LOOP_TO:
+		stream_loop_to(ctx->map, ctx->src, size);
+		break;
 	case COPY_CUMEMCPY_H2D:
 		BENCH_CU(cuMemcpyHtoD(ctx->dptr, ctx->src, size));
 		break;
@@ -154,6 +314,9 @@ static void do_copy(const struct copylat_ctx *ctx, enum copy_kind kind, size_t s
 		break;
 	case COPY_MEMCPY_FROM:
 		memcpy(ctx->dst, ctx->map, size);
+		break;
+	case COPY_LOOP_FROM:
+		stream_loop_from(ctx->dst, ctx->map, size);
 		break;
 	case COPY_CUMEMCPY_D2H:
 		BENCH_CU(cuMemcpyDtoH(ctx->dst, ctx->dptr, size));
@@ -170,14 +333,28 @@ static bool is_to_gpu(enum copy_kind kind)
 
 /* Fill the per-bucket mean latencies for one size; returns the statistics. */
 static struct bench_stats time_size(const struct copylat_ctx *ctx, enum copy_kind kind,
-				    size_t size, const struct bench_buckets *plan)
+				    size_t size, const struct bench_buckets *plan, enum time_mode mode)
 {
 	bool cold = ctx->o->cold && kind != COPY_CUMEMCPY_H2D && kind != COPY_CUMEMCPY_D2H;
 	unsigned int b, i;
 	double t0;
 
 	for (b = 0; b < plan->count; b++) {
-		if (cold) {
+		if (mode == MODE_SINGLE && !cold) {
+			double sum = 0.0;
+
+			for (i = 0; i < plan->per_bucket; i++) {
+				bench_full_fence();
+				t0 = bench_now_us();
+				do_copy(ctx, kind, size);
+				/* A read is done when its data can be used. */
+				if (!is_to_gpu(kind))
+					(void)*(volatile unsigned char *)&ctx->dst[size - 1];
+				bench_full_fence();
+				sum += bench_now_us() - t0;
+			}
+			ctx->bucket_us[b] = sum / plan->per_bucket;
+		} else if (cold) {
 			double sum = 0.0;
 
 			for (i = 0; i < plan->per_bucket; i++) {
@@ -230,16 +407,18 @@ static void verify(const struct copylat_ctx *ctx, enum copy_kind kind, size_t si
 }
 
 static void run_test(struct copylat_ctx *ctx, enum copy_kind kind,
-		     const struct bench_buckets *planned)
+		     const struct bench_buckets *planned, enum time_mode mode)
 {
 	const char *name = copy_names[kind];
+	const char *mode_name = mode == MODE_SINGLE ? "single" : "b2b";
 	const struct bench_buckets plan = *planned;
 	const uint32_t gpu_seed = 0xc0ffee;
 	size_t size;
 
-	bench_say("\n%s num iters for each size: %u\n", name, plan.iters);
-	bench_say("%-24s %12s %18s %18s\n", "Test", "Size(B)", "Median Time(us)",
-		  "Min. Time(us)");
+	bench_say("\n%s num iters for each size: %u (%s)\n", name, plan.iters,
+		  mode == MODE_SINGLE ? "single calls, each fenced off" : "calls back to back");
+	bench_say("%-24s %12s %18s %18s %18s\n", "Test", "Size(B)", "Median Time(us)",
+		  "Min. Time(us)", "Max. Time(us)");
 	if (!is_to_gpu(kind)) {
 		/* Known GPU contents for the reads to return. */
 		bench_fill_pattern(ctx->scratch, ctx->o->size, gpu_seed);
@@ -254,16 +433,18 @@ static void run_test(struct copylat_ctx *ctx, enum copy_kind kind,
 			bench_fill_pattern(ctx->src, size, (uint32_t)(size * 31 + kind));
 		else
 			memset(ctx->dst, 0, size);
-		st = time_size(ctx, kind, size, &plan);
+		st = time_size(ctx, kind, size, &plan, mode);
 		verify(ctx, kind, size, gpu_seed);
 
-		bench_say("%-24s %12zu %18.4f %18.4f\n", name, size, st.median, st.min);
+		bench_say("%-24s %12zu %18.4f %18.4f %18.4f\n", name, size, st.median, st.min, st.max);
 		bench_record_begin(&rec, name);
+		bench_record_str(&rec, "mode", mode_name);
 		bench_record_u64(&rec, "size", size);
 		bench_record_u64(&rec, "iters", plan.iters);
 		bench_record_u64(&rec, "buckets", plan.count);
 		bench_record_double(&rec, "median_us", st.median);
 		bench_record_double(&rec, "min_us", st.min);
+		bench_record_double(&rec, "max_us", st.max);
 		bench_record_str(&rec, "mapping_type",
 				 bench_mapping_type_name(ctx->info->mapping_type));
 		bench_record_str(&rec, "alloc_fn", ctx->o->alloc.name);
@@ -285,6 +466,7 @@ int main(int argc, char **argv)
 	void *src = NULL, *dst = NULL;
 	size_t rounded;
 	gdr_info_t info;
+	enum time_mode mode;
 	CUdevice dev;
 	gdr_t g;
 	int ret;
@@ -350,16 +532,26 @@ int main(int argc, char **argv)
 	bench_warn("Measuring the API invocation overhead as observed by the CPU. Data might "
 		   "not be ordered all the way to the GPU internal visibility.");
 
-	run_test(&ctx, COPY_GDR_TO, &write_plan);
 	if (o.plain_memcpy)
-		run_test(&ctx, COPY_MEMCPY_TO, &write_plan);
-	if (o.cumemcpy)
-		run_test(&ctx, COPY_CUMEMCPY_H2D, &write_plan);
-	run_test(&ctx, COPY_GDR_FROM, &read_plan);
-	if (o.plain_memcpy)
-		run_test(&ctx, COPY_MEMCPY_FROM, &read_plan);
-	if (o.cumemcpy)
-		run_test(&ctx, COPY_CUMEMCPY_D2H, &read_plan);
+		bench_say("stream loop: %s\n", stream_loop_desc());
+	for (mode = MODE_B2B; mode <= MODE_SINGLE; mode <<= 1) {
+		if (!(o.modes & mode))
+			continue;
+		run_test(&ctx, COPY_GDR_TO, &write_plan, mode);
+		if (o.plain_memcpy) {
+			run_test(&ctx, COPY_MEMCPY_TO, &write_plan, mode);
+			run_test(&ctx, COPY_LOOP_TO, &write_plan, mode);
+		}
+		if (o.cumemcpy)
+			run_test(&ctx, COPY_CUMEMCPY_H2D, &write_plan, mode);
+		run_test(&ctx, COPY_GDR_FROM, &read_plan, mode);
+		if (o.plain_memcpy) {
+			run_test(&ctx, COPY_MEMCPY_FROM, &read_plan, mode);
+			run_test(&ctx, COPY_LOOP_FROM, &read_plan, mode);
+		}
+		if (o.cumemcpy)
+			run_test(&ctx, COPY_CUMEMCPY_D2H, &read_plan, mode);
+	}
 
 	bench_say("\nunmapping buffer\n");
 	ret = gdr_unmap(g, ctx.mh, map_ptr, rounded);

@@ -15,6 +15,7 @@
  * round trips with %globaltimer.
  * Both report the minimum and the median of up to 100 bucket means.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ struct pplat_opts {
 	enum location cpu_flag_loc;
 	enum location data_loc;
 	int map_flag;
+	bool relaxed_poll;	/* -P relaxed */
+	const char *ptx_file;	/* -k: the kernel's PTX from this file */
 	bool blocks_set, threads_set;
 };
 
@@ -82,7 +85,8 @@ static enum location parse_location(char opt, const char *arg)
 static void usage(const char *prog)
 {
 	printf("Usage: %s [-h] [-d gpu] [-t iters] [-u seconds] [-a fn] [-s size] [-B blocks]\n"
-	       "          [-T threads] [-m mode] [-G loc] [-C loc] [-D loc] [-M type] [-j] [-K]\n"
+	       "          [-T threads] [-m mode] [-G loc] [-C loc] [-D loc] [-M type] [-P poll]\n"
+	       "          [-k file] [-j] [-K]\n"
 	       "\n"
 	       "Round-trip latency of a CPU <-> GPU ping-pong through flags (and data), with\n"
 	       "the CPU reaching GPU memory through a gdrcopy mapping.\n"
@@ -106,17 +110,68 @@ static void usage(const char *prog)
 	       "  -D loc      where the data lives: gpumem or hostmem (default: gpumem)\n"
 	       "  -M type     mapping type to request for GPU memory: default, wc, cache or device\n"
 	       "              (default: default)\n"
+	       "  -P poll     how the GPU polls its flag: relaxed (ld.relaxed.sys, then one acquire\n"
+	       "              fence when there is data to order) or acquire (ld.acquire.sys each\n"
+	       "              poll) (default: relaxed)\n"
 	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
 	       "              the human-readable text goes to stderr (default: off)\n"
 	       "  -K          print the PTX of the GPU kernel and exit\n"
+	       "  -k file     load the kernel's PTX from this file instead (experiments: start from\n"
+	       "              the output of -K; the protocol of pplat_protocol.h must hold)\n"
 	       "\n"
 	       "Iteration counts above 100 are rounded up to a multiple of 100 (100 buckets).\n",
 	       prog, DEFAULT_ITERS, DEFAULT_TIMEOUT_S, DEFAULT_BLOCKS, DEFAULT_THREADS,
 	       BENCH_JSON_OPTION);
 }
 
+/* The kernel's PTX with the poll flavour of -P filled in (pplat_kernel_ptx.h); the caller frees it. */
+static char *kernel_ptx(bool relaxed_poll)
+{
+	const char *poll = relaxed_poll ? "ld.relaxed.sys.global.u32" : "ld.acquire.sys.global.u32";
+	/* %p3 is free once the poll loop is left; no data, nothing to order. */
+	const char *fence = relaxed_poll ? "	setp.ne.u32 %p3, %r1, 0;\n	@%p3 fence.acq_rel.sys;" : "";
+	const char *t = pplat_kernel_ptx_template;
+	size_t size = sizeof(pplat_kernel_ptx_template) + 8 * (strlen(poll) + strlen(fence));
+	char *ptx = malloc(size), *out = ptx;
+
+	if (!ptx)
+		bench_die("out of memory");
+	while (*t) {
+		if (!strncmp(t, PPLAT_POLL_MARK, strlen(PPLAT_POLL_MARK))) {
+			out += sprintf(out, "%s", poll);
+			t += strlen(PPLAT_POLL_MARK);
+		} else if (!strncmp(t, PPLAT_FENCE_MARK, strlen(PPLAT_FENCE_MARK))) {
+			out += sprintf(out, "%s", fence);
+			t += strlen(PPLAT_FENCE_MARK);
+		} else {
+			*out++ = *t++;
+		}
+	}
+	*out = '\0';
+	return ptx;
+}
+
+static char *read_ptx_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *text;
+	long size;
+
+	if (!f)
+		bench_die("-k %s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+		bench_die("-k %s: cannot tell its size", path);
+	text = malloc((size_t)size + 1);
+	if (!text || fread(text, 1, (size_t)size, f) != (size_t)size)
+		bench_die("-k %s: cannot read it", path);
+	text[size] = '\0';
+	fclose(f);
+	return text;
+}
+
 static void parse_args(int argc, char **argv, struct pplat_opts *o)
 {
+	bool print_ptx = false;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -130,8 +185,9 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 	o->cpu_flag_loc = LOC_HOSTMEM;
 	o->data_loc = LOC_GPUMEM;
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
+	o->relaxed_poll = true;
 
-	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:jK")) != -1) {
+	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:P:k:jK")) != -1) {
 		switch (c) {
 		case 'h':
 			usage(argv[0]);
@@ -165,9 +221,17 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 		case 'D':
 			o->data_loc = parse_location('D', optarg);
 			break;
+		case 'P':
+			if (strcmp(optarg, "relaxed") && strcmp(optarg, "acquire"))
+				bench_die("-P %s: expected relaxed or acquire", optarg);
+			o->relaxed_poll = !strcmp(optarg, "relaxed");
+			break;
 		case 'K':
-			fputs(pplat_kernel_ptx, stdout);
-			exit(EXIT_SUCCESS);
+			print_ptx = true;
+			break;
+		case 'k':
+			o->ptx_file = optarg;
+			break;
 		default:
 			if (!bench_common_option(c, optarg, &o->dev_id, &o->alloc, &o->map_flag))
 				bench_die("unknown option; run %s -h for the list", argv[0]);
@@ -175,6 +239,13 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 	}
 	if (optind < argc)
 		bench_die("unexpected argument '%s'; run %s -h for the list", argv[optind], argv[0]);
+	if (print_ptx) {
+		char *ptx = kernel_ptx(o->relaxed_poll);
+
+		fputs(ptx, stdout);
+		free(ptx);
+		exit(EXIT_SUCCESS);
+	}
 	if (o->mode != PPLAT_MODE_CPU_PRODUCES && o->mode != PPLAT_MODE_GPU_PRODUCES)
 		bench_die("-m %u: expected 0 (CPU produces) or 1 (GPU produces)", o->mode);
 	if (o->data_size % 4)
@@ -378,6 +449,7 @@ int main(int argc, char **argv)
 	uint64_t timestamps[PPLAT_MAX_BUCKETS + 1];
 	void *params[PPLAT_KERNEL_PARAMS];
 	CUdeviceptr host_dev = 0;
+	char *ptx;
 	void *map_ptr = NULL;
 	size_t buf_size;
 	uint32_t errors = 0;
@@ -497,7 +569,9 @@ int main(int argc, char **argv)
 	params[8] = &args.mode;
 	params[9] = &args.bucket_iters;
 
-	BENCH_CU(cuModuleLoadData(&module, pplat_kernel_ptx));
+	ptx = o.ptx_file ? read_ptx_file(o.ptx_file) : kernel_ptx(o.relaxed_poll);
+	BENCH_CU(cuModuleLoadData(&module, ptx));
+	free(ptx);
 	BENCH_CU(cuModuleGetFunction(&kernel, module, PPLAT_KERNEL_NAME));
 	if (cuFuncGetAttribute(&fn_max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
 			       kernel) == CUDA_SUCCESS && fn_max_threads > 0 &&
@@ -547,6 +621,7 @@ int main(int argc, char **argv)
 	bench_record_str(&rec, "gpu_flag", loc_name(o.gpu_flag_loc));
 	bench_record_str(&rec, "cpu_flag", loc_name(o.cpu_flag_loc));
 	bench_record_str(&rec, "data", loc_name(o.data_loc));
+	bench_record_str(&rec, "poll", o.ptx_file ? o.ptx_file : o.relaxed_poll ? "relaxed" : "acquire");
 	bench_record_u64(&rec, "size", o.data_size);
 	bench_record_u64(&rec, "blocks", o.blocks);
 	bench_record_u64(&rec, "threads", o.threads);

@@ -26,7 +26,19 @@
 #ifndef GDRCOPY_PPLAT_KERNEL_PTX_H
 #define GDRCOPY_PPLAT_KERNEL_PTX_H
 
-static const char pplat_kernel_ptx[] =
+/*
+ * How the GPU polls the flag the CPU writes is chosen at load time (pplat -P):
+ * pplat.c replaces PPLAT_POLL_MARK with the load instruction and
+ * PPLAT_FENCE_MARK (a line of its own, after each poll loop) with what must
+ * follow it.
+ *   acquire: every poll is ld.acquire.sys; nothing follows.
+ *   relaxed: polls are ld.relaxed.sys; once the flag is seen, one
+ *            fence.acq_rel.sys, and only when there is data to order.
+ */
+#define PPLAT_POLL_MARK "@POLL@"
+#define PPLAT_FENCE_MARK "@FENCE@"
+
+static const char pplat_kernel_ptx_template[] =
 	".version 8.0\n"
 	".target sm_80\n"
 	".address_size 64\n"
@@ -109,9 +121,10 @@ static const char pplat_kernel_ptx[] =
 	/* Mode 0: wait for the CPU's flag, then read and check the data. */
 	"	@!%p1 bra CONSUME_START;\n"
 	"WAIT_GPU_FLAG0:\n"
-	"	ld.acquire.sys.global.u32 %r12, [%rd1];\n"
+	"	" PPLAT_POLL_MARK " %r12, [%rd1];\n"
 	"	setp.ne.u32 %p3, %r12, %r15;\n"
 	"	@%p3 bra WAIT_GPU_FLAG0;\n"
+	PPLAT_FENCE_MARK "\n"
 	"CONSUME_START:\n"
 	"	bar.sync 0;\n"
 	"	mov.u32 %r17, %r9;\n"
@@ -170,6 +183,14 @@ static const char pplat_kernel_ptx[] =
 	"PRODUCE_DONE:\n"
 	"	bar.sync 0;\n"
 	"	@!%p1 bra PRODUCE_SYNC;\n"
+	/* One block: as in mode 0, one store answers (release when there is data). */
+	"	setp.eq.u32 %p5, %r8, 1;\n"
+	"	@!%p5 bra PRODUCE_ARRIVE;\n"
+	"	setp.eq.u32 %p6, %r1, 0;\n"
+	"	@%p6 st.relaxed.sys.global.u32 [%rd2], %r13;\n"
+	"	@!%p6 st.release.sys.global.u32 [%rd2], %r13;\n"
+	"	bra WAIT_GPU_FLAG1;\n"
+	"PRODUCE_ARRIVE:\n"
 	/* Makes this block's data (ordered by bar.sync) visible system-wide first. */
 	"	membar.sys;\n"
 	"	atom.global.add.u32 %r12, [%rd4], 1;\n"
@@ -178,9 +199,10 @@ static const char pplat_kernel_ptx[] =
 	"	membar.sys;\n"
 	"	st.release.sys.global.u32 [%rd2], %r13;\n"
 	"WAIT_GPU_FLAG1:\n"
-	"	ld.acquire.sys.global.u32 %r12, [%rd1];\n"
+	"	" PPLAT_POLL_MARK " %r12, [%rd1];\n"
 	"	setp.ne.u32 %p3, %r12, %r15;\n"
 	"	@%p3 bra WAIT_GPU_FLAG1;\n"
+	PPLAT_FENCE_MARK "\n"
 	"	@!%p2 bra PRODUCE_SYNC;\n"
 	"	rem.u32 %r19, %r15, %r4;\n"
 	"	setp.ne.u32 %p3, %r19, 0;\n"

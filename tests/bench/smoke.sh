@@ -66,8 +66,10 @@ check gdrcopy_copybw 4 -s 64K -c 4K -w 10 -r 10 -p
 check gdrcopy_copybw 18 -s 64K -l -c 256 -o 4 -w 5 -r 5
 check gdrcopy_copybw 2 -s 64K -w 5 -r 5 -a cuMemCreate
 
-# copylat: 1..4096 B (13 sizes) x gdr/memcpy/cuMemcpy in both directions.
-check gdrcopy_copylat 78 -s 4K -w 100 -r 20 -c -p
+# copylat: 1..4096 B (13 sizes) x gdr/memcpy/stream loop/cuMemcpy in both
+# directions; then both timing modes (13 sizes x 2 directions x 2 modes).
+check gdrcopy_copylat 104 -s 4K -w 100 -r 20 -c -p
+check gdrcopy_copylat 52 -s 4K -w 100 -r 20 -m both
 
 # apiperf: pin sizes 64 KiB and 128 KiB.
 check gdrcopy_apiperf 2 -s 128K -n 5 -w 1
@@ -75,6 +77,7 @@ check gdrcopy_apiperf 2 -s 128K -n 5 -w 1
 # pplat: both modes, flag only and with data, every location.
 check gdrcopy_pplat 1 -t 100 -u 120
 check gdrcopy_pplat 1 -t 100 -u 120 -m 1
+check gdrcopy_pplat 1 -t 100 -u 120 -P acquire
 check gdrcopy_pplat 1 -t 50 -u 120 -s 256 -B 2 -T 32
 check gdrcopy_pplat 1 -t 50 -u 120 -s 64 -m 1 -G hostmem -C gpumem -D hostmem
 check gdrcopy_pplat 1 -t 50 -u 120 -s 64 -G hostmem -C hostmem -D gpumem

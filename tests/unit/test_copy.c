@@ -9,6 +9,7 @@
 
 #include "test_common.h"
 #include "copy.h"
+#include "copy_fast.h"
 
 #define GUARD 128		/* bytes checked on each side of the destination */
 #define GUARD_BYTE 0xa5
@@ -47,34 +48,53 @@ enum direction { TO_WC, FROM_WC };
 
 static unsigned long failures;
 
-/* One copy, then check and restore the destination. */
+/* Check one copy and restore the destination. */
+static void check_and_restore(const struct gdr_copy_routines *r, enum direction dir, const char *path,
+			      unsigned char *dst, const unsigned char *src, size_t size, size_t dst_align,
+			      size_t src_align)
+{
+	const char *dir_name = dir == TO_WC ? "to" : "from";
+
+	if (memcmp(dst, src, size) != 0) {
+		if (failures++ < 5)
+			print_error("%s %s%s: size %zu dst+%zu src+%zu: wrong bytes\n", r->name, dir_name, path, size,
+				    dst_align, src_align);
+	}
+	if (memcmp(dst_buf, guard_bytes, GUARD + dst_align) != 0) {
+		if (failures++ < 5)
+			print_error("%s %s%s: size %zu dst+%zu src+%zu: wrote before the range\n", r->name, dir_name,
+				    path, size, dst_align, src_align);
+	}
+	if (memcmp(dst + size, guard_bytes, GUARD) != 0) {
+		if (failures++ < 5)
+			print_error("%s %s%s: size %zu dst+%zu src+%zu: wrote after the range\n", r->name, dir_name,
+				    path, size, dst_align, src_align);
+	}
+	memset(dst_buf + GUARD, GUARD_BYTE, dst_align + size);
+}
+
+/*
+ * One copy, checked.  Reads run twice: first after a read of another line,
+ * then again at once, so that both of the engine's read paths (whole lines,
+ * and the one for a loop polling the same bytes) see every case.
+ */
 static void copy_and_check(const struct gdr_copy_routines *r, enum direction dir, size_t size, size_t dst_align,
 			   size_t src_align)
 {
 	unsigned char *dst = dst_buf + GUARD + dst_align;
 	const unsigned char *src = src_buf + GUARD + src_align;
+	unsigned char elsewhere;
 
-	if (dir == TO_WC)
+	if (dir == TO_WC) {
 		gdr_wc_copy_to(r, dst, src, size);
-	else
-		gdr_wc_copy_from(r, dst, src, size);
-
-	if (memcmp(dst, src, size) != 0) {
-		if (failures++ < 5)
-			print_error("%s %s: size %zu dst+%zu src+%zu: wrong bytes\n", r->name,
-				    dir == TO_WC ? "to" : "from", size, dst_align, src_align);
+		check_and_restore(r, dir, "", dst, src, size, dst_align, src_align);
+		return;
 	}
-	if (memcmp(dst_buf, guard_bytes, GUARD + dst_align) != 0) {
-		if (failures++ < 5)
-			print_error("%s %s: size %zu dst+%zu src+%zu: wrote before the range\n", r->name,
-				    dir == TO_WC ? "to" : "from", size, dst_align, src_align);
-	}
-	if (memcmp(dst + size, guard_bytes, GUARD) != 0) {
-		if (failures++ < 5)
-			print_error("%s %s: size %zu dst+%zu src+%zu: wrote after the range\n", r->name,
-				    dir == TO_WC ? "to" : "from", size, dst_align, src_align);
-	}
-	memset(dst_buf + GUARD, GUARD_BYTE, dst_align + size);
+	gdr_wc_copy_from(r, &elsewhere, src_buf + buf_len - 64, 1);
+	gdr_wc_copy_from(r, dst, src, size);
+	check_and_restore(r, dir, "", dst, src, size, dst_align, src_align);
+	gdr_wc_copy_from(r, dst, src, size);
+	check_and_restore(r, dir, " (polled again)", dst, src, size, dst_align, src_align);
 }
 
 static void exercise(const struct gdr_copy_routines *r, enum direction dir)
@@ -163,6 +183,46 @@ static void test_unknown_routine_name(void **state)
 #define ROUTINE_SET_TEST(set) \
 	{ .name = "copy_routines_" #set, .test_func = run_set, .initial_state = (void *)#set }
 
+/*
+ * The inline path of copy_fast.h: every size 0..72 at every alignment, both
+ * directions; where it declines, nothing may have been written, and where it
+ * copies, exactly the bytes asked for.  Flags and 16-byte blocks must take it.
+ */
+static void test_inline_fast_path(void **state)
+{
+	unsigned char *dst = dst_buf + GUARD, *src = src_buf + GUARD;
+	size_t n, a, taken = 0;
+	int to;
+
+	(void)state;
+	gdr_copy_engine_init();
+	for (to = 0; to < 2; to++)
+		for (n = 0; n <= 72; n++)
+			for (a = 0; a < 64; a++) {
+				bool done = gdr_copy_fast(GDR_MAPPING_TYPE_WC, to, dst + a, src + a, n);
+				bool flag = n && n <= 8 && !(n & (n - 1)) && !(a & (n - 1));
+				bool blocks = n && n <= (to ? 64 : 48) && !(n & 15) && !(a & 15);
+
+				if (done) {
+					taken++;
+					assert_memory_equal(dst + a, src + a, n);
+				}
+				assert_memory_equal(dst_buf, guard_bytes, GUARD + (done ? a : 0));
+				assert_memory_equal(dst + a + (done ? n : 0), guard_bytes, GUARD);
+#if defined(__x86_64__)
+				if (atomic_load(&gdr_copy_fast_ok) && (blocks || (to && flag)))
+					assert_true(done);
+#endif
+				assert_false(done && !(blocks || (to && flag)));
+				assert_false(done && n > 64);
+				memset(dst_buf + GUARD, GUARD_BYTE, a + n);
+			}
+	/* Never for other mapping types: their fences and access rules differ. */
+	assert_false(gdr_copy_fast(GDR_MAPPING_TYPE_CACHING, true, dst, src, 16));
+	assert_false(gdr_copy_fast(GDR_MAPPING_TYPE_DEVICE, false, dst, src, 16));
+	print_message("inline path taken for %zu of the copies tried\n", taken);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -174,6 +234,7 @@ int main(void)
 		ROUTINE_SET_TEST(movdir64b),
 		ROUTINE_SET_TEST(auto),
 		cmocka_unit_test(test_copy_by_type),
+		cmocka_unit_test(test_inline_fast_path),
 		cmocka_unit_test(test_unknown_routine_name),
 	};
 

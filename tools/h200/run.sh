@@ -35,27 +35,37 @@ step "gdrcopy_sanity on real H200 memory (vulkan backend, -a gdr_alloc_mapped)"
 "$SANITY" -v -a gdr_alloc_mapped --junit "$OUT/sanity.xml" > "$OUT/sanity.txt" 2>&1
 echo "exit status $?" >> "$OUT/sanity.txt"
 
-step "copylat with cuMemcpy (-c) and plain memcpy (-p) side by side"
-taskset -c 2 "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 16M -c -p -j > "$OUT/copylat.jsonl" 2> "$OUT/copylat.txt"
-echo "exit status $?" >> "$OUT/copylat.txt"
-
-step "copybw 16 MiB"
-taskset -c 2 "$BENCH/gdrcopy_copybw" -a gdr_alloc_mapped -s 16M -w 200 -r 10 > "$OUT/copybw.txt" 2>&1
-
-step "parallel copies: GDRCOPY_COPY_THREADS=1,2,4,8 at 1..16 MiB"
-for threads in 1 2 4 8; do
-	GDRCOPY_COPY_THREADS=$threads "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 16M -w 200 -r 20 -j \
-		> "$OUT/parallel-$threads.jsonl" 2>> "$OUT/parallel.txt"
+# Every figure is measured in each of $ROUNDS rounds, the configurations
+# interleaved within a round (the machine is shared and noisy: one best run
+# is not a figure); tools/h200/summarize.py turns the JSON lines into medians
+# with ranges.
+ROUNDS=${ROUNDS:-3}
+single_core="taskset -c 2"
+all_cores="taskset -c 0-15"
+step "benchmarks: $ROUNDS interleaved rounds"
+for round in $(seq 1 "$ROUNDS"); do
+	step "round $round: copylat 1 B - 64 KiB, back to back and single calls, with memcpy, the stream loop and cuMemcpy"
+	$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 64K -w 2000 -r 400 -m both -c -p -j \
+		> "$OUT/copylat-small-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat small: exit $?" >> "$OUT/errors.txt"
+	step "round $round: copylat up to 16 MiB"
+	$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 16M -w 50 -r 5 -c -p -j \
+		> "$OUT/copylat-large-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat large: exit $?" >> "$OUT/errors.txt"
+	step "round $round: parallel copies of 1 - 16 threads"
+	for threads in 1 2 4 8 16; do
+		GDRCOPY_COPY_THREADS=$threads $all_cores "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 16M -w 20 -r 3 -j \
+			> "$OUT/parallel-$threads-$round.jsonl" 2>> "$OUT/parallel.txt" ||
+			echo "parallel $threads: exit $?" >> "$OUT/errors.txt"
+	done
+	step "round $round: pplat"
+	for args in "" "-C gpumem" "-G hostmem" "-m 1" "-s 64"; do
+		name=$(echo "default $args" | tr -s ' -' '_')
+		# shellcheck disable=SC2086 # args is a word list
+		$single_core "$BENCH/gdrcopy_pplat" -a gdr_alloc_mapped -t 10000 $args -j \
+			> "$OUT/pplat-$name-$round.jsonl" 2>> "$OUT/pplat.txt" || echo "pplat $args: exit $?" >> "$OUT/errors.txt"
+	done
 done
-
-step "pplat: CPU writes a flag into GPU memory, a GPU kernel answers"
-{
-	"$BENCH/gdrcopy_pplat" -a gdr_alloc_mapped -t 10000
-	"$BENCH/gdrcopy_pplat" -a gdr_alloc_mapped -t 10000 -C gpumem
-	"$BENCH/gdrcopy_pplat" -a gdr_alloc_mapped -t 10000 -m 1
-} > "$OUT/pplat.txt" 2>&1
 step "done"
 tail -n 3 "$OUT/no-backend.txt" "$OUT/sanity.txt"
 grep -E "^(Total|waived|failed):" "$OUT/sanity.txt"
-cat "$OUT/pplat.txt" | grep -E "Round-trip|ERROR"
+[ -f "$OUT/errors.txt" ] && cat "$OUT/errors.txt"
 if [ -n "$ARCHIVE_DIR" ]; then tar -C "$OUT" -czf "$ARCHIVE_DIR/results.tgz" .; fi
