@@ -57,5 +57,5 @@ step "pplat: CPU writes a flag into GPU memory, a GPU kernel answers"
 step "done"
 tail -n 3 "$OUT/no-backend.txt" "$OUT/sanity.txt"
 grep -E "^(Total|waived|failed):" "$OUT/sanity.txt"
-cat "$OUT/pplat.txt" | grep -E "Round-trip|ERROR"
+grep -E "Round-trip|ERROR" "$OUT/pplat.txt"
 if [ -n "$ARCHIVE_DIR" ]; then tar -C "$OUT" -czf "$ARCHIVE_DIR/results.tgz" .; fi
