@@ -36,7 +36,7 @@
  *    for a running callback (AB-BA otherwise).
  *  - Lock order: mmap_lock (or the VMA lock), then mr->sem, then the file's
  *    i_mmap lock (taken by unmap_mapping_range()), then page table locks.
-  */
+ */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
@@ -1034,7 +1034,8 @@ static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
 #elif !defined(GDRDRV_HAVE_VM_FLAGS_SET)
 	vma->vm_flags |= flags;
 #else
-#error "no way to set VMA flags without GPL-only symbols on this kernel; build for the open-source NVIDIA driver (NVIDIA_IS_OPENSOURCE=y)"
+#error "no way to set VMA flags without GPL-only symbols on this kernel;" \
+	"build for the open-source NVIDIA driver (NVIDIA_IS_OPENSOURCE=y)"
 #endif
 }
 
@@ -1218,19 +1219,17 @@ static const struct file_operations gdrdrv_fops = {
  * rule can apply the group (devtmpfs alone only honours the mode).
  */
 /* sysfs_emit() is GPL-only: plain scnprintf() within the page. */
-static ssize_t gdrdrv_node_mode_show(struct device *dev,
-				     struct device_attribute *attr, char *buf)
+static ssize_t node_mode_show(struct device *dev, struct device_attribute *attr, char *buf)
 {
 	return scnprintf(buf, PAGE_SIZE, "%04o\n", node_mode & 0777);
 }
-static DEVICE_ATTR(node_mode, 0444, gdrdrv_node_mode_show, NULL);
+static DEVICE_ATTR_RO(node_mode);
 
-static ssize_t gdrdrv_node_gid_show(struct device *dev,
-				    struct device_attribute *attr, char *buf)
+static ssize_t node_gid_show(struct device *dev, struct device_attribute *attr, char *buf)
 {
 	return scnprintf(buf, PAGE_SIZE, "%u\n", node_gid);
 }
-static DEVICE_ATTR(node_gid, 0444, gdrdrv_node_gid_show, NULL);
+static DEVICE_ATTR_RO(node_gid);
 
 static struct attribute *gdrdrv_dev_attrs[] = {
 	&dev_attr_node_mode.attr,
@@ -1359,7 +1358,8 @@ module_init(gdrdrv_init);
 module_exit(gdrdrv_exit);
 
 MODULE_AUTHOR("GDRCopy-compatible gdrdrv authors");
-MODULE_DESCRIPTION("CPU mappings of pinned GPU memory (GDRCopy gdrdrv " GDRDRV_VERSION_STRING " ABI)");
+MODULE_DESCRIPTION("CPU mappings of pinned GPU memory (GDRCopy gdrdrv "
+		   GDRDRV_VERSION_STRING " ABI)");
 MODULE_LICENSE("Dual MIT/GPL");
 MODULE_VERSION(__stringify(GDRCOPY_VERSION_MAJOR) "."
 	       __stringify(GDRCOPY_VERSION_MINOR) "."

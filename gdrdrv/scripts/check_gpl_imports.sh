@@ -15,6 +15,8 @@ gpl=$(nm -u "$ko" | awk '{print $2}' | while read -r sym; do
 	awk -v s="$sym" '$2 == s && $4 == "EXPORT_SYMBOL_GPL" {print s}' "$symvers"
 done)
 if [ -n "$gpl" ]; then
+	# Unquoted on purpose: one line of names, not one a line.
+	# shellcheck disable=SC2086
 	echo "gdrdrv: built for the proprietary NVIDIA driver but imports GPL-only symbols:" $gpl >&2
 	echo "gdrdrv: the kernel would refuse to load it next to nvidia.ko; please report this with your kernel version" >&2
 	exit 1

@@ -17,7 +17,7 @@
 # verdict; exits 1 if a compared CRC differs or a symbol is missing.
 set -eu
 
-KDIR= NV= MAJORS="1 2" LABEL=
+KDIR='' NV='' MAJORS="1 2" LABEL=''
 while getopts k:n:m:l:h opt; do
 	case $opt in
 	k) KDIR=$OPTARG ;;
@@ -28,8 +28,8 @@ while getopts k:n:m:l:h opt; do
 	*) exit 2 ;;
 	esac
 done
-[ -n "$KDIR" ] && [ -d "$KDIR" ] || { echo "p2p_crcs.sh: no kernel build tree (-k)" >&2; exit 2; }
-[ -n "$NV" ] && [ -f "$NV/nv-p2p.h" ] || { echo "p2p_crcs.sh: no nv-p2p.h in -n '$NV'" >&2; exit 2; }
+if [ -z "$KDIR" ] || [ ! -d "$KDIR" ]; then echo "p2p_crcs.sh: no kernel build tree (-k)" >&2; exit 2; fi
+if [ -z "$NV" ] || [ ! -f "$NV/nv-p2p.h" ]; then echo "p2p_crcs.sh: no nv-p2p.h in -n '$NV'" >&2; exit 2; fi
 LABEL=${LABEL:-$NV}
 src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/p2p-crcs.XXXXXX")

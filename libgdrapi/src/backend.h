@@ -3,7 +3,10 @@
  * The interface between the public API (gdrapi.c) and the ways of getting a
  * CPU mapping of GPU memory ("backends"): the gdrdrv kernel module, a CUDA
  * dma-buf fd, Vulkan.  A backend is one file that defines a const struct
- * gdr_backend_ops and is listed in backend_at() (gdrapi.c).
+ * gdr_backend_ops gdr_backend_<name> and one line of GDR_BACKENDS below.
+ * The core reaches a backend only through its ops; a backend reaches the
+ * core only through what this header declares (struct gdr, struct gdr_memh)
+ * and the leaf helpers of internal.h, never the public API functions.
  *
  * Locking contract: the core serialises calls per buffer (gdr_memh.lock is
  * held around pin/map/unmap/unpin/get_info/get_cb_flag of that buffer) but
@@ -18,14 +21,51 @@
 #ifndef GDRAPI_BACKEND_H
 #define GDRAPI_BACKEND_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "gdrapi.h"
 
-struct gdr;
-struct gdr_memh;
+/*
+ * One pinned buffer: a record of the process-wide handle table (gdrapi.c),
+ * which gdr_mh_t.h names by slot and generation.  Records are never freed,
+ * only reused, so any handle value can be looked up safely.  The copy
+ * functions get only the gdr_mh_t, so handle/mapping_type/map_va are atomics
+ * they read lock-free.
+ */
+struct gdr_memh {
+	_Atomic unsigned long handle;	/* the live gdr_mh_t.h naming this record, 0 when none */
+	unsigned long slot;		/* fixed: where it sits in the table */
+	unsigned long generation;	/* bumped on every reuse, under the table lock */
+	struct gdr *owner;
+	struct gdr_memh *prev, *next;	/* owner's list, under owner->lock; next also links free records */
+	unsigned int refs;		/* under the table lock; see memh_get() */
+	bool unpinned;			/* under the table lock */
+
+	pthread_mutex_t lock;		/* serialises state changes of this buffer */
+
+	/* Filled by the backend's pin(). */
+	unsigned long pinned_addr;	/* as the caller passed it */
+	size_t pinned_size;
+	uint32_t pin_flags;
+	void *backend_priv;
+
+	/* Mapping state, under lock; also read lock-free by the copy path. */
+	_Atomic(void *) map_va;
+	size_t map_size;
+	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
+};
+
+struct gdr {
+	const struct gdr_backend_ops *ops;
+	void *backend_priv;
+
+	pthread_mutex_t lock;		/* protects the buffer list */
+	struct gdr_memh *memh_list;
+};
 
 /* Why a backend declined to open, for the message gdr_open() prints when none opens. */
 #define GDR_BACKEND_WHY_LEN 512
@@ -79,9 +119,24 @@ struct gdr_backend_ops {
 	int (*get_attr)(struct gdr *g, gdr_attr_t attr, int *value);
 	int (*get_cb_flag)(struct gdr *g, struct gdr_memh *mh, int *flag);
 	int (*driver_version)(struct gdr *g, int *major, int *minor);
+
+	/*
+	 * Optional: allocate size bytes of GPU memory that is mapped for the
+	 * CPU already (gdr_alloc_mapped), and free it (gdr_free_mapped).  NULL
+	 * for backends that only pin memory someone else allocated.
+	 */
+	int (*alloc_mapped)(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr);
+	int (*free_mapped)(struct gdr *g, uint64_t gpu_ptr);
 };
 
-extern const struct gdr_backend_ops gdr_backend_gdrdrv;
-extern const struct gdr_backend_ops gdr_backend_dmabuf;
+/* Every backend, in the order gdr_open() tries them: adding one is one X(name). */
+#define GDR_BACKENDS(X) \
+	X(gdrdrv)       \
+	X(dmabuf)       \
+	X(vulkan)
+
+#define GDR_BACKEND_DECLARE(name) extern const struct gdr_backend_ops gdr_backend_##name;
+GDR_BACKENDS(GDR_BACKEND_DECLARE)
+#undef GDR_BACKEND_DECLARE
 
 #endif /* GDRAPI_BACKEND_H */

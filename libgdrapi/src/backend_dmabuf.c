@@ -6,8 +6,8 @@
  * drivers hand out an fd whose mmap fails (errno 524, ENOTSUPP), so both the
  * driver version and the mmap result are checked and explained.
  *
- * libcuda is dlopen()ed ("libcuda.so.1", the name the driver package always
- * installs), never linked: the library must load on machines without CUDA.
+ * libcuda comes from the shared loader (cuda_loader.h), never linked: the
+ * library must load on machines without CUDA.
  *
  * Choices (documented in libgdrapi/README.md):
  *  - The mapping type is fixed at pin time: CACHING on a coherent platform
@@ -16,56 +16,26 @@
  *    host page) pins fine but cannot be mapped (EINVAL).
  *  - gdr_driver_get_version has no driver to ask: ENODEV.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "cuda_loader.h"
 #include "internal.h"
-#include "cuda_imports.h"
 
-/* The few CUDA driver API types and constants we need (values from the CUDA driver API). */
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef unsigned long long CUdeviceptr;
-
-#define CUDA_SUCCESS 0
 #define CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES 100
 #define CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED 124
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1
 #define CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE 0x1
-#define CU_GET_PROC_ADDRESS_DEFAULT 0
 
 /* The first driver whose dma-buf fds can be mmapped by the CPU: CUDA 13.3. */
-#define DMABUF_MMAP_MIN_DRIVER GDR_CUDA_DMABUF_PROC_VERSION
-#define CUDA_LIBRARY "libcuda.so.1"
-
-/* What we call, resolved at load (cuda_imports.h lists it). */
-struct cuda_api {
-#define CUDA_API_FIELD(name, symbol, params) CUresult (*name) params;
-	GDR_CUDA_DMABUF_PROCS(CUDA_API_FIELD)
-#undef CUDA_API_FIELD
-};
-
-/* What we find with dlsym() first. */
-struct cuda_bootstrap {
-#define CUDA_BOOT_FIELD(symbol) void *symbol;
-	GDR_CUDA_DMABUF_DLSYM(CUDA_BOOT_FIELD)
-#undef CUDA_BOOT_FIELD
-};
-
-/* One libcuda per process, shared by every gdr_t that uses this backend. */
-static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned int cuda_users;
-static void *cuda_library;
-static struct cuda_api cuda;
+#define DMABUF_MMAP_MIN_DRIVER 13030
 
 struct dmabuf_buffer {
 	int fd;
@@ -74,70 +44,12 @@ struct dmabuf_buffer {
 	gdr_mapping_type_t type;	/* decided at pin */
 };
 
-static const char *cuda_error(CUresult err)
+/* With a libcuda reference held: can this driver and some GPU do dma-buf mmap at all? */
+static int dmabuf_usable(char *why)
 {
-	const char *str = NULL;
-
-	if (cuda.cuGetErrorString && cuda.cuGetErrorString(err, &str) == CUDA_SUCCESS && str)
-		return str;
-	return "unknown CUDA error";
-}
-
-static const char *cuda_error_name(CUresult err)
-{
-	const char *str = NULL;
-
-	if (cuda.cuGetErrorName && cuda.cuGetErrorName(err, &str) == CUDA_SUCCESS && str)
-		return str;
-	return "CUDA error";
-}
-
-/*
- * cuGetProcAddress has had two signatures: (symbol, pfn, version, flags) and,
- * from CUDA 12, _v2 with an extra status pointer.  We pass all five
- * arguments; the four-argument one ignores the last.
- */
-typedef CUresult (*get_proc_address_fn)(const char *symbol, void **pfn, int version, unsigned long long flags,
-					 int *status);
-
-/* `name` through cuGetProcAddress, else the exported `symbol` of the signature we call. */
-static void *resolve(get_proc_address_fn get_proc, const char *name, const char *symbol)
-{
-	void *fn = NULL;
-	int status = 0;
-
-	if (get_proc && get_proc(name, &fn, GDR_CUDA_DMABUF_PROC_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
-			CUDA_SUCCESS && fn)
-		return fn;
-	return dlsym(cuda_library, symbol);
-}
-
-/* Caller holds cuda_lock.  Loads libcuda and checks it can do dma-buf mmap at all. */
-static int cuda_load(char *why)
-{
-	struct cuda_bootstrap boot;
-	CUresult (*driver_get_version)(int *version);
-	get_proc_address_fn get_proc;
-	int version = 0, count = 0, usable = 0, i, rc;
+	int version = gdr_cuda_driver_version(), count = 0, usable = 0, i, rc;
 	CUresult cr;
 
-	cuda_library = dlopen(CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-	if (!cuda_library) {
-		const char *err = dlerror();
-
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cannot load %s (%s): install the NVIDIA driver's CUDA library",
-			 CUDA_LIBRARY, err ? err : "not found");
-		return ENOENT;
-	}
-#define CUDA_BOOT(symbol) boot.symbol = dlsym(cuda_library, #symbol);
-	GDR_CUDA_DMABUF_DLSYM(CUDA_BOOT)
-#undef CUDA_BOOT
-	driver_get_version = (CUresult (*)(int *))boot.cuDriverGetVersion;
-	if (!driver_get_version || driver_get_version(&version) != CUDA_SUCCESS) {
-		snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no working cuDriverGetVersion", CUDA_LIBRARY);
-		rc = ENOSYS;
-		goto fail;
-	}
 	if (version < DMABUF_MMAP_MIN_DRIVER && getenv("GDRCOPY_DMABUF_SKIP_VERSION_CHECK")) {
 		/* Diagnostics only: lets the mmap itself say what an older driver does. */
 		gdr_warn("dma-buf backend: CUDA driver %d.%d is older than %d.%d; trying anyway because GDRCOPY_DMABUF_SKIP_VERSION_CHECK is set",
@@ -148,42 +60,23 @@ static int cuda_load(char *why)
 			 "the CUDA driver is %d.%d but mapping dma-buf fds needs %d.%d or newer (older drivers refuse the mmap with errno 524, ENOTSUPP): upgrade the NVIDIA driver or use gdrdrv",
 			 version / 1000, version % 1000 / 10, DMABUF_MMAP_MIN_DRIVER / 1000,
 			 DMABUF_MMAP_MIN_DRIVER % 1000 / 10);
-		rc = ENOTSUP;
-		goto fail;
+		return ENOTSUP;
 	}
-
-	get_proc = (get_proc_address_fn)(boot.cuGetProcAddress_v2 ? boot.cuGetProcAddress_v2 : boot.cuGetProcAddress);
-#define RESOLVE(name, symbol, params)                                                                \
-	do {                                                                                         \
-		*(void **)&cuda.name = resolve(get_proc, #name, #symbol);                            \
-		if (!cuda.name) {                                                                    \
-			snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no %s", CUDA_LIBRARY, #symbol);   \
-			rc = ENOSYS;                                                                 \
-			goto fail;                                                                   \
-		}                                                                                    \
-	} while (0);
-	GDR_CUDA_DMABUF_PROCS(RESOLVE)
-#undef RESOLVE
-
-	cr = cuda.cuInit(0);
-	if (cr != CUDA_SUCCESS) {
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: %s (error %d: %s); %s", cuda_error_name(cr), cr,
-			 cuda_error(cr), gdr_cuda_init_hint(cr));
-		rc = ENODEV;
-		goto fail;
-	}
-	cr = cuda.cuDeviceGetCount(&count);
+	rc = gdr_cuda_require(GDR_CUDA_USER_DMABUF, why);
+	if (rc)
+		return rc;
+	cr = gdr_cuda.cuDeviceGetCount(&count);
 	if (cr != CUDA_SUCCESS || count == 0) {
 		snprintf(why, GDR_BACKEND_WHY_LEN, "the CUDA driver sees no GPU");
-		rc = ENODEV;
-		goto fail;
+		return ENODEV;
 	}
 	for (i = 0; i < count; i++) {
 		CUdevice dev;
 		int supported = 0;
 
-		if (cuda.cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
-		    cuda.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) == CUDA_SUCCESS &&
+		if (gdr_cuda.cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
+		    gdr_cuda.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) ==
+			    CUDA_SUCCESS &&
 		    supported)
 			usable++;
 	}
@@ -191,43 +84,32 @@ static int cuda_load(char *why)
 		snprintf(why, GDR_BACKEND_WHY_LEN,
 			 "none of the %d GPUs supports dma-buf export (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0; it needs the open kernel modules and a kernel with dma-buf support)",
 			 count);
-		rc = ENOTSUP;
-		goto fail;
+		return ENOTSUP;
 	}
 	gdr_info("dma-buf backend: CUDA driver %d.%d, %d of %d GPUs export dma-buf", version / 1000,
 		 version % 1000 / 10, usable, count);
 	return 0;
-fail:
-	dlclose(cuda_library);
-	cuda_library = NULL;
-	memset(&cuda, 0, sizeof(cuda));
-	return rc;
 }
 
 static int dmabuf_open(struct gdr *g, char *why)
 {
-	int rc = 0;
+	int rc = gdr_cuda_acquire(why);
 
-	pthread_mutex_lock(&cuda_lock);
-	if (cuda_users == 0)
-		rc = cuda_load(why);
-	if (rc == 0)
-		cuda_users++;
-	pthread_mutex_unlock(&cuda_lock);
+	if (rc)
+		return rc;
+	rc = dmabuf_usable(why);
+	if (rc) {
+		gdr_cuda_release();
+		return rc;
+	}
 	g->backend_priv = NULL;
-	return rc;
+	return 0;
 }
 
 static void dmabuf_close(struct gdr *g)
 {
 	(void)g;
-	pthread_mutex_lock(&cuda_lock);
-	if (--cuda_users == 0) {
-		dlclose(cuda_library);
-		cuda_library = NULL;
-		memset(&cuda, 0, sizeof(cuda));
-	}
-	pthread_mutex_unlock(&cuda_lock);
+	gdr_cuda_release();
 }
 
 static int dmabuf_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_request *req)
@@ -236,7 +118,7 @@ static int dmabuf_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 	unsigned long aligned = req->addr & ~(unsigned long)page->mask;
 	size_t size = gdr_round_up_to_page(req->size + (req->addr - aligned));
 	struct dmabuf_buffer *buf;
-	CUcontext ctx = NULL, primary = NULL;
+	struct gdr_cuda_ctx ctx;
 	int ordinal = -1, supported = 0, coherent = 0, fd = -1;
 	CUdevice dev;
 	CUresult cr;
@@ -250,42 +132,35 @@ static int dmabuf_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 	if (req->legacy && (req->p2p_token || req->va_space))
 		gdr_dbg("dma-buf backend: P2P tokens are ignored");
 
-	cr = cuda.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, req->addr);
+	cr = gdr_cuda.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, req->addr);
 	if (cr != CUDA_SUCCESS) {
-		gdr_err("gdr_pin_buffer: %#lx is not CUDA device memory: %s", req->addr, cuda_error(cr));
+		gdr_err("gdr_pin_buffer: %#lx is not CUDA device memory: %s", req->addr, gdr_cuda_strerror(cr));
 		return EINVAL;
 	}
-	if (cuda.cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
-	    cuda.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) != CUDA_SUCCESS ||
+	if (gdr_cuda.cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
+	    gdr_cuda.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) != CUDA_SUCCESS ||
 	    !supported) {
 		gdr_err("gdr_pin_buffer: GPU %d cannot export dma-buf; use memory of another GPU or gdrdrv", ordinal);
 		return ENOTSUP;
 	}
-	if (cuda.cuDeviceGetAttribute(&coherent, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+	if (gdr_cuda.cuDeviceGetAttribute(&coherent, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
 				      dev) != CUDA_SUCCESS)
 		coherent = 0;
 
 	/* The export needs a context; borrow the primary one when the thread has none. */
-	if (cuda.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
-		ctx = NULL;
-	if (!ctx) {
-		cr = cuda.cuDevicePrimaryCtxRetain(&primary, dev);
-		if (cr != CUDA_SUCCESS) {
-			gdr_err("gdr_pin_buffer: cannot retain GPU %d's primary context: %s", ordinal, cuda_error(cr));
-			return EINVAL;
-		}
-		cuda.cuCtxSetCurrent(primary);
+	cr = gdr_cuda_ctx_borrow(&ctx, dev);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: cannot retain GPU %d's primary context: %s", ordinal, gdr_cuda_strerror(cr));
+		return EINVAL;
 	}
-	cr = cuda.cuMemGetHandleForAddressRange(&fd, aligned, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+	cr = gdr_cuda.cuMemGetHandleForAddressRange(&fd, aligned, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
 					       (req->flags & GDR_PIN_FLAG_FORCE_PCIE) ?
 						       CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE : 0);
-	if (primary) {
-		cuda.cuCtxSetCurrent(NULL);
-		cuda.cuDevicePrimaryCtxRelease(dev);
-	}
+	gdr_cuda_ctx_detach(&ctx);
+	gdr_cuda_ctx_release(&ctx);
 	if (cr != CUDA_SUCCESS) {
 		gdr_err("gdr_pin_buffer: cuMemGetHandleForAddressRange(DMA_BUF_FD%s) on [%#lx, +%zu) failed: %s (error %d)%s",
-			(req->flags & GDR_PIN_FLAG_FORCE_PCIE) ? ", PCIE" : "", aligned, size, cuda_error(cr), cr,
+			(req->flags & GDR_PIN_FLAG_FORCE_PCIE) ? ", PCIE" : "", aligned, size, gdr_cuda_strerror(cr), cr,
 			(req->flags & GDR_PIN_FLAG_FORCE_PCIE) ? "; this driver or platform may not support FORCE_PCIE" : "");
 		return EINVAL;
 	}
@@ -321,15 +196,12 @@ static int dmabuf_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mappi
 		      gdr_mapping_type_t *type)
 {
 	struct dmabuf_buffer *buf = mh->backend_priv;
-	const char *want = "?", *have = "?";
 	void *addr;
 
 	(void)g;
 	if (requested != GDR_MAPPING_TYPE_NONE && requested != buf->type) {
-		gdr_get_mapping_type_string(requested, &want);
-		gdr_get_mapping_type_string(buf->type, &have);
 		gdr_err("gdr_map: the dma-buf backend maps this buffer as %s only, not %s; map with GDR_MAP_FLAG_DEFAULT",
-			have, want);
+			gdr_mapping_type_name(buf->type), gdr_mapping_type_name(requested));
 		return EINVAL;
 	}
 	if (mh->pinned_addr != buf->aligned_addr) {

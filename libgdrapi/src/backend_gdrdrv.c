@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "uapi/gdrdrv.h"
+#include "backend.h"
+#include "backend_gdrdrv.h"
 #include "internal.h"
 
 static const struct gdrdrv_sys_paths default_paths = {
@@ -447,10 +449,9 @@ static int query_info(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *info, b
 
 static const char *type_name(gdr_mapping_type_t type)
 {
-	const char *name = "unknown";
+	const char *name = gdr_mapping_type_name(type);
 
-	gdr_get_mapping_type_string(type, &name);
-	return name;
+	return name ? name : "unknown";
 }
 
 static int gdrdrv_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mapping_type_t requested, void **va,

@@ -12,8 +12,9 @@
  * pointer.  gdr_alloc_mapped() hands both out; pins, maps and copies then
  * work on addresses inside those allocations.
  *
- * libvulkan.so.1 and libcuda.so.1 are dlopen()ed: the library loads, and the
- * other backends work, where neither exists.
+ * libvulkan.so.1 is dlopen()ed and libcuda comes from the shared loader
+ * (cuda_loader.h): the library loads, and the other backends work, where
+ * neither exists.
  *
  * Differences from gdrdrv, documented in libgdrapi/README.md:
  *  - Only memory from gdr_alloc_mapped() can be pinned (EINVAL otherwise).
@@ -30,41 +31,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
+#include "cuda_loader.h"
 #include "internal.h"
-#include "backend_vulkan.h"
-#include "cuda_external_memory.h"
-#include "cuda_imports.h"
 #include "vulkan_min.h"
 
 #define VULKAN_LIBRARY "libvulkan.so.1"
-#define CUDA_LIBRARY "libcuda.so.1"
 #define GPU_PAGE ((uint64_t)GPU_PAGE_SIZE)
 #define MAX_GPUS 64
 
-/* The CUDA driver API subset we need (values and layouts from the CUDA driver API). */
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUextMemory_st *CUexternalMemory;
-typedef unsigned long long CUdeviceptr;
-
-#define CUDA_SUCCESS 0
 /* cuImportExternalMemory and cuExternalMemoryGetMappedBuffer arrived in CUDA 10.0. */
 #define CUDA_EXTERNAL_MEMORY_MIN_DRIVER 10000
-
-/* What we call, resolved at load (cuda_imports.h lists it). */
-struct cuda_api {
-#define CUDA_API_FIELD(name, symbol, params) CUresult (*name) params;
-	GDR_CUDA_VULKAN_PROCS(CUDA_API_FIELD)
-#undef CUDA_API_FIELD
-};
-
-/* What we find with dlsym() first. */
-struct cuda_bootstrap {
-#define CUDA_BOOT_FIELD(symbol) void *symbol;
-	GDR_CUDA_VULKAN_DLSYM(CUDA_BOOT_FIELD)
-#undef CUDA_BOOT_FIELD
-};
 
 struct vulkan_api {
 	gvk_void_function (*vkGetInstanceProcAddr)(gvk_instance instance, const char *name);
@@ -109,9 +86,7 @@ struct vulkan_allocation {
 	struct vulkan_gpu *gpu;
 	gvk_device_memory memory;
 	CUexternalMemory external;
-	CUcontext ctx;			/* the context the CUDA pointer belongs to */
-	CUdevice cuda_device;
-	bool retained_primary;		/* we retained ctx as the device's primary context */
+	struct gdr_cuda_ctx ctx;	/* the context the CUDA pointer belongs to */
 	CUdeviceptr gpu_ptr;
 	void *cpu_ptr;
 	uint64_t size;
@@ -120,9 +95,8 @@ struct vulkan_allocation {
 
 struct vulkan_state {
 	void *vulkan_library;
-	void *cuda_library;
+	bool cuda_held;			/* a libcuda reference (gdr_cuda_acquire) */
 	struct vulkan_api vk;
-	struct cuda_api cu;
 	gvk_instance instance;
 	unsigned int gpu_count;
 	struct vulkan_gpu gpus[MAX_GPUS];
@@ -137,79 +111,21 @@ struct vulkan_pin {
 	uint64_t size;
 };
 
-static const char *cuda_error(const struct vulkan_state *st, CUresult err)
-{
-	const char *str = NULL;
-
-	if (st->cu.cuGetErrorString && st->cu.cuGetErrorString(err, &str) == CUDA_SUCCESS && str)
-		return str;
-	return "unknown CUDA error";
-}
-
-typedef CUresult (*get_proc_address_fn)(const char *symbol, void **pfn, int version, unsigned long long flags,
-					 int *status);
-
-static const char *cuda_error_name(const struct vulkan_state *st, CUresult err)
-{
-	const char *str = NULL;
-
-	if (st->cu.cuGetErrorName && st->cu.cuGetErrorName(err, &str) == CUDA_SUCCESS && str)
-		return str;
-	return "CUDA error";
-}
-
 static int load_cuda(struct vulkan_state *st, char *why)
 {
-	struct cuda_bootstrap boot;
-	get_proc_address_fn get_proc;
-	int version = 0;
-	CUresult cr;
+	int rc = gdr_cuda_acquire(why), version;
 
-	st->cuda_library = dlopen(CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-	if (!st->cuda_library) {
-		const char *err = dlerror();
-
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cannot load %s (%s): install the NVIDIA driver's CUDA library",
-			 CUDA_LIBRARY, err ? err : "not found");
-		return ENOENT;
-	}
-#define CUDA_BOOT(symbol) boot.symbol = dlsym(st->cuda_library, #symbol);
-	GDR_CUDA_VULKAN_DLSYM(CUDA_BOOT)
-#undef CUDA_BOOT
-	get_proc = (get_proc_address_fn)boot.cuGetProcAddress_v2;
-	/*
-	 * Through cuGetProcAddress we get the variant our signatures describe;
-	 * without it, the exported symbol of that variant.
-	 */
-#define RESOLVE(name, symbol, params)                                                                  \
-	do {                                                                                           \
-		void *p_ = NULL;                                                                       \
-		int status_ = 0;                                                                       \
-		if (!get_proc ||                                                                       \
-		    get_proc(#name, &p_, GDR_CUDA_VULKAN_PROC_VERSION, 0, &status_) != CUDA_SUCCESS)   \
-			p_ = dlsym(st->cuda_library, #symbol);                                         \
-		if (!p_) {                                                                             \
-			snprintf(why, GDR_BACKEND_WHY_LEN, "%s has no %s: the CUDA driver is too old", \
-				 CUDA_LIBRARY, #symbol);                                               \
-			return ENOSYS;                                                                 \
-		}                                                                                      \
-		*(void **)&st->cu.name = p_;                                                           \
-	} while (0);
-	GDR_CUDA_VULKAN_PROCS(RESOLVE)
-#undef RESOLVE
-	if (st->cu.cuDriverGetVersion(&version) != CUDA_SUCCESS || version < CUDA_EXTERNAL_MEMORY_MIN_DRIVER) {
+	if (rc)
+		return rc;
+	st->cuda_held = true;
+	version = gdr_cuda_driver_version();
+	if (version < CUDA_EXTERNAL_MEMORY_MIN_DRIVER) {
 		snprintf(why, GDR_BACKEND_WHY_LEN,
-			 "the CUDA driver is %d.%d; importing Vulkan memory needs 10.0 or newer", version / 1000,
-			 version % 1000 / 10);
+			 "the CUDA driver is %d.%d; importing Vulkan memory needs 10.0 or newer: upgrade the NVIDIA driver",
+			 version / 1000, version % 1000 / 10);
 		return ENOTSUP;
 	}
-	cr = st->cu.cuInit(0);
-	if (cr != CUDA_SUCCESS) {
-		snprintf(why, GDR_BACKEND_WHY_LEN, "cuInit failed: %s (error %d: %s); %s", cuda_error_name(st, cr), cr,
-			 cuda_error(st, cr), gdr_cuda_init_hint(cr));
-		return ENODEV;
-	}
-	return 0;
+	return gdr_cuda_require(GDR_CUDA_USER_VULKAN, why);
 }
 
 static int load_vulkan(struct vulkan_state *st, char *why)
@@ -351,8 +267,8 @@ static void vulkan_release(struct vulkan_state *st)
 		st->vk.vkDestroyInstance(st->instance, NULL);
 	if (st->vulkan_library)
 		dlclose(st->vulkan_library);
-	if (st->cuda_library)
-		dlclose(st->cuda_library);
+	if (st->cuda_held)
+		gdr_cuda_release();
 	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
@@ -437,18 +353,18 @@ static int target_gpu(struct vulkan_state *st, CUdevice *cuda_device, struct vul
 	unsigned int i;
 	CUresult cr;
 
-	if (st->cu.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) {
-		cr = st->cu.cuCtxGetDevice(cuda_device);
+	if (gdr_cuda.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx) {
+		cr = gdr_cuda.cuCtxGetDevice(cuda_device);
 	} else {
-		cr = st->cu.cuDeviceGet(cuda_device, 0);
+		cr = gdr_cuda.cuDeviceGet(cuda_device, 0);
 	}
 	if (cr != CUDA_SUCCESS) {
-		gdr_err("gdr_alloc_mapped: cannot tell which GPU to allocate on: %s", cuda_error(st, cr));
+		gdr_err("gdr_alloc_mapped: cannot tell which GPU to allocate on: %s", gdr_cuda_strerror(cr));
 		return ENODEV;
 	}
-	cr = st->cu.cuDeviceGetUuid(uuid, *cuda_device);
+	cr = gdr_cuda.cuDeviceGetUuid(uuid, *cuda_device);
 	if (cr != CUDA_SUCCESS) {
-		gdr_err("gdr_alloc_mapped: cuDeviceGetUuid failed: %s", cuda_error(st, cr));
+		gdr_err("gdr_alloc_mapped: cuDeviceGetUuid failed: %s", gdr_cuda_strerror(cr));
 		return ENODEV;
 	}
 	for (i = 0; i < st->gpu_count; i++) {
@@ -468,7 +384,7 @@ static int target_gpu(struct vulkan_state *st, CUdevice *cuda_device, struct vul
 }
 
 /* Import the exported fd into CUDA in the calling thread's context, borrowing the primary one if none. */
-static int import_into_cuda(struct vulkan_state *st, struct vulkan_allocation *a, int fd)
+static int import_into_cuda(struct vulkan_allocation *a, int fd)
 {
 	struct cuda_external_memory_handle_desc handle = {
 		.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
@@ -478,60 +394,53 @@ static int import_into_cuda(struct vulkan_state *st, struct vulkan_allocation *a
 	struct cuda_external_memory_buffer_desc buffer = { .offset = 0, .size = a->size };
 	CUresult cr;
 
-	if (st->cu.cuCtxGetCurrent(&a->ctx) != CUDA_SUCCESS || !a->ctx) {
-		cr = st->cu.cuDevicePrimaryCtxRetain(&a->ctx, a->cuda_device);
-		if (cr != CUDA_SUCCESS) {
-			gdr_err("gdr_alloc_mapped: cannot retain the primary context: %s", cuda_error(st, cr));
-			close(fd);
-			return ENODEV;
-		}
-		a->retained_primary = true;
-		st->cu.cuCtxSetCurrent(a->ctx);
-	}
-	cr = st->cu.cuImportExternalMemory(&a->external, &handle);
+	cr = gdr_cuda_ctx_borrow(&a->ctx, a->ctx.dev);
 	if (cr != CUDA_SUCCESS) {
-		gdr_err("gdr_alloc_mapped: cuImportExternalMemory(OPAQUE_FD) failed: %s", cuda_error(st, cr));
+		gdr_err("gdr_alloc_mapped: cannot retain the primary context: %s", gdr_cuda_strerror(cr));
+		close(fd);
+		return ENODEV;
+	}
+	cr = gdr_cuda.cuImportExternalMemory(&a->external, &handle);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_alloc_mapped: cuImportExternalMemory(OPAQUE_FD) failed: %s", gdr_cuda_strerror(cr));
 		close(fd);	/* CUDA owns the fd only when the import succeeds */
 		a->external = NULL;
 	} else {
-		cr = st->cu.cuExternalMemoryGetMappedBuffer(&a->gpu_ptr, a->external, &buffer);
+		cr = gdr_cuda.cuExternalMemoryGetMappedBuffer(&a->gpu_ptr, a->external, &buffer);
 		if (cr != CUDA_SUCCESS)
-			gdr_err("gdr_alloc_mapped: cuExternalMemoryGetMappedBuffer failed: %s", cuda_error(st, cr));
+			gdr_err("gdr_alloc_mapped: cuExternalMemoryGetMappedBuffer failed: %s", gdr_cuda_strerror(cr));
 	}
-	if (a->retained_primary)
-		st->cu.cuCtxSetCurrent(NULL);
+	gdr_cuda_ctx_detach(&a->ctx);
 	if (cr != CUDA_SUCCESS) {
 		if (a->external)
-			st->cu.cuDestroyExternalMemory(a->external);
-		if (a->retained_primary)
-			st->cu.cuDevicePrimaryCtxRelease(a->cuda_device);
+			gdr_cuda.cuDestroyExternalMemory(a->external);
+		gdr_cuda_ctx_release(&a->ctx);	/* the allocation keeps it only when it exists */
 		return EIO;
 	}
 	return 0;
 }
 
 /* Caller holds st->lock; a is unlinked already. */
-static void release_allocation(struct vulkan_state *st, struct vulkan_allocation *a)
+static void release_allocation(struct vulkan_allocation *a)
 {
 	CUcontext current = NULL;
 	bool switched = false;
 
-	if (st->cu.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != a->ctx) {
-		st->cu.cuCtxSetCurrent(a->ctx);
+	if (gdr_cuda.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != a->ctx.ctx) {
+		gdr_cuda.cuCtxSetCurrent(a->ctx.ctx);
 		switched = true;
 	}
-	st->cu.cuMemFree(a->gpu_ptr);
-	st->cu.cuDestroyExternalMemory(a->external);
+	gdr_cuda.cuMemFree(a->gpu_ptr);
+	gdr_cuda.cuDestroyExternalMemory(a->external);
 	if (switched)
-		st->cu.cuCtxSetCurrent(current);
-	if (a->retained_primary)
-		st->cu.cuDevicePrimaryCtxRelease(a->cuda_device);
+		gdr_cuda.cuCtxSetCurrent(current);
+	gdr_cuda_ctx_release(&a->ctx);
 	a->gpu->api.vkUnmapMemory(a->gpu->device, a->memory);
 	a->gpu->api.vkFreeMemory(a->gpu->device, a->memory, NULL);
 	free(a);
 }
 
-int gdr_vulkan_alloc(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr)
+static int vulkan_alloc_mapped(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr)
 {
 	struct vulkan_state *st = g->backend_priv;
 	struct gvk_export_memory_allocate_info export_info = {
@@ -560,7 +469,7 @@ int gdr_vulkan_alloc(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_p
 	a->size = (size + GPU_PAGE - 1) & ~(GPU_PAGE - 1);
 
 	pthread_mutex_lock(&st->lock);
-	rc = target_gpu(st, &a->cuda_device, &a->gpu);
+	rc = target_gpu(st, &a->ctx.dev, &a->gpu);
 	if (rc == 0)
 		rc = gpu_device(st, a->gpu);
 	if (rc)
@@ -587,7 +496,7 @@ int gdr_vulkan_alloc(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_p
 		rc = ENOTSUP;
 		goto fail_unmap;
 	}
-	rc = import_into_cuda(st, a, fd);
+	rc = import_into_cuda(a, fd);
 	if (rc)
 		goto fail_unmap;
 	if (a->gpu_ptr & (GPU_PAGE - 1)) {
@@ -605,7 +514,7 @@ int gdr_vulkan_alloc(struct gdr *g, size_t size, uint64_t *gpu_ptr, void **cpu_p
 	return 0;
 
 fail_release:
-	release_allocation(st, a);
+	release_allocation(a);
 	pthread_mutex_unlock(&st->lock);
 	return rc;
 fail_unmap:
@@ -618,7 +527,7 @@ fail:
 	return rc;
 }
 
-int gdr_vulkan_free(struct gdr *g, uint64_t gpu_ptr)
+static int vulkan_free_mapped(struct gdr *g, uint64_t gpu_ptr)
 {
 	struct vulkan_state *st = g->backend_priv;
 	struct vulkan_allocation **link, *a;
@@ -635,7 +544,7 @@ int gdr_vulkan_free(struct gdr *g, uint64_t gpu_ptr)
 			break;
 		}
 		*link = a->next;
-		release_allocation(st, a);
+		release_allocation(a);
 		rc = 0;
 		break;
 	}
@@ -655,7 +564,7 @@ static void vulkan_close(struct gdr *g)
 		st->allocations = a->next;
 		gdr_warn("gdr_close: freeing %llu bytes at %#llx that gdr_free_mapped() never freed",
 			 (unsigned long long)a->size, a->gpu_ptr);
-		release_allocation(st, a);
+		release_allocation(a);
 	}
 	pthread_mutex_unlock(&st->lock);
 	vulkan_release(st);
@@ -722,11 +631,8 @@ static int vulkan_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mappi
 
 	(void)g;
 	if (requested != GDR_MAPPING_TYPE_NONE && requested != have) {
-		const char *want_str = "?", *have_str = "?";
-
-		gdr_get_mapping_type_string(requested, &want_str);
-		gdr_get_mapping_type_string(have, &have_str);
-		gdr_err("gdr_map: the vulkan backend maps this memory as %s only, not %s", have_str, want_str);
+		gdr_err("gdr_map: the vulkan backend maps this memory as %s only, not %s", gdr_mapping_type_name(have),
+			gdr_mapping_type_name(requested));
 		return EINVAL;
 	}
 	if (mh->pinned_addr != pin->start) {
@@ -813,4 +719,6 @@ const struct gdr_backend_ops gdr_backend_vulkan = {
 	.get_attr = vulkan_get_attr,
 	.get_cb_flag = vulkan_get_cb_flag,
 	.driver_version = vulkan_driver_version,
+	.alloc_mapped = vulkan_alloc_mapped,
+	.free_mapped = vulkan_free_mapped,
 };

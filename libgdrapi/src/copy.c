@@ -15,12 +15,14 @@
  * process at once (a WC store could otherwise pass a cached one).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "copy.h"
+#include "copy_engine.h"
 #include "copy_fast.h"
 #include "internal.h"
 

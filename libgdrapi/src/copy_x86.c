@@ -16,6 +16,7 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 

@@ -9,46 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "backend.h"
+#include "copy_engine.h"
+#include "gdrapi_info.h"
 #include "internal.h"
-#include "backend_vulkan.h"
 #include "copy_fast.h"
 #include "parallel_copy.h"
 
-/* Backends in the order gdr_open() tries them. */
+/* Backends in the order gdr_open() tries them (backend.h lists them). */
+static const struct gdr_backend_ops *const backends[] = {
+#define GDR_BACKEND_ENTRY(name) &gdr_backend_##name,
+	GDR_BACKENDS(GDR_BACKEND_ENTRY)
+#undef GDR_BACKEND_ENTRY
+};
 
-static const struct gdr_backend_ops *backend_at(size_t i)
-{
-	switch (i) {
-	case 0: return &gdr_backend_gdrdrv;
-	case 1: return &gdr_backend_dmabuf;
-	case 2: return &gdr_backend_vulkan;
-	default: return NULL;
-	}
-}
-
-#define GDR_BACKEND_SLOTS 3
-
-static pthread_once_t host_page_once = PTHREAD_ONCE_INIT;
-static struct gdr_host_page host_page;
-
-static void host_page_read(void)
-{
-	long size = sysconf(_SC_PAGESIZE);
-
-	if (size <= 0)
-		size = 4096;
-	host_page.size = (size_t)size;
-	host_page.mask = host_page.size - 1;
-	host_page.shift = (unsigned int)__builtin_ctzl(host_page.size);
-}
-
-const struct gdr_host_page *gdr_host_page(void)
-{
-	pthread_once(&host_page_once, host_page_read);
-	return &host_page;
-}
+#define GDR_BACKEND_COUNT (sizeof(backends) / sizeof(backends[0]))
 
 /* Should gdr_open() skip this backend, and why (for the log)? */
 static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
@@ -65,8 +41,8 @@ static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
 
 GDR_EXPORT gdr_t gdr_open(void)
 {
-	char why[GDR_BACKEND_SLOTS][GDR_BACKEND_WHY_LEN];
-	const char *names[GDR_BACKEND_SLOTS];
+	char why[GDR_BACKEND_COUNT][GDR_BACKEND_WHY_LEN];
+	const char *names[GDR_BACKEND_COUNT];
 	int first_error = 0;
 	size_t tried = 0;
 	struct gdr *g;
@@ -83,13 +59,11 @@ GDR_EXPORT gdr_t gdr_open(void)
 	}
 	pthread_mutex_init(&g->lock, NULL);
 
-	for (i = 0; i < GDR_BACKEND_SLOTS; i++) {
-		const struct gdr_backend_ops *ops = backend_at(i);
+	for (i = 0; i < GDR_BACKEND_COUNT; i++) {
+		const struct gdr_backend_ops *ops = backends[i];
 		const char *skip;
 		int rc;
 
-		if (!ops)
-			continue;
 		names[tried] = ops->name;
 		skip = backend_skip_reason(ops);
 		if (skip) {
@@ -742,36 +716,32 @@ GDR_EXPORT int gdr_alloc_mapped(gdr_t g, size_t size, uint64_t *gpu_ptr, void **
 {
 	if (!g || !gpu_ptr || !cpu_ptr || size == 0)
 		return EINVAL;
-	if (g->ops != &gdr_backend_vulkan) {
-		gdr_err("gdr_alloc_mapped: only the vulkan backend allocates memory; this gdr_t uses %s (pin cuMemAlloc memory instead)",
+	if (!g->ops->alloc_mapped) {
+		gdr_err("gdr_alloc_mapped: the %s backend this gdr_t uses does not allocate memory (the vulkan backend does); pin cuMemAlloc memory instead",
 			g->ops->name);
 		return ENOTSUP;
 	}
-	return gdr_vulkan_alloc(g, size, gpu_ptr, cpu_ptr);
+	return g->ops->alloc_mapped(g, size, gpu_ptr, cpu_ptr);
 }
 
 GDR_EXPORT int gdr_free_mapped(gdr_t g, uint64_t gpu_ptr)
 {
 	if (!g)
 		return EINVAL;
-	if (g->ops != &gdr_backend_vulkan) {
-		gdr_err("gdr_free_mapped: only the vulkan backend allocates memory; this gdr_t uses %s", g->ops->name);
+	if (!g->ops->free_mapped) {
+		gdr_err("gdr_free_mapped: the %s backend this gdr_t uses allocates no memory (the vulkan backend does); free what you allocated with cuMemFree",
+			g->ops->name);
 		return ENOTSUP;
 	}
-	return gdr_vulkan_free(g, gpu_ptr);
+	return g->ops->free_mapped(g, gpu_ptr);
 }
 
 GDR_EXPORT int gdr_get_mapping_type_string(gdr_mapping_type_t type, const char **type_str)
 {
-	static const char *const names[GDR_MAPPING_TYPE_MAX] = {
-		[GDR_MAPPING_TYPE_NONE] = "None",
-		[GDR_MAPPING_TYPE_WC] = "Write Combining",
-		[GDR_MAPPING_TYPE_CACHING] = "Caching",
-		[GDR_MAPPING_TYPE_DEVICE] = "Device",
-	};
+	const char *name = gdr_mapping_type_name(type);
 
-	if (!type_str || (int)type < 0 || (int)type >= GDR_MAPPING_TYPE_MAX)
+	if (!type_str || !name)
 		return EINVAL;
-	*type_str = names[type];
+	*type_str = name;
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "gdrapi_info.h"
 #include "gdrapi_v1.h"
 #include "internal.h"
 

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include "copy_engine.h"
 #include "internal.h"
 #include "parallel_copy.h"
 

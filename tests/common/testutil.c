@@ -153,7 +153,7 @@ static int print_gpu_list(void)
 }
 
 /*
- * The same sentence libgdrapi's backends add (its cuda_diag.c): libcuda says
+ * The same sentence libgdrapi's backends add (its cuda_loader.c): libcuda says
  * CUDA_ERROR_NO_DEVICE both where the kernel driver is not loaded (measured
  * with Debian's libcuda1 535 and 550) and where no GPU is visible.
  */

@@ -10,7 +10,6 @@ import pytest
 
 from gdrkit.packaging import families, model, render
 from gdrkit.system import UserError
-from gdrkit.version import REPO_ROOT
 
 EPOCH = 1767225600
 

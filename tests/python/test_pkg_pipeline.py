@@ -103,8 +103,12 @@ def test_without_a_suite_the_build_hosts_os_release_decides(tmp_path: Path) -> N
 
 def test_build_deb_and_build_packages_pass_the_suite_down(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[pipeline.Request] = []
-    monkeypatch.setattr(pipeline, "plan_request", lambda request, source=None: seen.append(request) or
-                        pipeline.BuildPlan(request=request, source=SOURCE, kernels=()))
+
+    def plan_request(request: pipeline.Request, source: build.Source | None = None) -> pipeline.BuildPlan:
+        seen.append(request)
+        return pipeline.BuildPlan(request=request, source=SOURCE, kernels=())
+
+    monkeypatch.setattr(pipeline, "plan_request", plan_request)
     monkeypatch.setattr(pipeline, "execute", lambda plan: [])
     pkg.build_deb(MockContext(), kmod=False, suite="trixie", dry_run=True)
     pkg.build_packages(MockContext(), kmod=False, suite="noble", dry_run=True)

@@ -302,7 +302,8 @@ def test_every_entry_point_exists_in_the_real_library(every_real: list[DriverLib
             """softgpu says CUDA introduced it after this driver's version."""
             return introduced.get(symbol, 0) > version
 
-        def judge(row: Row, names: set[str], allow_newer: bool, what: str) -> None:
+        def judge(row: Row, names: set[str], allow_newer: bool, what: str, theirs: set[str] = theirs,
+                  label: str = label, version: int = version) -> None:
             missing = sorted(n for n in names if n not in theirs)
             later = [n for n in missing if allow_newer and newer(n)]
             wrong = [n for n in missing if n not in later]

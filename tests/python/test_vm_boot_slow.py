@@ -7,7 +7,6 @@ boot takes 10-20 s.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest

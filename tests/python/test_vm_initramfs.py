@@ -32,7 +32,7 @@ kernel/drivers/virtio/virtio_pci_modern_dev.ko:
 
 def parse_newc(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
     """A minimal newc reader: {name: (mode, data, (rdevmajor, rdevminor))}."""
-    entries = {}
+    entries: dict[str, tuple[int, bytes, tuple[int, int]]] = {}
     offset = 0
     while True:
         header = data[offset : offset + 110]

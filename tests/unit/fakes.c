@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "uapi/gdrdrv.h"
+#include "backend_gdrdrv.h"
 #include "internal.h"
 #include "fakes.h"
 

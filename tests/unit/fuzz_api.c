@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "gdrapi.h"
+#include "backend_gdrdrv.h"
 #include "internal.h"
 #include "fakes.h"
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "gdrapi.h"
+#include "backend_gdrdrv.h"
 #include "internal.h"
 #include "fakes.h"
 

@@ -15,7 +15,6 @@
 
 #include "internal.h"
 #include "copy.h"
-#include "backend_vulkan.h"
 
 static double now(void)
 {
@@ -63,7 +62,7 @@ int main(int argc, char **argv)
 		perror("gdr_open (set GDRCOPY_ENABLE_LOGGING=1 to see why)");
 		return 2;
 	}
-	if (gdr_vulkan_alloc(g, max, &gpu_ptr, (void **)&wc) != 0 || posix_memalign((void **)&host, 4096, max)) {
+	if (gdr_alloc_mapped(g, max, &gpu_ptr, (void **)&wc) != 0 || posix_memalign((void **)&host, 4096, max)) {
 		fprintf(stderr, "cannot allocate %zu bytes of BAR-mapped GPU memory\n", max);
 		return 2;
 	}
@@ -89,7 +88,7 @@ int main(int argc, char **argv)
 			       from * 1e6, size / from / 1e9);
 		}
 	}
-	gdr_vulkan_free(g, gpu_ptr);
+	gdr_free_mapped(g, gpu_ptr);
 	gdr_close(g);
 	return 0;
 }

@@ -26,6 +26,7 @@
 
 #include "gdrapi.h"
 #include "copy.h"
+#include "copy_engine.h"
 #include "internal.h"
 
 #define ROUNDS 7

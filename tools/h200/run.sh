@@ -67,5 +67,6 @@ done
 step "done"
 tail -n 3 "$OUT/no-backend.txt" "$OUT/sanity.txt"
 grep -E "^(Total|waived|failed):" "$OUT/sanity.txt"
-[ -f "$OUT/errors.txt" ] && cat "$OUT/errors.txt"
+if [ -f "$OUT/errors.txt" ]; then cat "$OUT/errors.txt"; fi
+grep -h -E "Round-trip|ERROR" "$OUT/pplat.txt"
 if [ -n "$ARCHIVE_DIR" ]; then tar -C "$OUT" -czf "$ARCHIVE_DIR/results.tgz" .; fi

@@ -20,6 +20,7 @@
 # host without the nvidia module skips start (exit 0) instead of failing the
 # package's postinst.
 
+# shellcheck source=/dev/null  # the target host's, not ours
 . /lib/lsb/init-functions
 
 NAME=gdrdrv

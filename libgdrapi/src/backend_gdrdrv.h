@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: MIT */
+/* What the gdrdrv backend lets the unit tests change: where it looks for its device. */
+#ifndef GDRAPI_BACKEND_GDRDRV_H
+#define GDRAPI_BACKEND_GDRDRV_H
+
+struct gdrdrv_sys_paths {
+	const char *device;		/* /dev/gdrdrv */
+	const char *sys_misc_dev;	/* /sys/class/misc/gdrdrv/dev: "major:minor" of our misc device */
+	const char *proc_devices;	/* /proc/devices: the major GDRCopy's gdrdrv (register_chrdev) has */
+	const char *sys_module;		/* /sys/module/gdrdrv: exists while loaded */
+};
+extern const struct gdrdrv_sys_paths *gdrdrv_sys_paths;
+
+#endif /* GDRAPI_BACKEND_GDRDRV_H */

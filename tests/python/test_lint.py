@@ -1,0 +1,143 @@
+"""`./toolkit lint`: the tree passes every check, and each check fails on a planted finding.
+
+The plants go into temporary copies of the parts of the tree a check reads,
+never into the tree itself.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gdrkit import lint
+from gdrkit.system import UserError
+from gdrkit.version import REPO_ROOT
+
+PYTHON_PARTS = ("pyproject.toml", "tasks.py", "gdrkit", "tests/python", "libgdrapi/tools")
+
+
+def prepared(name: str) -> lint.Check:
+    check = lint.select(name)[0]
+    lint.prepare([check])
+    return check
+
+
+def copy(parts: tuple[str, ...], dest: Path) -> Path:
+    lint.copy_tree(REPO_ROOT, parts, dest)
+    return dest
+
+
+def test_the_tree_passes_every_check() -> None:
+    lint.prepare(lint.CHECKS)
+    results = lint.lint(REPO_ROOT, lint.CHECKS)
+    assert {name: findings for name, findings in results.items() if findings} == {}
+
+
+def test_a_planted_mypy_error_fails(tmp_path: Path) -> None:
+    root = copy(PYTHON_PARTS, tmp_path)
+    assert lint.mypy(root) == []
+    with (root / "gdrkit" / "version.py").open("a") as f:
+        f.write('\n\ndef planted() -> int:\n    return "not an int"\n')
+    findings = lint.mypy(root)
+    assert any("gdrkit/version.py" in line and "Incompatible return value" in line for line in findings), findings
+
+
+def test_a_planted_ruff_finding_fails(tmp_path: Path) -> None:
+    root = copy(("pyproject.toml", "gdrkit"), tmp_path)
+    assert lint.ruff(root) == []
+    (root / "gdrkit" / "planted.py").write_text("import os\n")
+    assert any("F401" in line for line in lint.ruff(root))
+
+
+def test_a_planted_shellcheck_warning_fails(tmp_path: Path) -> None:
+    prepared("shellcheck")
+    script = tmp_path / "tools" / "planted"
+    script.parent.mkdir()
+    script.write_text('#!/bin/sh\nset -eu\nprintf "%s\\n" "$1"\n')
+    assert lint.shellcheck(tmp_path) == []
+    script.write_text('#!/bin/sh\nset -eu\nmode= 0660\nprintf "%s\\n" "$mode"\n')
+    findings = lint.shellcheck(tmp_path)
+    assert any(line.startswith("tools/planted:3:") and "SC1007" in line for line in findings), findings
+
+
+def test_shell_files_are_found_by_suffix_and_shebang_outside_the_golden_copies(tmp_path: Path) -> None:
+    (tmp_path / "a.sh").write_text("echo a\n")
+    (tmp_path / "b").write_text("#!/usr/bin/env bash\necho b\n")
+    (tmp_path / "c.py").write_text("#!/usr/bin/env python3\n")
+    (tmp_path / "tests/python/golden").mkdir(parents=True)
+    (tmp_path / "tests/python/golden/postinst").write_text("#!/bin/sh\n")
+    assert [p.name for p in lint.shell_files(tmp_path)] == ["a.sh", "b"]
+
+
+def test_spec_scriptlets_are_shell_with_the_macros_replaced() -> None:
+    spec = "\n".join([
+        "%build", "make %{?_smp_mflags}",
+        "%post -p /sbin/ldconfig",
+        "%post -n kmod", "%if 0%{?suse_version}", "dkms add -v %{version}", "%endif", "printf '%%s\\n' x",
+        "%files", "/usr/lib",
+    ])  # fmt: skip
+    assert list(lint.spec_scriptlets(spec)) == [
+        ("%post -n kmod", "# RPM_MACRO 0RPM_MACRO\ndkms add -v RPM_MACRO\n# RPM_MACRO\nprintf '%s\\n' x\n")
+    ]
+
+
+def test_a_planted_compiler_warning_fails(tmp_path: Path) -> None:
+    prepared("werror")
+    root = copy(lint.WERROR_TREE, tmp_path)
+    with (root / "libgdrapi" / "src" / "internal.c").open("a") as f:
+        f.write("\nstatic int planted(void)\n{\n\tint unused;\n\n\treturn 0;\n}\n")
+    findings = lint.werror(root)
+    assert any("internal.c" in line and "planted" in line for line in findings), findings
+
+
+def test_a_planted_abi_change_fails(tmp_path: Path) -> None:
+    prepared("abi")
+    root = copy(("include", "libgdrapi"), tmp_path)
+    assert lint.abi(root) == []
+    # A GDRCopy 2.6 function no longer exported: programs that call it no longer start.
+    api = root / "libgdrapi" / "src" / "gdrapi.c"
+    text = api.read_text()
+    assert "GDR_EXPORT void gdr_runtime_get_version(" in text
+    api.write_text(text.replace("GDR_EXPORT void gdr_runtime_get_version(", "void gdr_runtime_get_version(", 1))
+    findings = lint.abi(root)
+    assert findings and any("gdr_runtime_get_version" in line for line in findings), findings
+
+
+def test_a_changed_public_struct_does_not_even_build(tmp_path: Path) -> None:
+    root = copy(("include", "libgdrapi"), tmp_path)
+    header = root / "include" / "gdrapi.h"
+    text = header.read_text()
+    assert "\tuint64_t va;\n" in text
+    header.write_text(text.replace("\tuint64_t va;\n", "\tuint64_t va;\n\tuint64_t planted;\n", 1))
+    with pytest.raises(UserError, match=re.escape("offsetof(gdr_info_v2_t, mapped_size) is ABI")):
+        lint.build_library(root, tmp_path / "out")
+
+
+def test_a_planted_include_circle_fails(tmp_path: Path) -> None:
+    prepared("deps")
+    root = copy(("include", "libgdrapi"), tmp_path)
+    assert lint.deps(root) == []
+    # A leaf helper that calls back into the API: internal.c <-> gdrapi.c.
+    with (root / "libgdrapi" / "src" / "internal.c").open("a") as f:
+        f.write("\nint gdr_planted(void);\nint gdr_planted(void)\n{\n\treturn gdr_close(NULL);\n}\n")
+    findings = lint.deps(root)
+    assert any("circle" in line and "internal.c" in line and "gdrapi.c" in line for line in findings), findings
+
+
+def test_unknown_checks_are_named() -> None:
+    with pytest.raises(ValueError, match="unknown lint check nope; the checks are mypy"):
+        lint.select("mypy,nope")
+
+
+@pytest.mark.skipif(shutil.which("perl") is None, reason="checkpatch.pl needs perl")
+def test_a_planted_checkpatch_warning_fails(tmp_path: Path) -> None:
+    prepared("checkpatch")
+    root = copy(("gdrdrv", "include"), tmp_path)
+    assert lint.checkpatch(root) == []
+    source = root / "gdrdrv" / "gdrdrv.c"
+    source.write_text(source.read_text() + "\nstatic int planted_global = 0;\n")
+    findings = lint.checkpatch(root)
+    assert any("gdrdrv/gdrdrv.c" in line and "INITIALISED_STATIC" in line for line in findings), findings
