@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gdrkit.distro import debian
 from gdrkit.system import cache_dir, die, ensure_debian_packages, have_command, log, run as run_command
 
 DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
@@ -28,8 +29,6 @@ DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
 # get the same bundle for pip (apt uses plain http mirrors and needs nothing).
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CONTAINER_CA_BUNDLE = "/etc/gdrkit-host-ca.crt"
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
-DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 START_TIMEOUT_S = 60
 
 
@@ -207,8 +206,7 @@ class Engine:
                 *hooks,
                 recipe.suite,
                 tarball,
-                f"deb {DEBIAN_MIRROR} {recipe.suite} main",
-                f"deb {DEBIAN_SECURITY_MIRROR} {recipe.suite}-security main",
+                *debian.suite(recipe.suite).sources_lines(),
             ],
             capture=True,
         )

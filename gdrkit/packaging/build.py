@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.packaging import model, render
-from gdrkit.packaging.families import DebianFamily, Family
+from gdrkit.distro.families import DebianFamily, Family
 from gdrkit.system import die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -390,7 +390,7 @@ def lint(paths: Iterable[Path]) -> tuple[int, str]:
 
 
 def families_for(kinds: Iterable[str]) -> list[Family]:
-    from gdrkit.packaging.families import families_of_type
+    from gdrkit.distro.families import families_of_type
 
     out: list[Family] = []
     for kind in kinds:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from gdrkit import version
-from gdrkit.packaging.families import Family
+from gdrkit.distro.families import Family
 from gdrkit.system import die
 
 DESCRIPTION_FILE = version.REPO_ROOT / "packages" / "gdrcopy.yaml"
@@ -109,6 +109,10 @@ class Description:
     kernel_module: KernelModule
     device_node: DeviceNode
     raw_packages: Mapping[str, tuple[Mapping[str, Any], ...]]
+
+    def install_set(self, package_type: str) -> tuple[str, ...]:
+        """The packages of `package_type` a DKMS install takes: all but the prebuilt-module ones."""
+        return tuple(str(e["name"]) for e in self.raw_packages[package_type] if e.get("kind", "plain") != "kmod")
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:

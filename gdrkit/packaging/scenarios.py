@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
-from gdrkit.packaging.families import DebianFamily, debian_release
+from gdrkit.distro.families import DebianFamily, debian_release
 
 # Every scenario image is a bookworm root; the packages it installs are built for it.
 SUITE = "bookworm"

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.system import cache_dir, die, ensure_debian_packages, log, run
+from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
@@ -179,7 +179,7 @@ def prepare_suite_root(
 
 def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str]) -> float:
     if not shutil.which("mmdebstrap"):
-        raise die("mmdebstrap not found", "apt-get install mmdebstrap")
+        raise die("mmdebstrap not found", apt_install_hint(["mmdebstrap"]))
     if os.geteuid() != 0:
         raise die("building a VM root needs root (mmdebstrap, chroot)", "run the task as root")
     partial = target.with_name(f".{target.name}.partial")

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, families, fixture, model, pipeline, reference
+from gdrkit.distro import families
+from gdrkit.packaging import build, fixture, model, pipeline, reference
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, faults, families, model, reference, render, scenarios
+from gdrkit.distro import families
+from gdrkit.packaging import build, faults, model, reference, render, scenarios
 from gdrkit.packaging.faults import DebSets
 from gdrkit.system import run
 

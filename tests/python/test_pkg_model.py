@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import families, model, render
+from gdrkit.distro import families
+from gdrkit.packaging import model, render
 from gdrkit.system import UserError
 from gdrkit.version import REPO_ROOT
 
