@@ -69,13 +69,19 @@ def _connect() -> Any:
     return docker.from_env(timeout=600)
 
 
-def start_engine() -> None:
-    """Start dockerd if nothing answers on its socket (installs docker.io first if needed)."""
+def engine_running() -> bool:
+    """Whether a Docker engine answers on its socket."""
     try:
         _connect().ping()
-        return
+        return True
     except Exception:  # noqa: BLE001 - any failure means: not running yet
-        pass
+        return False
+
+
+def start_engine() -> None:
+    """Start dockerd if nothing answers on its socket (installs docker.io first if needed)."""
+    if engine_running():
+        return
     if not have_command("dockerd"):
         ensure_debian_packages(["docker.io"])
     if os.geteuid() != 0:

@@ -497,3 +497,51 @@ def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
         log(f"{entry.name}: compiling gdrdrv against {len(packages)} kernel-headers packages")
         result, _ = engine.run(entry_run.image, sweep_command(entry.family, packages), mounts={workspace.source: "/src"})
         return {kernel: int(status) for kernel, status in SWEEP_MARK.findall(result.output)}
+
+
+def engine_plan() -> list[str]:
+    """What getting a Docker engine takes here (read-only: asks the socket, looks for dockerd)."""
+    from gdrkit.containers import engine_running
+    from gdrkit.system import have_command
+
+    if engine_running():
+        return ["use the running Docker engine"]
+    steps = [] if have_command("dockerd") else ["install docker.io"]
+    return [*steps, "start dockerd (log: /var/log/gdrkit-dockerd.log)"]
+
+
+def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
+    """What `matrix` does for one entry, one line per step (pure but for reading files)."""
+    fam = family(entry.family)
+    if entry.registry_image is not None:
+        if offline:
+            return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
+        base = f"pull {entry.registry_image}"
+    else:
+        base = f"import the {entry.local_suite} VM root (built with mmdebstrap if not cached)"
+    packages = " ".join(install_set(entry))
+    lines = [
+        f"{entry.name}: image: {base}, then set it up (setup_image.sh: {' '.join(fam.all_image_packages())})",
+        f"{entry.name}: build from a clean clone of HEAD: {build_command(entry, '<kernel>' if entry.kernel_suite else '')}",
+        f"{entry.name}: install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv",
+    ]
+    if entry.nvidia is not None:
+        lines.insert(1, f"{entry.name}: image: add Debian's NVIDIA {entry.nvidia} driver DKMS-built (nvidia_layer.sh)")
+        lines.append(f"{entry.name}: check gdrdrv against the real driver (real_nvidia.sh); load and sanity: skipped")
+    elif entry.boot:
+        lines.append(f"{entry.name}: boot its kernel under qemu, load softgpu and gdrdrv, run gdrcopy_sanity")
+    else:
+        lines.append(f"{entry.name}: load and sanity: skipped (boot: false)")
+    return lines
+
+
+def sweep_plan(entry: Entry, *, offline: bool) -> list[str]:
+    """What `compile-sweep` does for one entry (pure)."""
+    if entry.registry_image is not None and offline:
+        return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
+    fam = family(entry.family)
+    return [
+        f"{entry.name}: prepare its image as the matrix does",
+        f"{entry.name}: list kernel headers with {' '.join(fam.headers_query)}",
+        f"{entry.name}: install each with {' '.join(fam.install_command)} and compile gdrdrv against {fam.headers_trees}",
+    ]

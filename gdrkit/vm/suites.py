@@ -173,6 +173,17 @@ def has_package(query: AptQuery, package: str) -> bool:
     return status == 0 and f"Package: {package}" in out
 
 
+def check_kernel_spec(spec: str) -> None:
+    """Refuse a `spec` that is neither a suite name nor a kernel version (pure)."""
+    if spec.strip().lower() in SUITES:
+        return
+    if not re.match(r"^(linux-(image|headers)-)?\d+\.\d+", spec.strip()):
+        raise die(
+            f"{spec!r} is neither a Debian suite nor a kernel version",
+            f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
+        )
+
+
 def resolve_kernel(
     spec: str, *, lists_for: Callable[[Suite], AptQuery] | None = None, base: Path | None = None, refresh: bool = False
 ) -> KernelChoice:
@@ -186,11 +197,7 @@ def resolve_kernel(
         if abi is None:
             raise die(f"{suite.name} has no linux-image-amd64 in its package lists", "try again with --refresh")
         return KernelChoice(suite, abi)
-    if not re.match(r"^(linux-(image|headers)-)?\d+\.\d+", spec.strip()):
-        raise die(
-            f"{spec!r} is neither a Debian suite nor a kernel version",
-            f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
-        )
+    check_kernel_spec(spec)
     abi = normalize_abi(spec)
     likely = candidate_suites(abi)
     for suite in likely:

