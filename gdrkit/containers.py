@@ -15,7 +15,7 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,26 +292,6 @@ def run_script(image: str, script: str, *, mounts: Mapping[Path, str] | None = N
         timeout_s=timeout,
     )
     return result
-
-
-def export_filesystem(image: str, script: str, dest: Path, *, mounts: Mapping[Path, str] | None = None) -> Path:
-    """Run `script` in a container of `image`, then unpack its file system into `dest` (to boot it in a VM)."""
-    engine = default_engine()
-    result, container = engine.run(
-        image, script, mounts=mounts or {}, read_only=True, network=False, shell_flags="-euxo pipefail",
-        stream=False, keep=True, timeout_s=1800,
-    )
-    try:
-        if result.status != 0:
-            raise die("preparing the file system failed:\n" + result.output[-3000:])
-        engine.export_to(container, dest)
-    finally:
-        engine.remove(container)
-    return dest
-
-
-def images_built(names: Sequence[str] = ("gdrkit-test",)) -> list[str]:
-    return [tag for image in default_engine().client.images.list() for tag in image.tags if tag.split(":")[0] in names]
 
 
 def cleanup() -> None:

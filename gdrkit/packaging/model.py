@@ -267,9 +267,6 @@ class Plan:
                 return package
         raise KeyError(name)
 
-    def packages_of_kind(self, kind: str) -> list[Package]:
-        return [p for p in self.packages if p.kind == kind]
-
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
