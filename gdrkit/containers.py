@@ -15,12 +15,13 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gdrkit.distro import debian
 from gdrkit.system import cache_dir, die, ensure_debian_packages, have_command, log, run as run_command
 
 DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
@@ -28,8 +29,6 @@ DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
 # get the same bundle for pip (apt uses plain http mirrors and needs nothing).
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CONTAINER_CA_BUNDLE = "/etc/gdrkit-host-ca.crt"
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
-DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 START_TIMEOUT_S = 60
 
 
@@ -70,13 +69,19 @@ def _connect() -> Any:
     return docker.from_env(timeout=600)
 
 
-def start_engine() -> None:
-    """Start dockerd if nothing answers on its socket (installs docker.io first if needed)."""
+def engine_running() -> bool:
+    """Whether a Docker engine answers on its socket."""
     try:
         _connect().ping()
-        return
+        return True
     except Exception:  # noqa: BLE001 - any failure means: not running yet
-        pass
+        return False
+
+
+def start_engine() -> None:
+    """Start dockerd if nothing answers on its socket (installs docker.io first if needed)."""
+    if engine_running():
+        return
     if not have_command("dockerd"):
         ensure_debian_packages(["docker.io"])
     if os.geteuid() != 0:
@@ -207,8 +212,7 @@ class Engine:
                 *hooks,
                 recipe.suite,
                 tarball,
-                f"deb {DEBIAN_MIRROR} {recipe.suite} main",
-                f"deb {DEBIAN_SECURITY_MIRROR} {recipe.suite}-security main",
+                *debian.suite(recipe.suite).sources_lines(),
             ],
             capture=True,
         )
@@ -288,26 +292,6 @@ def run_script(image: str, script: str, *, mounts: Mapping[Path, str] | None = N
         timeout_s=timeout,
     )
     return result
-
-
-def export_filesystem(image: str, script: str, dest: Path, *, mounts: Mapping[Path, str] | None = None) -> Path:
-    """Run `script` in a container of `image`, then unpack its file system into `dest` (to boot it in a VM)."""
-    engine = default_engine()
-    result, container = engine.run(
-        image, script, mounts=mounts or {}, read_only=True, network=False, shell_flags="-euxo pipefail",
-        stream=False, keep=True, timeout_s=1800,
-    )
-    try:
-        if result.status != 0:
-            raise die("preparing the file system failed:\n" + result.output[-3000:])
-        engine.export_to(container, dest)
-    finally:
-        engine.remove(container)
-    return dest
-
-
-def images_built(names: Sequence[str] = ("gdrkit-test",)) -> list[str]:
-    return [tag for image in default_engine().client.images.list() for tag in image.tags if tag.split(":")[0] in names]
 
 
 def cleanup() -> None:

@@ -50,10 +50,6 @@ class DriverPackage:
     version: str  # the Debian package version, e.g. 535.309.01-0+deb12u1
     dkms_module: str
 
-    @property
-    def upstream_version(self) -> str:
-        return self.version.rsplit("-", 1)[0]
-
 
 def driver_package(suite: str, flavour: str, *, refresh: bool = False) -> DriverPackage:
     """The candidate version of `suite`'s NVIDIA DKMS package of `flavour`, from its private lists."""

@@ -90,6 +90,11 @@ def have_command(name: str) -> bool:
     return shutil.which(name) is not None
 
 
+def apt_install_hint(packages: Iterable[str]) -> str:
+    """What a person runs to install `packages` on this (Debian-like) host."""
+    return f"apt-get install {' '.join(packages)}"
+
+
 def missing_debian_packages(packages: Iterable[str]) -> list[str]:
     """The packages of `packages` that dpkg does not report as installed."""
     missing = []
@@ -119,7 +124,7 @@ def ensure_debian_packages(packages: Iterable[str], *, dry_run: bool = False) ->
     if os.geteuid() != 0 and not dry_run:
         raise die(
             f"missing packages: {' '.join(missing)}",
-            f"run as root, or: sudo apt-get install {' '.join(missing)}",
+            f"run as root, or: sudo {apt_install_hint(missing)}",
         )
     log(f"installing {' '.join(missing)}")
     env = {"DEBIAN_FRONTEND": "noninteractive"}

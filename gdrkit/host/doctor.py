@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 
 from gdrkit import version
 from gdrkit.host.probe import Output, Probe
-from gdrkit.packaging.families import family_for_os_release, parse_os_release
+from gdrkit.distro import families
+from gdrkit.distro.families import family_for_os_release, parse_os_release
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MODULE = "gdrdrv"
@@ -41,11 +42,7 @@ def _headers_package(probe: Probe, release: str) -> str:
 
 
 def _install_hint(probe: Probe, package: str) -> str:
-    fam = family_for_os_release(_os_release(probe))
-    tool = {"deb": "apt-get install", "rpm": "dnf install"}.get(fam.package_type if fam else "", "install")
-    if fam is not None and fam.name == "suse":
-        tool = "zypper install"
-    return f"{tool} {package}"
+    return families.install_hint(probe.read("/etc/os-release") or "", [package])
 
 
 def check_nvidia_driver(probe: Probe) -> Finding:

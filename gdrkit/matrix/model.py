@@ -14,12 +14,11 @@ from typing import Any
 
 import yaml
 
+from gdrkit.distro import debian, families
 from gdrkit.system import die
 from gdrkit.version import REPO_ROOT
 
 MATRIX_FILE = REPO_ROOT / "ci" / "matrix.yaml"
-FAMILIES = ("debian", "rhel", "suse")
-DEBIAN_SUITES = ("bullseye", "bookworm", "trixie", "sid")
 # Flavours of Debian's NVIDIA kernel driver DKMS packages (see gdrkit.nvidia).
 NVIDIA_FLAVOURS = ("proprietary", "open")
 
@@ -33,7 +32,7 @@ class Entry:
     local_suite: str | None  # image built with mmdebstrap from this Debian suite
     registry_image: str | None  # or pulled from a registry
     kernel_suite: str | None  # the module is built for this suite's kernel
-    kernel_package: str | None  # or for the image's own kernel headers package
+    kernel_package: str | None  # or for this kernel headers package, installed in the image
     boot: bool
     ci_local: bool
     # A real-NVIDIA row: the suite's NVIDIA driver DKMS package of this flavour is
@@ -72,27 +71,29 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
     where = f"{source}: entry {index + 1}"
     if not isinstance(raw, Mapping):
         raise die(f"{where}: expected a mapping")
+    if isinstance(raw.get("name"), str):
+        where = f"{source}: entry {raw['name']!r}"
     known = {"name", "image", "family", "kernel", "boot", "ci_local"}
     optional = {"nvidia"}
     unknown = set(raw) - known - optional
     missing = known - set(raw)
-    if unknown or missing:
-        raise die(
-            f"{where}: unknown keys {sorted(unknown)} / missing keys {sorted(missing)}",
-            f"each entry has exactly: {', '.join(sorted(known))} (and optionally {', '.join(sorted(optional))})",
-        )
+    expected = f"each entry has exactly: {', '.join(sorted(known))} (and optionally {', '.join(sorted(optional))})"
+    if unknown:
+        raise die(f"{where}: unknown key {', '.join(map(repr, sorted(unknown)))}", f"{expected}; check its spelling")
+    if missing:
+        raise die(f"{where}: missing key {', '.join(map(repr, sorted(missing)))}", expected)
     name = raw["name"]
     if not isinstance(name, str) or not name.replace("-", "").replace(".", "").isalnum():
         raise die(f"{where}: name {name!r} must be letters, digits, '-' and '.'")
     where = f"{source}: entry {name!r}"
     family = raw["family"]
-    if family not in FAMILIES:
-        raise die(f"{where}: family {family!r} is not one of {', '.join(FAMILIES)}")
+    if family not in families.names():
+        raise die(f"{where}: family {family!r} is not one of {', '.join(families.names())}")
     image_kind, image = _one_of(raw["image"], ("mmdebstrap", "registry"), f"{where}: image")
     kernel_kind, kernel = _one_of(raw["kernel"], ("debian_suite", "package"), f"{where}: kernel")
     for kind, value in ((image_kind, image), (kernel_kind, kernel)):
-        if kind in ("mmdebstrap", "debian_suite") and value not in DEBIAN_SUITES:
-            raise die(f"{where}: {value!r} is not a Debian suite we know ({', '.join(DEBIAN_SUITES)})")
+        if kind in ("mmdebstrap", "debian_suite") and value not in debian.SUITES:
+            raise die(f"{where}: {value!r} is not a Debian suite we know ({', '.join(debian.SUITES)})")
     for flag in ("boot", "ci_local"):
         if not isinstance(raw[flag], bool):
             raise die(f"{where}: {flag} must be true or false")
@@ -132,6 +133,9 @@ def load(path: Path = MATRIX_FILE) -> list[Entry]:
         raise die(f"cannot read the matrix {path}: {error}")
     if not isinstance(data, Mapping) or not isinstance(data.get("entries"), list):
         raise die(f"{path}: expected a top-level 'entries' list")
+    unknown = sorted(str(key) for key in data if key != "entries")
+    if unknown:
+        raise die(f"{path}: unknown top-level key {', '.join(map(repr, unknown))}", "the file holds only 'entries'")
     entries = [_entry(raw, i, path) for i, raw in enumerate(data["entries"])]
     names = [e.name for e in entries]
     duplicates = sorted({n for n in names if names.count(n) > 1})

@@ -7,16 +7,21 @@
 # Runs once per (suite image, driver package and version, kernel ABI); the
 # runner commits the container as an image tagged with all three.
 #
-# usage: nvidia_layer.sh ABI PACKAGE VERSION DKMS_MODULE
+# usage: nvidia_layer.sh ABI PACKAGE VERSION DKMS_MODULE REFRESH INSTALL
 #   ABI          the suite kernel's ABI (its headers are in the image)
 #   PACKAGE      nvidia-kernel-dkms or nvidia-open-kernel-dkms
 #   VERSION      the package version to install (the runner read it from
 #                the suite's lists, so the image tag names what is inside)
 #   DKMS_MODULE  the DKMS module name the package registers
 #                (nvidia-current, nvidia-current-open)
+#   REFRESH      the words of the command that refreshes the package lists
+#   INSTALL      the words of the command that installs packages by name
+#                (the Debian family's verbs, gdrkit/distro/families.py)
 set -euo pipefail
 
 abi=$1 package=$2 version=$3 module=$4
+read -r -a refresh <<<"$5"
+read -r -a install <<<"$6"
 upstream=${version%-*}
 
 # contrib and non-free hold the driver packages; non-free-firmware holds
@@ -40,19 +45,19 @@ if [ -f /etc/initramfs-tools/update-initramfs.conf ]; then
 	sed -i 's/^update_initramfs=.*/update_initramfs=no/' /etc/initramfs-tools/update-initramfs.conf
 fi
 
-apt-get update -q
+"${refresh[@]}"
 # ccache (on PATH for every later DKMS build in this image, see the rows'
 # script): the rows remove and reinstall the driver package, and each
 # reinstall rebuilds the real nvidia.ko; from this layer's warm cache that
 # takes a fraction of the first build.
-apt-get install -y -q --no-install-recommends ccache
+"${install[@]}" ccache
 printf 'cache_dir = /var/cache/ccache\nmax_size = 6G\ncompression = true\n' > /etc/ccache.conf
 export PATH=/usr/lib/ccache:$PATH
 # apt runs dpkg, and so the packages' DKMS builds, with a PATH of its own.
 echo 'DPkg::Path "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin";' > /etc/apt/apt.conf.d/50gdrkit-ccache
 
 # The packages stay in /var/cache/apt/archives for the rows' reinstalls.
-apt-get install -y -q --no-install-recommends "$package=$version"
+"${install[@]}" "$package=$version"
 # The package's postinst builds for the newest kernel with headers; make sure.
 dkms status -m "$module" -k "$abi" | grep -q ': installed' || dkms autoinstall -k "$abi"
 dkms status

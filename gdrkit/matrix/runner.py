@@ -7,7 +7,7 @@ For an entry whose image we build here (a Debian suite):
            container, on a clean clone of the committed tree (packages are
            built from a commit); .deb packages are checked by the suite's own
            lintian there, since what it accepts differs by release
-  install  `apt-get install` of the built packages in a fresh container
+  install  the family's package manager installs the built packages in a fresh container
   dkms     DKMS has built and installed gdrdrv for the entry's kernel
   load     that kernel booted under qemu with the container's filesystem as
            root: softgpu (the test GPU, built for that kernel) and the
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING
 from gdrkit.containers import Engine, RunResult
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
-from gdrkit.packaging.families import DebianFamily
-from gdrkit.system import UserError, cache_dir, log, run
+from gdrkit.distro.families import family
+from gdrkit.system import UserError, cache_dir, die, log, run
 from gdrkit.version import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -55,45 +55,44 @@ COMPILER_DIAGNOSTIC = re.compile(r"\.[ch]:\d+:(\d+:)? (fatal )?error: ")
 COMPILER_ERROR = re.compile(r"(error|fatal error): |\*\*\* \[.*\] Error \d+")
 STEP_MARK = re.compile(r"^GDRKIT-STEP (\w+) (\d+)$", re.MULTILINE)
 DETAIL_TAIL_LINES = 30
-# Built packages the matrix installs (the prebuilt-kmod package is for another kernel flow).
-INSTALL_PACKAGES = ("libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy")
-# Prove the module under test is the one DKMS built from the package, then run the packaged sanity.
-SANITY_COMMAND = (
-    "modinfo -n gdrdrv | grep -q /updates/ || { echo \"gdrdrv is not the DKMS-built module: $(modinfo -n gdrdrv)\"; exit 1; }; "
-    "command -v gdrcopy_sanity | grep -qx /usr/bin/gdrcopy_sanity || { echo 'gdrcopy_sanity is not the packaged one'; exit 1; }; "
-    "gdrcopy_sanity"
-)
-# A suite root may hold what vm-test built and installed there; the image must hold only packages.
-SCRUB_BUILT = (
-    "rm -rf /src /usr/local/lib/* /usr/local/bin/* /usr/local/include/* /lib/modules/*/extra "
-    "/lib/modules/*/kernel/drivers/misc/gdrdrv.ko* && for k in /lib/modules/*; do depmod -a \"${k##*/}\"; done"
-)
-
-# What each family needs in its image to build and install our packages.
-FAMILY_SETUP = {
-    # The package build and lint tools are the ones `build-deb` installs (DebianFamily.build_deps
-    # and kind_lint_deps), baked into the image so that each build does not download them again.
-    "debian": SCRUB_BUILT + " && apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-    "ca-certificates make gcc libc6-dev python3 python3-venv "
-    + " ".join((*DebianFamily.build_deps, *DebianFamily.kind_lint_deps["deb"]))
-    + " && apt-get clean && rm -rf /var/lib/apt/lists/*",
-    "rhel": "dnf install -y git make gcc python3 rpm-build kernel-devel dkms || "
-    "(dnf install -y epel-release && dnf install -y git make gcc python3 rpm-build kernel-devel dkms)",
-    "suse": "zypper --non-interactive install git make gcc python3 rpm-build kernel-default-devel dkms",
-}
-NVIDIA_LAYER_SCRIPT = REPO_ROOT / "gdrkit" / "matrix" / "nvidia_layer.sh"
+SCRIPTS = REPO_ROOT / "gdrkit" / "matrix"
+SETUP_IMAGE_SCRIPT = SCRIPTS / "setup_image.sh"
+INSTALL_SCRIPT = SCRIPTS / "install_packages.sh"
+SANITY_SCRIPT = SCRIPTS / "sanity.sh"
+SWEEP_SCRIPT = SCRIPTS / "compile_sweep.sh"
+NVIDIA_LAYER_SCRIPT = SCRIPTS / "nvidia_layer.sh"
 REAL_NVIDIA_SCRIPT = "gdrkit/matrix/real_nvidia.sh"  # run from the clone mounted at /src
 # The first DKMS build of the real driver: minutes for the proprietary flavour,
 # much longer for the open one (it compiles the whole GPU driver) on 2 cores.
 NVIDIA_LAYER_TIMEOUT_S = 4 * 3600
 REAL_NVIDIA_TIMEOUT_S = 3 * 3600
-FAMILY_BUILD = {"debian": "build-deb", "rhel": "build-rpm", "suse": "build-rpm"}
-FAMILY_INSTALL = {
-    "debian": "DEBIAN_FRONTEND=noninteractive apt-get update -q && DEBIAN_FRONTEND=noninteractive "
-    "apt-get install -y -q --no-install-recommends {files}",
-    "rhel": "dnf install -y {files}",
-    "suse": "zypper --non-interactive --no-gpg-checks install {files}",
-}
+
+
+def script_command(script: Path, args: Sequence[str]) -> str:
+    """A container command that runs `script` with `args` (pure but for reading the script).
+
+    The script travels as the command, not as a bind mount: a committed image
+    would keep the mount point as a volume its containers must fill.
+    """
+    return f"set -- {shlex.join(args)}\n" + script.read_text()
+
+
+def install_set(entry: Entry) -> tuple[str, ...]:
+    """The built packages the matrix installs: the DKMS set of packages/gdrcopy.yaml."""
+    from gdrkit.packaging import model as packages
+
+    return packages.load().install_set(family(entry.family).package_type)
+
+
+def setup_command(entry: Entry) -> str:
+    """What turns the entry's base image into its build and test image (pure but for reading the script)."""
+    fam = family(entry.family)
+    args = ["--scrub-built"] if entry.local_suite is not None else []
+    args += ["--refresh", " ".join(fam.refresh_command), "--install", " ".join(fam.install_command)]
+    args += ["--repos", " ".join(fam.repository_packages), "--clean", " ".join(fam.clean_command)]
+    kernel = (entry.kernel_package,) if entry.kernel_package else ()
+    args += ["--", *dict.fromkeys((*fam.all_image_packages(), *kernel))]
+    return script_command(SETUP_IMAGE_SCRIPT, args)
 
 
 @dataclass(frozen=True)
@@ -134,13 +133,13 @@ def step_statuses(output: str) -> dict[str, int]:
 
 def image_tag(entry: Entry, abi: str) -> str:
     """The prepared image's tag: changes with the kernel and with the setup script."""
-    setup = hashlib.sha256(FAMILY_SETUP[entry.family].encode()).hexdigest()[:8]
+    setup = hashlib.sha256(setup_command(entry).encode()).hexdigest()[:8]
     return f"gdrkit-matrix/{entry.image_name}:{abi.replace('+', '_')}-{setup}"
 
 
 def nvidia_image_tag(entry: Entry, abi: str, driver: DriverPackage) -> str:
     """The real-NVIDIA layer's tag: changes with the kernel, the driver package and version, and the scripts."""
-    recipe = FAMILY_SETUP[entry.family] + NVIDIA_LAYER_SCRIPT.read_text()
+    recipe = setup_command(entry) + NVIDIA_LAYER_SCRIPT.read_text()
     setup = hashlib.sha256(recipe.encode()).hexdigest()[:8]
     version = re.sub(r"[^A-Za-z0-9_.-]", "_", driver.version)
     return f"gdrkit-matrix/{entry.image_name}-{driver.package}:{abi.replace('+', '_')}-{version}-{setup}"
@@ -162,10 +161,11 @@ def clone_committed_tree(dest: Path, repo: Path = REPO_ROOT) -> None:
 
 def build_command(entry: Entry, abi: str) -> str:
     """The command that builds the entry's packages in its image, from the clone at /src (pure)."""
-    argv = ["./toolkit", FAMILY_BUILD[entry.family]]
+    fam = family(entry.family)
+    argv = ["./toolkit", fam.build_task]
     if abi:
         argv += ["--kernel", abi]
-    if entry.family == "debian":
+    if fam.package_type == "deb":
         # Where units, rules and modules go depends on the release (/lib up to
         # bookworm, /usr/lib from trixie on), and only that release's lintian
         # judges it: build for the suite named here (a registry image: the
@@ -184,36 +184,20 @@ def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: P
     return engine.run(image, build_command(entry, abi), mounts={source: "/src"})[0]
 
 
-def install_script(family: str, files: Sequence[str], abi: str) -> str:
-    """Provide the stand-in GPU, install the packages, make sure DKMS built gdrdrv for `abi`."""
-    install = FAMILY_INSTALL[family].format(files=" ".join(shlex.quote(f) for f in files))
-    return "\n".join(
-        [
-            "set -u",
-            'mark() { echo "GDRKIT-STEP $1 $2"; }',
-            # softgpu stands in for the NVIDIA driver: its module for the entry's kernel, its
-            # libcuda.so.1, and its P2P header and Module.symvers where NVIDIA's DKMS sources
-            # live, so the packaged gdrdrv finds it the way it finds a real driver.
-            f"(make -C /src -j2 softgpu_install KVER={abi} prefix=/usr/local && "
-            f"make -C /src/tests/softgpu/kmod install-nvidia-src KVER={abi} && depmod -a {abi} && ldconfig) "
-            ">/tmp/softgpu-build.log 2>&1; rc=$?; [ $rc = 0 ] || tail -n 40 /tmp/softgpu-build.log; mark softgpu $rc",
-            f"{install}; rc=$?; mark install $rc; [ $rc = 0 ] || exit 1",
-            # The package's postinst builds for the kernels it finds; in a container
-            # `uname -r` is the host's, so ask for the entry's kernel explicitly when needed.
-            f"dkms status -m gdrdrv -k {abi} | grep -q installed || dkms autoinstall -k {abi}",
-            f"dkms status -m gdrdrv -k {abi}; dkms status -m gdrdrv -k {abi} | grep -q installed; "
-            "rc=$?; mark dkms $rc; exit $rc",
-        ]
-    )
+def install_script(family_name: str, files: Sequence[str], abi: str) -> str:
+    """Provide the stand-in GPU, install the packages, make sure DKMS built gdrdrv for `abi` ("": the newest)."""
+    fam = family(family_name)
+    args = [abi, "--refresh", " ".join(fam.refresh_command), "--install", " ".join(fam.install_files_command)]
+    return script_command(INSTALL_SCRIPT, [*args, "--", *files])
 
 
-def built_files(dist: Path, family: str) -> list[Path]:
-    """The built packages to install, one file per package in INSTALL_PACKAGES."""
-    suffix = ".deb" if family == "debian" else ".rpm"
+def built_files(dist: Path, family_name: str, wanted: Sequence[str]) -> list[Path]:
+    """The built packages in `dist` named in `wanted`, one file each."""
+    package_type = family(family_name).package_type
     chosen = []
-    for path in sorted(dist.glob(f"*{suffix}")):
-        name = path.name.split("_")[0] if suffix == ".deb" else re.sub(r"-\d.*$", "", path.name)
-        if name in INSTALL_PACKAGES:
+    for path in sorted(dist.glob(f"*.{package_type}")):
+        name = path.name.split("_")[0] if package_type == "deb" else re.sub(r"-\d.*$", "", path.name)
+        if name in wanted:
             chosen.append(path)
     return chosen
 
@@ -234,6 +218,10 @@ class EntryRun:
         self.test_image = ""  # where they are installed and tested
         self.abi = ""
         self.driver: DriverPackage | None = None
+        self.packages = install_set(entry)
+
+    def built(self, dist: Path) -> list[Path]:
+        return built_files(dist, self.entry.family, self.packages)
 
     def timed(self, step: str, outcome: Outcome, detail: str, started: float) -> bool:
         self.result.record(step, outcome, detail, time.monotonic() - started)
@@ -264,7 +252,7 @@ class EntryRun:
         self.image = image_tag(entry, self.abi or "registry")
         if self.refresh or not self.engine.has_image(self.image):
             log(f"{entry.name}: preparing image {self.image}")
-            result, container = self.engine.run(base, FAMILY_SETUP[entry.family], keep=True)
+            result, container = self.engine.run(base, setup_command(entry), keep=True)
             if result.status != 0:
                 self.engine.remove(container)
                 return self.timed("image", Outcome.FAILED, tail(result.output), started)
@@ -286,10 +274,10 @@ class EntryRun:
         cached = not self.refresh and self.engine.has_image(tag)
         if not cached:
             log(f"{entry.name}: preparing image {tag}: {driver.package} {driver.version} built by DKMS for {self.abi}")
-            # The script travels as the command, not as a bind mount: a committed
-            # image would keep the mount point as a volume its containers must fill.
-            args = shlex.join([self.abi, driver.package, driver.version, driver.dkms_module])
-            script = f"set -- {args}\n" + NVIDIA_LAYER_SCRIPT.read_text()
+            fam = family(entry.family)
+            verbs = [" ".join(fam.refresh_command), " ".join(fam.install_command)]
+            args = [self.abi, driver.package, driver.version, driver.dkms_module, *verbs]
+            script = script_command(NVIDIA_LAYER_SCRIPT, args)
             result, container = self.engine.run(self.image, script, keep=True, timeout_s=NVIDIA_LAYER_TIMEOUT_S)
             if result.status != 0:
                 self.engine.remove(container)
@@ -310,21 +298,21 @@ class EntryRun:
         commit = run(["git", "-C", str(self.ws.source), "rev-parse", "HEAD"], capture=True).stdout.strip()
         cached = self.packages_cache(commit)
         # Rows of one suite share a build image: the same commit builds the same packages there.
-        if not self.refresh and len(built_files(cached, self.entry.family)) >= len(INSTALL_PACKAGES):
+        if not self.refresh and len(self.built(cached)) >= len(self.packages):
             self.ws.dist.mkdir(parents=True, exist_ok=True)
             for path in cached.iterdir():
                 shutil.copy2(path, self.ws.dist / path.name)
-            reused = sorted(f.name for f in built_files(self.ws.dist, self.entry.family))
+            reused = sorted(f.name for f in self.built(self.ws.dist))
             return self.timed("build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started)
         result = build_packages(self.engine, self.image, self.entry, self.abi, self.ws.source)
         self.ws.logs.mkdir(parents=True, exist_ok=True)
         (self.ws.logs / "build.log").write_text(result.output)
         if result.status != 0:
             return self.timed("build", Outcome.FAILED, tail(result.output), started)
-        files = built_files(self.ws.dist, self.entry.family)
+        files = self.built(self.ws.dist)
         names = {f.name for f in files}
-        if len(files) < len(INSTALL_PACKAGES):
-            return self.timed("build", Outcome.FAILED, f"expected packages {INSTALL_PACKAGES}, built {sorted(names)}", started)
+        if len(files) < len(self.packages):
+            return self.timed("build", Outcome.FAILED, f"expected packages {self.packages}, built {sorted(names)}", started)
         partial = cached.with_name(cached.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -340,7 +328,7 @@ class EntryRun:
         driver = self.driver
         assert driver is not None
         started = time.monotonic()
-        files = [f"/src/dist/{f.name}" for f in built_files(self.ws.dist, self.entry.family)]
+        files = [f"/src/dist/{f.name}" for f in self.built(self.ws.dist)]
         args = [self.abi, driver.flavour, driver.package, driver.version, driver.dkms_module, *files]
         result, _ = self.engine.run(
             self.test_image,
@@ -378,10 +366,9 @@ class EntryRun:
         if self.entry.nvidia is not None:
             self.step_real_nvidia()
             return False
-        files = [f"/src/dist/{f.name}" for f in built_files(self.ws.dist, self.entry.family)]
-        abi = self.abi or "$(ls /lib/modules | sort -V | tail -n 1)"
+        files = [f"/src/dist/{f.name}" for f in self.built(self.ws.dist)]
         result, container = self.engine.run(
-            self.image, install_script(self.entry.family, files, abi), mounts={self.ws.source: "/src"}, keep=True
+            self.image, install_script(self.entry.family, files, self.abi), mounts={self.ws.source: "/src"}, keep=True
         )
         marks = step_statuses(result.output)
         detail = tail(result.output)
@@ -418,7 +405,7 @@ class EntryRun:
             kernel_image,
             self.ws.rootfs / "lib" / "modules" / self.abi,
             self.ws.rootfs,
-            SANITY_COMMAND,
+            SANITY_SCRIPT.read_text(),
             loads=loads,
             check_refcount=True,
             log_dir=self.ws.logs,
@@ -471,28 +458,20 @@ def run_entries(entries: Sequence[Entry], *, offline: bool, refresh: bool = Fals
     return results
 
 
-# Every kernel-headers package the entry's distribution offers, each installed and
-# gdrdrv compiled against it (no load): catches API drift on kernels we cannot boot.
-SWEEP_SCRIPTS = {
-    "debian": "apt-get update -q >/dev/null; "
-    "for pkg in $(apt-cache search --names-only '^linux-headers-[0-9].*-(amd64|generic)$' | cut -d' ' -f1); do "
-    "kver=${pkg#linux-headers-}; "
-    "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $pkg >/dev/null 2>&1 "
-    "|| { echo \"GDRKIT-SWEEP $kver 2\"; continue; }; "
-    "make -C /src/gdrdrv clean >/dev/null 2>&1; "
-    "if make -C /src/gdrdrv KVER=$kver >/tmp/build.log 2>&1; then echo \"GDRKIT-SWEEP $kver 0\"; "
-    "else tail -n 20 /tmp/build.log; echo \"GDRKIT-SWEEP $kver 1\"; fi; done",
-    "rhel": "for v in $(dnf -q --showduplicates list kernel-devel | awk '/kernel-devel/ {print $2}'); do "
-    "dnf install -y -q kernel-devel-$v >/dev/null 2>&1 || { echo \"GDRKIT-SWEEP $v 2\"; continue; }; "
-    "kver=$(ls /usr/src/kernels | grep \"^$v\" | head -n 1); make -C /src/gdrdrv clean >/dev/null 2>&1; "
-    "if make -C /src/gdrdrv KVER=$kver KDIR=/usr/src/kernels/$kver >/tmp/build.log 2>&1; then echo \"GDRKIT-SWEEP $kver 0\"; "
-    "else tail -n 20 /tmp/build.log; echo \"GDRKIT-SWEEP $kver 1\"; fi; done",
-    "suse": "for v in $(zypper -q se -s --match-exact kernel-default-devel | awk -F'|' '/kernel-default-devel/ {gsub(/ /,\"\",$4); print $4}'); do "
-    "zypper -q --non-interactive install --oldpackage kernel-default-devel-$v >/dev/null 2>&1 || { echo \"GDRKIT-SWEEP $v 2\"; continue; }; "
-    "for kdir in /usr/src/linux-*-obj/x86_64/default; do make -C /src/gdrdrv clean >/dev/null 2>&1; "
-    "if make -C /src/gdrdrv KDIR=$kdir KVER=$v >/tmp/build.log 2>&1; then echo \"GDRKIT-SWEEP $v 0\"; "
-    "else tail -n 20 /tmp/build.log; echo \"GDRKIT-SWEEP $v 1\"; fi; done; done",
-}
+def sweep_list_command(family_name: str) -> str:
+    """The container command that lists the kernel-headers packages the image's repositories offer."""
+    fam = family(family_name)
+    return script_command(SWEEP_SCRIPT, ["--refresh", " ".join(fam.refresh_command), "--list", " ".join(fam.headers_query)])
+
+
+def sweep_command(family_name: str, packages: Sequence[str]) -> str:
+    """The container command that installs each of `packages` and compiles gdrdrv against what appears."""
+    fam = family(family_name)
+    install = " ".join((*fam.install_command, *fam.headers_install_flags))
+    args = ["--refresh", " ".join(fam.refresh_command), "--install", install, "--trees", fam.headers_trees]
+    return script_command(SWEEP_SCRIPT, [*args, "--", *packages])
+
+
 SWEEP_MARK = re.compile(r"^GDRKIT-SWEEP (\S+) (\d+)$", re.MULTILINE)
 
 
@@ -508,5 +487,61 @@ def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
             log(f"{entry.name}: skipped: {entry_run.result.skip_reason()}")
             return {}
         clone_committed_tree(workspace.source)
-        result, _ = engine.run(entry_run.image, SWEEP_SCRIPTS[entry.family], mounts={workspace.source: "/src"})
+        listing, _ = engine.run(entry_run.image, sweep_list_command(entry.family), stream=False)
+        packages = family(entry.family).headers_packages(listing.output)
+        if listing.status != 0 or not packages:
+            raise die(
+                f"{entry.name}: the image's package manager lists no kernel headers (exit {listing.status}):\n{tail(listing.output)}",
+                "check that its repositories are reachable; --offline skips registry entries",
+            )
+        log(f"{entry.name}: compiling gdrdrv against {len(packages)} kernel-headers packages")
+        result, _ = engine.run(entry_run.image, sweep_command(entry.family, packages), mounts={workspace.source: "/src"})
         return {kernel: int(status) for kernel, status in SWEEP_MARK.findall(result.output)}
+
+
+def engine_plan() -> list[str]:
+    """What getting a Docker engine takes here (read-only: asks the socket, looks for dockerd)."""
+    from gdrkit.containers import engine_running
+    from gdrkit.system import have_command
+
+    if engine_running():
+        return ["use the running Docker engine"]
+    steps = [] if have_command("dockerd") else ["install docker.io"]
+    return [*steps, "start dockerd (log: /var/log/gdrkit-dockerd.log)"]
+
+
+def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
+    """What `matrix` does for one entry, one line per step (pure but for reading files)."""
+    fam = family(entry.family)
+    if entry.registry_image is not None:
+        if offline:
+            return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
+        base = f"pull {entry.registry_image}"
+    else:
+        base = f"import the {entry.local_suite} VM root (built with mmdebstrap if not cached)"
+    packages = " ".join(install_set(entry))
+    lines = [
+        f"{entry.name}: image: {base}, then set it up (setup_image.sh: {' '.join(fam.all_image_packages())})",
+        f"{entry.name}: build from a clean clone of HEAD: {build_command(entry, '<kernel>' if entry.kernel_suite else '')}",
+        f"{entry.name}: install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv",
+    ]
+    if entry.nvidia is not None:
+        lines.insert(1, f"{entry.name}: image: add Debian's NVIDIA {entry.nvidia} driver DKMS-built (nvidia_layer.sh)")
+        lines.append(f"{entry.name}: check gdrdrv against the real driver (real_nvidia.sh); load and sanity: skipped")
+    elif entry.boot:
+        lines.append(f"{entry.name}: boot its kernel under qemu, load softgpu and gdrdrv, run gdrcopy_sanity")
+    else:
+        lines.append(f"{entry.name}: load and sanity: skipped (boot: false)")
+    return lines
+
+
+def sweep_plan(entry: Entry, *, offline: bool) -> list[str]:
+    """What `compile-sweep` does for one entry (pure)."""
+    if entry.registry_image is not None and offline:
+        return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
+    fam = family(entry.family)
+    return [
+        f"{entry.name}: prepare its image as the matrix does",
+        f"{entry.name}: list kernel headers with {' '.join(fam.headers_query)}",
+        f"{entry.name}: install each with {' '.join(fam.install_command)} and compile gdrdrv against {fam.headers_trees}",
+    ]

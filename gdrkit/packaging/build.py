@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.packaging import model, render
-from gdrkit.packaging.families import DebianFamily, Family
+from gdrkit.distro.families import DebianFamily
 from gdrkit.system import die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -387,12 +387,3 @@ def lint(paths: Iterable[Path]) -> tuple[int, str]:
         report.append(result.stdout + result.stderr)
         errors += sum(1 for line in result.stdout.splitlines() if ": E: " in line)
     return errors, "\n".join(report)
-
-
-def families_for(kinds: Iterable[str]) -> list[Family]:
-    from gdrkit.packaging.families import families_of_type
-
-    out: list[Family] = []
-    for kind in kinds:
-        out += families_of_type(kind)
-    return out

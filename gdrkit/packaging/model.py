@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from gdrkit import version
-from gdrkit.packaging.families import Family
+from gdrkit.distro.families import Family
 from gdrkit.system import die
 
 DESCRIPTION_FILE = version.REPO_ROOT / "packages" / "gdrcopy.yaml"
@@ -110,6 +110,10 @@ class Description:
     device_node: DeviceNode
     raw_packages: Mapping[str, tuple[Mapping[str, Any], ...]]
 
+    def install_set(self, package_type: str) -> tuple[str, ...]:
+        """The packages of `package_type` a DKMS install takes: all but the prebuilt-module ones."""
+        return tuple(str(e["name"]) for e in self.raw_packages[package_type] if e.get("kind", "plain") != "kmod")
+
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
@@ -119,12 +123,59 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+# Every key the description may hold, per section: a key outside these would be
+# silently dropped (a misspelt `depend:` ships a package without its dependencies).
+SECTION_KEYS: Mapping[str, frozenset[str]] = {
+    "": frozenset({"project", "kernel_module", "device_node", "deb", "rpm"}),
+    "project": frozenset(
+        {"source", "summary", "description", "maintainer", "homepage", "license", "kernel_module_license", "release",
+         "changelog"}
+    ),
+    "kernel_module": frozenset(
+        {"name", "min_kernel", "architectures", "options", "nvidia_dkms_modules", "extra_sources"}
+    ),
+    "device_node": frozenset({"name", "mode", "group"}),
+}
+PACKAGE_KEYS = frozenset(
+    {"name", "kind", "summary", "description", "architecture", "section", "multi_arch", "depends", "requires",
+     "recommends", "provides", "conflicts", "replaces", "requires_exclude", "shlibs_exclude", "symbols_file",
+     "contents", "dirs", "group"}
+)
+
+
+def _check_keys(value: Any, allowed: frozenset[str], where: str, path: Path) -> None:
+    if not isinstance(value, Mapping):
+        return  # a wrong type is load()'s malformed-description error
+    unknown = sorted(str(key) for key in value if key not in allowed)
+    if unknown:
+        raise die(
+            f"{path}: unknown key {', '.join(map(repr, unknown))} in {where}",
+            f"{where} takes: {', '.join(sorted(allowed))}; check the spelling",
+        )
+
+
+def check_keys(data: Any, path: Path) -> None:
+    """Refuse any key of the description that nothing reads, naming it and the file."""
+    _check_keys(data, SECTION_KEYS[""], "the top level", path)
+    if not isinstance(data, Mapping):
+        return
+    for section, allowed in SECTION_KEYS.items():
+        if section:
+            _check_keys(data.get(section), allowed, section, path)
+    for kind in ("deb", "rpm"):
+        entries = data.get(kind)
+        for index, entry in enumerate(entries if isinstance(entries, list) else []):
+            name = entry.get("name", index + 1) if isinstance(entry, Mapping) else index + 1
+            _check_keys(entry, PACKAGE_KEYS, f"{kind} package {name}", path)
+
+
 def load(path: Path = DESCRIPTION_FILE) -> Description:
     """Read and check the package description."""
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
         raise die(f"cannot read the package description {path}: {error}")
+    check_keys(data, path)
     try:
         proj = data["project"]
         project = Project(
@@ -215,9 +266,6 @@ class Plan:
             if package.name == name:
                 return package
         raise KeyError(name)
-
-    def packages_of_kind(self, kind: str) -> list[Package]:
-        return [p for p in self.packages if p.kind == kind]
 
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")

@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.packaging import build, families, model
-from gdrkit.packaging.families import DebianFamily, DebianRelease, Family, family
+from gdrkit.distro import families
+from gdrkit.distro.families import DebianFamily, DebianRelease, Family, family
+from gdrkit.packaging import build, model
 from gdrkit.system import die, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -178,6 +179,12 @@ def check_rows(rows: list[Row]) -> None:
         )
 
 
+def headers_hint(kver: str, os_release: Path = OS_RELEASE) -> str:
+    """How to install the headers of kernel `kver` on this host."""
+    fam = families.host_family(os_release.read_text() if os_release.exists() else "")
+    return fam.headers_hint(kver) if fam is not None else f"install the kernel headers of {kver}"
+
+
 def build_tree(kernel: str = "", *, with_driver: bool = True, jobs: int = 2, dry_run: bool = False) -> None:
     """`invoke build`: the library, test programs and module in the working tree."""
     run(["make", f"-j{jobs}", "lib", "exes"], cwd=REPO_ROOT, dry_run=dry_run)
@@ -187,8 +194,8 @@ def build_tree(kernel: str = "", *, with_driver: bool = True, jobs: int = 2, dry
     if not kver:
         raise die(
             "no kernel headers installed to build gdrdrv against",
-            f"install them: apt-get install linux-headers-{os.uname().release}, or pass --kernel",
+            f"install them: {headers_hint(os.uname().release)}, or pass --kernel",
         )
     if not dry_run and not Path(f"/lib/modules/{kver}/build").exists():
-        raise die(f"no headers for kernel {kver} (/lib/modules/{kver}/build)", f"apt-get install linux-headers-{kver}")
+        raise die(f"no headers for kernel {kver} (/lib/modules/{kver}/build)", headers_hint(kver))
     run(["make", f"-j{jobs}", "driver", f"KVER={kver}"], cwd=REPO_ROOT, dry_run=dry_run)

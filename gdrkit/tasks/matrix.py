@@ -36,16 +36,21 @@ def ci_install_workflow(c: Context, dry_run: bool = False) -> None:
     print(f"installed {path}")
 
 
-@task
-def lint_workflow(c: Context) -> None:
+def print_plan(lines: list[str]) -> None:
+    for line in lines:
+        print(f"[dry-run] {line}", flush=True)
+
+
+@task(help={"dry_run": "print what would be installed and run, change nothing"})
+def lint_workflow(c: Context, dry_run: bool = False) -> None:
     """Check the GitHub workflow with actionlint."""
+    if dry_run:
+        print_plan(workflow.lint_plan([workflow.WORKFLOW]))
+        return
     status, output = workflow.lint([workflow.WORKFLOW])
     print(output)
     if status != 0:
         raise Exit("actionlint found problems in the workflow", code=1)
-
-
-
 
 
 @task(
@@ -56,15 +61,25 @@ def lint_workflow(c: Context) -> None:
         "ci_local": "only the entries marked ci_local (what .ci/run runs)",
         "junit": "also write JUnit XML to this file",
         "refresh": "rebuild cached images",
+        "dry_run": "print what would be installed, started, built and booted; change nothing",
     },
 )
 def matrix(
-    c: Context, only: list[str] | None = None, offline: bool = False, ci_local: bool = False, junit: str = "", refresh: bool = False
+    c: Context,
+    only: list[str] | None = None,
+    offline: bool = False,
+    ci_local: bool = False,
+    junit: str = "",
+    refresh: bool = False,
+    dry_run: bool = False,
 ) -> None:
     """Build, install, DKMS-build, boot and sanity-test the packages on every distro of ci/matrix.yaml."""
     from gdrkit.matrix import report, runner
 
     entries = model.select(model.load(), only or [], ci_local=ci_local)
+    if dry_run:
+        print_plan(runner.engine_plan() + [line for e in entries for line in runner.entry_plan(e, offline=offline)])
+        return
     results = runner.run_entries(entries, offline=offline, refresh=refresh)
     print(report.format_table(results), flush=True)
     if junit:
@@ -73,13 +88,24 @@ def matrix(
         raise Exit("matrix: some entries failed (see the table)", code=1)
 
 
-@task(iterable=["only"], help={"only": "sweep only this entry (repeatable)", "offline": "skip registry entries"})
-def compile_sweep(c: Context, only: list[str] | None = None, offline: bool = False) -> None:
+@task(
+    iterable=["only"],
+    help={
+        "only": "sweep only this entry (repeatable)",
+        "offline": "skip registry entries",
+        "dry_run": "print what would be installed, started and compiled; change nothing",
+    },
+)
+def compile_sweep(c: Context, only: list[str] | None = None, offline: bool = False, dry_run: bool = False) -> None:
     """Compile gdrdrv against every kernel-headers package each distro of the matrix offers."""
     from gdrkit.matrix import runner
 
+    entries = model.select(model.load(), only or [])
+    if dry_run:
+        print_plan(runner.engine_plan() + [line for e in entries for line in runner.sweep_plan(e, offline=offline)])
+        return
     failed = []
-    for entry in model.select(model.load(), only or []):
+    for entry in entries:
         for kernel, status in runner.compile_sweep(entry, offline=offline).items():
             verdict = {0: "built", 1: "FAILED", 2: "headers not installable"}.get(status, "?")
             print(f"{entry.name:<22} {kernel:<40} {verdict}", flush=True)
@@ -87,4 +113,6 @@ def compile_sweep(c: Context, only: list[str] | None = None, offline: bool = Fal
                 failed.append(f"{entry.name}/{kernel}")
     if failed:
         raise Exit(f"gdrdrv failed to build for: {', '.join(failed)}", code=1)
+
+
 TASKS = [matrix_list, matrix, compile_sweep, ci_install_workflow, lint_workflow]

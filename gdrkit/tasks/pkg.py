@@ -1,47 +1,76 @@
 """Packaging tasks: `invoke build`, `build-deb`, `build-rpm`, `build-packages`.
 
-Thin: they parse arguments and call gdrkit.packaging.pipeline.
+Thin: they parse arguments and call gdrkit.packaging.pipeline.  The three
+package tasks share one options type, `PackageOptions`: each of its fields is
+a flag (with its help text), and each task takes the fields that apply to it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from invoke.context import Context
-from invoke.tasks import task
+from invoke.tasks import Task, task
 
 from gdrkit.packaging import pipeline
 from gdrkit.packaging.build import DIST
 
-_COMMON_HELP = {
-    "dkms": "build the DKMS module package (--no-dkms: skip it)",
-    "kmod": "build the prebuilt module package (--no-kmod: skip it)",
-    "kernel": "kernel release(s) for the prebuilt module, comma-separated (default: running, else newest with headers)",
-    "nvidia_src_dir": "NVIDIA driver kernel sources (with nv-p2p.h) for the prebuilt module",
-    "output": "directory for the packages (default: dist/)",
-    "ref": "git commit to package (default: HEAD; uncommitted changes are not packaged)",
-    "device_mode": "mode of /dev/gdrdrv in the udev rule (default from packages/gdrcopy.yaml: 0660)",
-    "device_group": "group of /dev/gdrdrv in the udev rule (default: video)",
-    "lint": "run lintian/rpmlint on the results (--no-lint: skip)",
-    "deps": "install the build dependencies first (--no-deps: neither install nor check them)",
-    "dry_run": "print what would be installed and built, change nothing",
-}
-_SUITE_HELP = {
-    "suite": "Debian/Ubuntu release the .deb packages are for, by codename (bookworm, trixie, noble, ...);"
-    " it decides /lib or /usr/lib paths (default: this host's, from /etc/os-release)",
-}
+
+def _flag(default: Any, help_text: str) -> Any:
+    return field(default=default, metadata={"help": help_text})
 
 
-def _request(kinds: tuple[str, ...], **options: object) -> pipeline.Request:
-    kernel = str(options.pop("kernel") or "")
-    output = str(options.pop("output") or "")
-    values: dict[str, object] = {
-        "kinds": kinds,
-        "kernels": tuple(k for k in kernel.split(",") if k),
-        "output": Path(output).resolve() if output else DIST,
-    }
-    values.update(options)
-    return pipeline.Request(**values)  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class PackageOptions:
+    """What build-deb, build-rpm and build-packages are asked for: one field per flag."""
+
+    dkms: bool = _flag(True, "build the DKMS module package (--no-dkms: skip it)")
+    kmod: bool = _flag(True, "build the prebuilt module package (--no-kmod: skip it)")
+    kernel: str = _flag(
+        "", "kernel release(s) for the prebuilt module, comma-separated (default: running, else newest with headers)"
+    )
+    nvidia_src_dir: str = _flag("", "NVIDIA driver kernel sources (with nv-p2p.h) for the prebuilt module")
+    output: str = _flag("", "directory for the packages (default: dist/)")
+    ref: str = _flag("HEAD", "git commit to package (default: HEAD; uncommitted changes are not packaged)")
+    family: str = _flag("rhel", "rpm family: rhel or suse (default rhel)")
+    device_mode: str = _flag("", "mode of /dev/gdrdrv in the udev rule (default from packages/gdrcopy.yaml: 0660)")
+    device_group: str = _flag("", "group of /dev/gdrdrv in the udev rule (default: video)")
+    suite: str = _flag(
+        "",
+        "Debian/Ubuntu release the .deb packages are for, by codename (bookworm, trixie, noble, ...);"
+        " it decides /lib or /usr/lib paths (default: this host's, from /etc/os-release)",
+    )
+    lint: bool = _flag(True, "run lintian/rpmlint on the results (--no-lint: skip)")
+    deps: bool = _flag(True, "install the build dependencies first (--no-deps: neither install nor check them)")
+    dry_run: bool = _flag(False, "print what would be installed and built, change nothing")
+
+    def request(self, kinds: tuple[str, ...]) -> pipeline.Request:
+        """The pipeline's request for packages of `kinds` (pure)."""
+        return pipeline.Request(
+            kinds=kinds,
+            with_dkms=self.dkms,
+            with_kmod=self.kmod,
+            kernels=tuple(k for k in self.kernel.split(",") if k),
+            rpm_family=self.family,
+            suite=self.suite,
+            output=Path(self.output).resolve() if self.output else DIST,
+            ref=self.ref,
+            nvidia_src_dir=self.nvidia_src_dir,
+            device_mode=self.device_mode,
+            device_group=self.device_group,
+            lint=self.lint,
+            install_deps=self.deps,
+            dry_run=self.dry_run,
+        )
+
+
+# Flags that only one kind of package has: the others' tasks leave them out.
+_ONLY_FOR = {"suite": "deb", "family": "rpm"}
 
 
 def _build(request: pipeline.Request) -> None:
@@ -52,77 +81,41 @@ def _build(request: pipeline.Request) -> None:
     pipeline.check_rows(rows)
 
 
+def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[..., None]]:
+    """An Invoke task `name` building `kinds` whose flags are PackageOptions' fields for those kinds."""
+    fields = [f for f in dataclasses.fields(PackageOptions) if _ONLY_FOR.get(f.name, kinds[0]) in kinds]
+
+    def body(c: Context, **flags: Any) -> None:
+        _build(PackageOptions(**flags).request(kinds))
+
+    # Invoke reads a task's flags from its signature: give the body the options' own.
+    context = inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)
+    parameters = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type) for f in fields
+    ]
+    body.__signature__ = inspect.Signature([context, *parameters])  # type: ignore[attr-defined]
+    body.__name__ = body.__qualname__ = name.replace("-", "_")
+    body.__doc__ = doc
+    return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)  # type: ignore[no-any-return]
+
+
 @task(help={"kernel": "kernel release to build gdrdrv for", "driver": "also build gdrdrv (--no-driver: skip)",
-            "dry_run": _COMMON_HELP["dry_run"]})
+            "dry_run": "print what would be built, change nothing"})
 def build(c: Context, kernel: str = "", driver: bool = True, dry_run: bool = False) -> None:
     """Build the library, test programs and gdrdrv (for the running or a given kernel) in the tree."""
     pipeline.build_tree(kernel, with_driver=driver, dry_run=dry_run)
 
 
-@task(name="build-deb", help=dict(_COMMON_HELP, **_SUITE_HELP))
-def build_deb(
-    c: Context,
-    dkms: bool = True,
-    kmod: bool = True,
-    kernel: str = "",
-    nvidia_src_dir: str = "",
-    output: str = "",
-    ref: str = "HEAD",
-    device_mode: str = "",
-    device_group: str = "",
-    suite: str = "",
-    lint: bool = True,
-    deps: bool = True,
-    dry_run: bool = False,
-) -> None:
-    """Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy)."""
-    _build(_request(("deb",), with_dkms=dkms, with_kmod=kmod, kernel=kernel, nvidia_src_dir=nvidia_src_dir,
-                    output=output, ref=ref, device_mode=device_mode, device_group=device_group, suite=suite,
-                    lint=lint, install_deps=deps, dry_run=dry_run))
-
-
-@task(name="build-rpm", help=dict(_COMMON_HELP, family="rpm family: rhel or suse (default rhel)"))
-def build_rpm(
-    c: Context,
-    dkms: bool = True,
-    kmod: bool = True,
-    kernel: str = "",
-    nvidia_src_dir: str = "",
-    output: str = "",
-    ref: str = "HEAD",
-    family: str = "rhel",
-    device_mode: str = "",
-    device_group: str = "",
-    lint: bool = True,
-    deps: bool = True,
-    dry_run: bool = False,
-) -> None:
-    """Build the .rpm packages (gdrcopy, gdrcopy-devel, gdrcopy-kmod, gdrcopy-kmod-<kver>)."""
-    _build(_request(("rpm",), with_dkms=dkms, with_kmod=kmod, kernel=kernel, nvidia_src_dir=nvidia_src_dir,
-                    output=output, ref=ref, rpm_family=family, device_mode=device_mode,
-                    device_group=device_group, lint=lint, install_deps=deps, dry_run=dry_run))
-
-
-@task(name="build-packages", help=dict(_COMMON_HELP, **_SUITE_HELP))
-def build_packages(
-    c: Context,
-    dkms: bool = True,
-    kmod: bool = True,
-    kernel: str = "",
-    nvidia_src_dir: str = "",
-    output: str = "",
-    ref: str = "HEAD",
-    device_mode: str = "",
-    device_group: str = "",
-    suite: str = "",
-    lint: bool = True,
-    deps: bool = True,
-    dry_run: bool = False,
-) -> None:
-    """Build every package, deb and rpm, into dist/ (installs the build dependencies first)."""
-    _build(_request(("deb", "rpm"), with_dkms=dkms, with_kmod=kmod, kernel=kernel,
-                    nvidia_src_dir=nvidia_src_dir, output=output, ref=ref, device_mode=device_mode,
-                    device_group=device_group, suite=suite, lint=lint, install_deps=deps, dry_run=dry_run))
-
+build_deb = package_task(
+    "build-deb", ("deb",),
+    "Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy).",
+)
+build_rpm = package_task(
+    "build-rpm", ("rpm",), "Build the .rpm packages (gdrcopy, gdrcopy-devel, gdrcopy-kmod, gdrcopy-kmod-<kver>)."
+)
+build_packages = package_task(
+    "build-packages", ("deb", "rpm"),
+    "Build every package, deb and rpm, into dist/ (installs the build dependencies first).",
+)
 
 TASKS = [build, build_deb, build_rpm, build_packages]

@@ -12,7 +12,6 @@ from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOU
 from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_test
 
 
-
 @task(
     name="vm-test",
     help={
@@ -29,6 +28,7 @@ from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_t
         "memory": f"guest memory in MiB (default {DEFAULT_MEMORY_MB})",
         "ivshmem": f"size of the ivshmem PCI BAR in MiB, 0 for none (default {DEFAULT_IVSHMEM_MB})",
         "log_dir": "where to keep console.log, kernel.log and results.txt (default: under the cache)",
+        "dry_run": "print what would be installed, built and booted; change nothing",
     },
 )
 def vm_test(
@@ -46,6 +46,7 @@ def vm_test(
     memory: int = DEFAULT_MEMORY_MB,
     ivshmem: int = DEFAULT_IVSHMEM_MB,
     log_dir: str = "",
+    dry_run: bool = False,
 ) -> None:
     """Boot a Debian kernel (TCG) with the project built for it; run a command with gdrdrv loaded.
 
@@ -67,6 +68,7 @@ def vm_test(
         memory_mb=memory,
         ivshmem_mb=ivshmem,
         log_dir=Path(log_dir) if log_dir else None,
+        dry_run=dry_run,
     )
     status = run_vm_test(options)
     if status != 0:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.system import die, run
+from gdrkit.system import apt_install_hint, die, ensure_debian_packages, run
 
 ROOT_MOUNT_TAG = "gdrkit-root"
 RESULTS_PORT = "/dev/ttyS1"
@@ -37,6 +37,7 @@ REFCOUNT_FILE = "/proc/driver/gdrdrv/nv_get_pages_refcount"
 OURS_STARTED = "ours_started"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUSYBOX = Path("/bin/busybox")
+BUSYBOX_PACKAGE = "busybox-static"
 
 
 @dataclass(frozen=True)
@@ -269,13 +270,20 @@ def initramfs_entries(
     return entries
 
 
+def ensure_busybox() -> None:
+    """Install the static busybox the initramfs is made of, as the tasks install what they need."""
+    ensure_debian_packages([BUSYBOX_PACKAGE])
+    if not BUSYBOX.is_file():
+        raise die(f"{BUSYBOX} not found although {BUSYBOX_PACKAGE} is installed", f"reinstall it: {apt_install_hint([BUSYBOX_PACKAGE])}")
+
+
 def build_initramfs(destination: Path, modules_dir: Path, plan: GuestPlan) -> GuestPlan:
     """Write a gzip'd initramfs for the kernel whose modules are in `modules_dir`.
 
     Returns the plan with `boot_modules` (the 9p modules, in load order) filled in.
     """
     if not BUSYBOX.is_file():
-        raise die(f"{BUSYBOX} not found", "apt-get install busybox-static")
+        ensure_busybox()
     deps_file = modules_dir / "modules.dep"
     if not deps_file.is_file():
         raise die(f"{deps_file} not found", f"is {modules_dir} a kernel's /lib/modules/<release> directory?")

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gdrkit.system import UserError, die, log, run
+from gdrkit.system import UserError, apt_install_hint, die, log, run
 from gdrkit.vm import initramfs, klog
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 
@@ -247,7 +247,7 @@ def boot(
         if not path.exists():
             raise die(f"{what} {path} does not exist")
     if not shutil.which(QEMU):
-        raise die(f"{QEMU} not found", "apt-get install qemu-system-x86")
+        raise die(f"{QEMU} not found", apt_install_hint(["qemu-system-x86"]))
     paths = VmPaths.create(log_dir)
     plan = GuestPlan(command, tuple(loads), check_refcount)
     earlier: list[VmResult] = []

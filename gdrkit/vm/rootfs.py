@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.system import cache_dir, die, ensure_debian_packages, log, run
+from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
@@ -146,6 +146,34 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def cached_suite_root(kernel: str) -> SuiteRoot | None:
+    """The newest root already built for `kernel` (suite name or ABI string), without asking apt (read-only).
+
+    What a dry run reports; a real run may build a newer root where the
+    suite's lists have moved on to a newer kernel.
+    """
+    from gdrkit.distro.debian import SUITES
+    from gdrkit.vm.suites import normalize_abi
+
+    spec = kernel.strip().lower()
+    found = []
+    for stamp in sorted(roots_dir().glob("*.json")):
+        try:
+            facts = json.loads(stamp.read_text())
+        except (OSError, ValueError):
+            continue
+        if spec in SUITES and facts.get("suite") != spec:
+            continue
+        if spec not in SUITES and facts.get("abi") != normalize_abi(kernel):
+            continue
+        if "-x" in stamp.stem.removeprefix(f"{facts.get('suite')}-{facts.get('abi')}"):
+            continue  # a root with extra packages is another root
+        root = SuiteRoot(str(facts["suite"]), str(facts["abi"]), stamp.with_suffix(""))
+        if root.kernel_image.exists():
+            found.append((stamp.stat().st_mtime, root))
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
 def prepare_suite_root(
     kernel: str, *, refresh: bool = False, extra_packages: Sequence[str] = (), rebuild: bool = False
 ) -> SuiteRoot:
@@ -179,7 +207,7 @@ def prepare_suite_root(
 
 def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str]) -> float:
     if not shutil.which("mmdebstrap"):
-        raise die("mmdebstrap not found", "apt-get install mmdebstrap")
+        raise die("mmdebstrap not found", apt_install_hint(["mmdebstrap"]))
     if os.geteuid() != 0:
         raise die("building a VM root needs root (mmdebstrap, chroot)", "run the task as root")
     partial = target.with_name(f".{target.name}.partial")

@@ -16,11 +16,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdrkit.system import cache_dir, die, log
+from gdrkit.system import cache_dir, die, log, missing_debian_packages
 from gdrkit.vm import klog
 from gdrkit.vm.initramfs import ModuleLoad
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, VmResult, boot
-from gdrkit.vm.rootfs import BuildReport, SuiteRoot, build_in_root, prepare_suite_root
+from gdrkit.vm.rootfs import (
+    HOST_PACKAGES,
+    BuildReport,
+    SuiteRoot,
+    build_in_root,
+    cached_suite_root,
+    default_steps,
+    prepare_suite_root,
+)
+from gdrkit.vm.suites import check_kernel_spec
 
 DEFAULT_COMMAND = "gdrdrv_ktest"
 TIMEOUT_STATUS = 124
@@ -42,6 +51,7 @@ class VmTestOptions:
     memory_mb: int = DEFAULT_MEMORY_MB
     ivshmem_mb: int = DEFAULT_IVSHMEM_MB
     log_dir: Path | None = None
+    dry_run: bool = False
 
 
 def default_loads(softgpu_args: str = "", gdrdrv_args: str = "") -> tuple[ModuleLoad, ...]:
@@ -106,8 +116,39 @@ def default_log_dir(root: SuiteRoot) -> Path:
     return cache_dir() / "vm" / "logs" / f"{root.suite}-{root.abi}-{stamp}"
 
 
+def plan(options: VmTestOptions) -> list[str]:
+    """What vm-test would install, build and boot, one line each; changes nothing."""
+    check_kernel_spec(options.kernel)
+    lines = []
+    missing = missing_debian_packages(HOST_PACKAGES)
+    lines.append(f"install host packages: {' '.join(missing)}" if missing else f"host packages present: {' '.join(HOST_PACKAGES)}")
+    root = None if options.rebuild else cached_suite_root(options.kernel)
+    if root is None:
+        how = "rebuild" if options.rebuild else "build"
+        lines.append(f"{how} the root of {options.kernel} with mmdebstrap (its kernel from the suite's package lists)")
+        where, abi = f"the {options.kernel} root", "<the suite's kernel>"
+    else:
+        moved = "; a newer kernel in the suite's lists builds a new root" if options.kernel.strip().lower() == root.suite else ""
+        lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
+        where, abi = str(root.root_dir), root.abi
+    if options.build:
+        steps = ", ".join(step.name for step in default_steps(abi))
+        lines.append(f"copy the source into {where}/src and build there: {steps}")
+    loads = default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else ()
+    modules = "; ".join(shlex.join(["modprobe", load.name, *load.args]) for load in loads) or "no modules"
+    lines.append(
+        f"boot {abi} under qemu/TCG ({options.memory_mb} MiB, ivshmem {options.ivshmem_mb} MiB,"
+        f" timeout {options.timeout:.0f} s): {modules}; run: {options.command}"
+    )
+    return lines
+
+
 def vm_test(options: VmTestOptions) -> int:
     """Run the whole vm-test flow; returns the exit status for the task."""
+    if options.dry_run:
+        for line in plan(options):
+            print(f"[dry-run] {line}", flush=True)
+        return 0
     start = time.monotonic()
     root = prepare_suite_root(options.kernel, refresh=options.refresh, rebuild=options.rebuild)
     if options.build:

@@ -2,8 +2,8 @@
 
 A kernel is asked for by suite (`trixie`: that suite's current
 linux-image-amd64) or by ABI string (`6.12.57+deb13-amd64`: those exact
-packages, in whichever suite has them).  The host's apt sources are never
-touched: each suite gets a private sources list and package lists under the
+packages, in whichever suite has them).  The suites and mirrors are
+gdrkit.distro.debian's.  The host's apt sources are never touched: each suite gets a private sources list and package lists under the
 cache, refreshed at most once a day.
 """
 
@@ -15,49 +15,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gdrkit.distro.debian import SUITES, Suite
 from gdrkit.system import die, log, run
 
-MIRROR = "http://deb.debian.org/debian"
-SECURITY_MIRROR = "http://security.debian.org/debian-security"
+__all__ = ["SUITES", "AptLists", "AptQuery", "KernelChoice", "Suite", "resolve_kernel", "suite_lists"]
+
 LISTS_MAX_AGE_S = 24 * 3600
 # The components a suite's private lists carry: contrib and non-free hold
 # NVIDIA's real driver packages (nvidia-kernel-dkms, libcuda1), the judges
 # of our stand-ins.  Roots are built from main alone.
 ARCHIVE_COMPONENTS = ("main", "contrib", "non-free")
 
-
-@dataclass(frozen=True)
-class Suite:
-    """One Debian suite: its name, archive sections and default ABI hint."""
-
-    name: str
-    release: int | None  # Debian major release; None for sid
-    security: bool = True
-    updates: bool = True
-    backports: bool = True
-
-    def sources_lines(self, components: Sequence[str] = ("main",)) -> list[str]:
-        """The one-line apt sources that reach this suite's packages."""
-        parts = " ".join(components)
-        lines = [f"deb {MIRROR} {self.name} {parts}"]
-        if self.updates:
-            lines.append(f"deb {MIRROR} {self.name}-updates {parts}")
-        if self.security:
-            lines.append(f"deb {SECURITY_MIRROR} {self.name}-security {parts}")
-        if self.backports:
-            lines.append(f"deb {MIRROR} {self.name}-backports {parts}")
-        return lines
-
-
-SUITES: dict[str, Suite] = {
-    suite.name: suite
-    for suite in (
-        Suite("bullseye", 11, backports=False),  # bullseye-backports left the main archive
-        Suite("bookworm", 12),
-        Suite("trixie", 13),
-        Suite("sid", None, security=False, updates=False, backports=False),
-    )
-}
 
 # ABI strings of Debian's own kernels: 5.10.0-35-amd64 (bullseye),
 # 6.1.0-41-amd64 (bookworm), 6.12.57+deb13-amd64 (trixie and later).
@@ -205,6 +173,17 @@ def has_package(query: AptQuery, package: str) -> bool:
     return status == 0 and f"Package: {package}" in out
 
 
+def check_kernel_spec(spec: str) -> None:
+    """Refuse a `spec` that is neither a suite name nor a kernel version (pure)."""
+    if spec.strip().lower() in SUITES:
+        return
+    if not re.match(r"^(linux-(image|headers)-)?\d+\.\d+", spec.strip()):
+        raise die(
+            f"{spec!r} is neither a Debian suite nor a kernel version",
+            f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
+        )
+
+
 def resolve_kernel(
     spec: str, *, lists_for: Callable[[Suite], AptQuery] | None = None, base: Path | None = None, refresh: bool = False
 ) -> KernelChoice:
@@ -218,11 +197,7 @@ def resolve_kernel(
         if abi is None:
             raise die(f"{suite.name} has no linux-image-amd64 in its package lists", "try again with --refresh")
         return KernelChoice(suite, abi)
-    if not re.match(r"^(linux-(image|headers)-)?\d+\.\d+", spec.strip()):
-        raise die(
-            f"{spec!r} is neither a Debian suite nor a kernel version",
-            f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
-        )
+    check_kernel_spec(spec)
     abi = normalize_abi(spec)
     likely = candidate_suites(abi)
     for suite in likely:

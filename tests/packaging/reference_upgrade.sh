@@ -1,6 +1,6 @@
 #!/bin/bash
 # Upgrade from the reference GDRCopy's own 2.6-1 packages (rebuilt to their
-# layout: gdrkit/packaging/reference.py) to this release, then purge.  The
+# layout: tests/python/pkgkit/reference.py) to this release, then purge.  The
 # reference's SysV script /etc/init.d/gdrdrv (a conffile) and its rc links
 # must go with the upgrade, and nothing of the reference may outlive the
 # purge.  In the VM, gdrdrv 2.6 is loaded during the upgrade, and after each

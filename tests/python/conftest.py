@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gdrkit.vm import SuiteRoot, build_in_root, prepare_suite_root  # noqa: E402
 
 if TYPE_CHECKING:
-    from gdrkit.packaging.faults import DebSets
+    from pkgkit.faults import DebSets
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +43,7 @@ def deb_sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DebSets]:
     """The DKMS set of .deb packages of HEAD, as this release and as the previous
     one: built once per session for every container and VM package test (slow)."""
     from gdrkit import containers
-    from gdrkit.packaging import faults
+    from pkgkit import faults
 
     yield faults.build_deb_sets(tmp_path_factory.mktemp("debs-new"), tmp_path_factory.mktemp("debs-old"))
     containers.cleanup()

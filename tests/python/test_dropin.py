@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from gdrkit import version
-from gdrkit.packaging import families, model, render
+from gdrkit.distro import families
+from gdrkit.packaging import model, render
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 

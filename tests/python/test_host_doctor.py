@@ -42,7 +42,8 @@ def test_missing_headers_names_the_distribution_package() -> None:
     finding = doctor.check_kernel_headers(FakeProbe(files=DEBIAN))
     assert finding.status == doctor.FAIL and finding.fix == f"apt-get install linux-headers-{KVER}"
     rocky = {"/etc/os-release": 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'}
-    assert "dnf install kernel-devel-uname-r" in doctor.check_kernel_headers(FakeProbe(files=rocky, kernel=KVER)).fix
+    # Quoted: the spaces of the capability belong to one argument.
+    assert f"dnf install 'kernel-devel-uname-r = {KVER}'" in doctor.check_kernel_headers(FakeProbe(files=rocky, kernel=KVER)).fix
     ok = FakeProbe(files={**DEBIAN, f"/lib/modules/{KVER}/build/Makefile": ""})
     assert doctor.check_kernel_headers(ok).status == doctor.OK
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -64,13 +65,16 @@ def test_a_good_entry_is_read_field_by_field(tmp_path: Path) -> None:
         (("boot: true", "boot: yes please"), "boot must be true or false"),
         (("{mmdebstrap: bookworm}", "{registry: 'debian:12'}"), "ci_local entries must not need a registry"),
         (("{debian_suite: bookworm}", "{package: linux-headers-amd64}"), "only Debian suite kernels can be booted"),
-        (("    ci_local: true\n", ""), "missing keys ['ci_local']"),
+        (("    ci_local: true\n", ""), "missing key 'ci_local'"),
+        (("    boot: true\n", "    boot: true\n    bot: true\n"), "entry 'debian-bookworm': unknown key 'bot'"),
+        (("entries:\n", "entires: []\nentries:\n"), "unknown top-level key 'entires'"),
     ],
 )
 def test_bad_entries_are_refused_with_the_reason(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    path = write(tmp_path, GOOD.replace(*change))
     with pytest.raises(UserError) as error:
-        model.load(write(tmp_path, GOOD.replace(*change)))
-    assert message in str(error.value)
+        model.load(path)
+    assert message in str(error.value) and str(path) in str(error.value)
 
 
 NVIDIA_ROW = GOOD.replace("debian-bookworm", "debian-bookworm-nvidia", 1).replace(
@@ -159,7 +163,11 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrcopy-2.6.1-1.x86_64.rpm",
     ):
         (tmp_path / name).write_text("")
-    debs = [p.name for p in runner.built_files(tmp_path, "debian")]
+    entries = {e.name: e for e in model.load()}
+    # The installed set is packages/gdrcopy.yaml's: every package but the prebuilt-module ones.
+    assert set(runner.install_set(entries["debian-trixie"])) == {"libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy"}
+    assert set(runner.install_set(entries["rockylinux-9"])) == {"gdrcopy", "gdrcopy-devel", "gdrcopy-kmod"}
+    debs = [p.name for p in runner.built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
     assert debs == [
         "gdrcopy-tests_2.6.1-1_amd64.deb",
         "gdrcopy_2.6.1-1_all.deb",
@@ -167,7 +175,10 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "libgdrapi_2.6.1-1_amd64.deb",
     ]
     script = runner.install_script("debian", ["/src/dist/a.deb"], "6.12.57+deb13-amd64")
-    assert "dkms autoinstall -k 6.12.57+deb13-amd64" in script and "mark dkms" in script
+    first = script.splitlines()[0]
+    assert first.startswith("set -- 6.12.57+deb13-amd64 --refresh 'apt-get update -q' --install 'apt-get install ")
+    assert first.endswith(" -- /src/dist/a.deb") and 'dkms autoinstall -k "$abi"' in script
+    assert "--install 'zypper --non-interactive --no-gpg-checks install'" in runner.install_script("suse", ["a.rpm"], "")
 
 
 def test_debian_rows_build_for_their_suite_and_lint_there_rpm_rows_do_not_lint() -> None:
@@ -179,7 +190,68 @@ def test_debian_rows_build_for_their_suite_and_lint_there_rpm_rows_do_not_lint()
     # A registry image's own /etc/os-release names its release.
     assert runner.build_command(entries["ubuntu-24.04"], "") == "cd /src && ./toolkit build-deb"
     assert runner.build_command(entries["rockylinux-9"], "").endswith("build-rpm --no-lint")
-    assert " lintian " in runner.FAMILY_SETUP["debian"] + " "
+    setup = runner.setup_command(entries["debian-trixie"]).splitlines()[0]
+    assert " lintian " in setup and setup.startswith("set -- --scrub-built ")
+    # A registry row's image gets the kernel headers package its row names.
+    assert runner.setup_command(entries["ubuntu-24.04"]).splitlines()[0].endswith(" linux-headers-generic")
+    assert "--repos epel-release" in runner.setup_command(entries["rockylinux-9"])
+
+
+def test_the_image_setup_script_retries_after_enabling_repositories(tmp_path: Path) -> None:
+    """setup_image.sh installs, and where that fails installs the repository packages and tries again."""
+    import subprocess
+
+    from gdrkit.matrix import runner
+
+    manager = tmp_path / "pm"
+    manager.write_text(
+        "#!/bin/sh\necho \"$*\" >> \"$(dirname \"$0\")/calls\"\n"
+        "[ \"$1\" = epel ] && touch \"$(dirname \"$0\")/enabled\"\n"
+        "[ -e \"$(dirname \"$0\")/enabled\" ]\n"
+    )
+    manager.chmod(0o755)
+    argv = ["bash", str(runner.SETUP_IMAGE_SCRIPT), "--install", str(manager), "--repos", "epel", "--", "dkms", "git"]
+    assert subprocess.run(argv, capture_output=True).returncode == 0
+    assert (tmp_path / "calls").read_text().splitlines() == ["dkms git", "epel", "dkms git"]
+    (tmp_path / "enabled").unlink()
+    (tmp_path / "calls").unlink()
+    without_repos = [a for a in argv if a not in ("--repos", "epel")]
+    assert subprocess.run(without_repos, capture_output=True).returncode != 0
+    assert (tmp_path / "calls").read_text().splitlines() == ["dkms git"]
+
+
+@pytest.mark.parametrize(
+    "family, listing, packages",
+    [
+        (
+            "debian",
+            "linux-headers-6.1.0-41-amd64 - Header files for Linux 6.1.0-41-amd64\n"
+            "linux-headers-6.1.0-42-amd64 - Header files for Linux 6.1.0-42-amd64\n",
+            ["linux-headers-6.1.0-41-amd64", "linux-headers-6.1.0-42-amd64"],
+        ),
+        (
+            "rhel",
+            "Available Packages\nkernel-devel.x86_64    5.14.0-427.13.1.el9_4    baseos\n"
+            "kernel-devel.x86_64    5.14.0-503.14.1.el9_5    baseos\n",
+            ["kernel-devel-5.14.0-427.13.1.el9_4", "kernel-devel-5.14.0-503.14.1.el9_5"],
+        ),
+        (
+            "suse",
+            "S | Name                 | Type    | Version              | Arch   | Repository\n"
+            "--+----------------------+---------+----------------------+--------+-----------\n"
+            "  | kernel-default-devel | package | 6.4.0-150600.23.25.1 | x86_64 | Update\n"
+            "  | kernel-default-devel | package | 6.4.0-150600.21.2    | x86_64 | Main\n",
+            ["kernel-default-devel-6.4.0-150600.23.25.1", "kernel-default-devel-6.4.0-150600.21.2"],
+        ),
+    ],
+)
+def test_each_family_reads_its_headers_listing(family: str, listing: str, packages: list[str]) -> None:
+    from gdrkit.distro.families import family as named
+    from gdrkit.matrix import runner
+
+    assert named(family).headers_packages(listing + listing) == packages
+    sweep = runner.sweep_command(family, packages).splitlines()[0]
+    assert sweep.endswith(" -- " + " ".join(packages)) and f"--trees {shlex.quote(named(family).headers_trees)}" in sweep
 
 
 class FakeEngine:
@@ -320,3 +392,33 @@ def test_a_failing_real_nvidia_check_is_shown_first_and_a_cut_short_run_fails(tm
     result, _ = real_nvidia_step(tmp_path / "again", "GDRKIT-STEP install 0\n[killed after 10800 s]\n")
     assert result.outcome("install") is report.Outcome.PASSED
     assert result.outcome("dkms") is report.Outcome.FAILED and "stopped before this step" in result.steps["dkms"].detail
+
+
+def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dry-run names the engine, each entry's steps and actionlint's install, and runs none of them."""
+    from invoke.context import MockContext
+
+    from gdrkit.matrix import runner
+    from gdrkit.tasks import matrix as tasks
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dry run must not run anything")
+
+    for name in ("run_entries", "compile_sweep"):
+        monkeypatch.setattr(runner, name, refuse)
+    monkeypatch.setattr(workflow, "lint", refuse)
+    monkeypatch.setattr(workflow, "actionlint_modules", refuse)
+    monkeypatch.setattr(runner, "engine_plan", lambda: ["install docker.io", "start dockerd"])
+    tasks.matrix(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True, dry_run=True)
+    out = capsys.readouterr().out
+    assert out.startswith("[dry-run] install docker.io\n[dry-run] start dockerd\n")
+    assert "debian-trixie: build from a clean clone of HEAD: cd /src && ./toolkit build-deb" in out
+    assert "debian-trixie: boot its kernel under qemu" in out
+    assert "rockylinux-9: skipped: needs an image registry (--offline given)" in out
+    tasks.compile_sweep(MockContext(), only=["rockylinux-9"], dry_run=True)
+    out = capsys.readouterr().out
+    assert "rockylinux-9: install each with dnf install -y and compile gdrdrv against /usr/src/kernels/*" in out
+    tasks.lint_workflow(MockContext(), dry_run=True)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("[dry-run] run actionlint")

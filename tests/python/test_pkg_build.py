@@ -1,6 +1,6 @@
 """Package builds: contents, lint, reproducibility, timing, RPM scriptlets (slow).
 
-Two trees are built: the fixture tree (gdrkit.packaging.fixture), which
+Two trees are built: the fixture tree (pkgkit.fixture), which
 tests the packaging pipeline by itself in seconds, and the real tree at
 HEAD, which tests the packages users get.
 """
@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, families, fixture, model, pipeline, reference
+from gdrkit.distro import families
+from gdrkit.packaging import build, model, pipeline
+from pkgkit import fixture, reference
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 

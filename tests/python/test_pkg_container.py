@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import scenarios
-from gdrkit.packaging.faults import PREVIOUS_RELEASE, DebSets
+from pkgkit import scenarios
+from pkgkit.faults import PREVIOUS_RELEASE, DebSets
 
 pytestmark = pytest.mark.slow
 

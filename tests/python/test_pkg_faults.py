@@ -13,14 +13,14 @@
     once the process lets go;
 (d) downgrade to the previous release, then purge: nothing left behind;
 (e) upgrade from the reference GDRCopy's own 2.6-1 packages (rebuilt to
-    their layout, gdrkit.packaging.reference): its SysV script and rc links
+    their layout, pkgkit.reference): its SysV script and rc links
     go, gdrdrv is loaded with /dev/gdrdrv after every step (VM), nothing of
     it outlives the purge.  The RPM side (%posttrans, %dir) is checked on the
     rendered spec here and in a scratch root by test_pkg_build.py.
 
 (a), (b), (d) and (e) run in containers (slow tier); (c) and (e) boot the
 kernel under TCG and build gdrdrv there with DKMS (soak tier).  The scenarios are the
-scripts in tests/packaging/; gdrkit.packaging.faults runs them.
+scripts in tests/packaging/; pkgkit.faults runs them.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import build, faults, families, model, reference, render, scenarios
-from gdrkit.packaging.faults import DebSets
+from gdrkit.distro import families
+from gdrkit.packaging import build, model, render
+from pkgkit import faults, reference, scenarios
+from pkgkit.faults import DebSets
 from gdrkit.system import run
 
 
@@ -220,7 +222,7 @@ def test_d_downgrade_to_the_previous_release_then_purge(deb_sets: DebSets, kerne
 
 @pytest.fixture(scope="module")
 def reference_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference GDRCopy's 2.6-1 set, rebuilt to its layout (gdrkit.packaging.reference)."""
+    """The reference GDRCopy's 2.6-1 set, rebuilt to its layout (pkgkit.reference)."""
     out = tmp_path_factory.mktemp("debs-reference")
     reference.build_debs(build.source_at("HEAD"), out)
     return out

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import families, model, render
+from gdrkit.distro import families
+from gdrkit.packaging import model, render
 from gdrkit.system import UserError
 
 EPOCH = 1767225600
@@ -167,3 +168,22 @@ def test_deb_prerm_removes_the_dkms_tree_on_remove_and_upgrade(tmp_path: Path) -
 def test_deb_prerm_tolerates_a_tree_dkms_does_not_know(tmp_path: Path) -> None:
     calls = _run_script(tmp_path, "debian/gdrdrv-dkms.prerm", "remove", dkms_status="")
     assert not any(call.startswith("remove") for call in calls)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("  - name: libgdrapi\n", "  - name: libgdrapi\n    depend: [libc6]\n"), "unknown key 'depend' in deb package libgdrapi"),
+        (("device_node:\n", "device_node:\n  owner: root\n"), "unknown key 'owner' in device_node"),
+        (("project:\n", "packages: []\nproject:\n"), "unknown key 'packages' in the top level"),
+    ],
+)
+def test_unknown_keys_in_the_description_are_refused(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    """A misspelt key would otherwise be dropped silently: the error names the key and the file."""
+    text = model.DESCRIPTION_FILE.read_text()
+    assert change[0] in text
+    path = tmp_path / "gdrcopy.yaml"
+    path.write_text(text.replace(*change, 1))
+    with pytest.raises(UserError) as error:
+        model.load(path)
+    assert message in str(error.value) and str(path) in str(error.value)

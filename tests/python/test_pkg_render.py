@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.packaging import families, model, render
+from gdrkit.distro import families
+from gdrkit.packaging import model, render
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = os.environ.get("GDRKIT_UPDATE_GOLDEN") == "1"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.system import UserError
+from gdrkit.system import UserError, ensure_debian_packages
 from gdrkit.vm import initramfs
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 
@@ -63,8 +63,8 @@ def test_cpio_round_trip() -> None:
     assert stat.S_ISCHR(entries["dev/console"][0]) and entries["dev/console"][2] == (5, 1)
 
 
-@pytest.mark.skipif(shutil.which("cpio") is None, reason="needs GNU cpio")
 def test_gnu_cpio_reads_our_archive(tmp_path: Path) -> None:
+    ensure_debian_packages(["cpio"])  # as the tasks install what they need
     archive = initramfs.cpio_archive([("a", stat.S_IFDIR | 0o755, b""), ("a/b.txt", stat.S_IFREG | 0o644, b"hello\n")])
     listing = subprocess.run(["cpio", "-t", "--quiet"], input=archive, capture_output=True, check=True)
     assert listing.stdout.decode().split() == ["a", "a/b.txt"]
@@ -171,8 +171,8 @@ def test_module_arguments_are_quoted() -> None:
     assert "in_root modprobe softgpu 'name=a b;reboot'" in script
 
 
-@pytest.mark.skipif(not initramfs.BUSYBOX.is_file(), reason="needs busybox-static")
 def test_init_script_is_valid_shell(tmp_path: Path) -> None:
+    initramfs.ensure_busybox()  # installed as vm-test installs it
     path = tmp_path / "init"
     path.write_text(initramfs.init_script(PLAN))
     subprocess.run([str(initramfs.BUSYBOX), "sh", "-n", str(path)], check=True)
@@ -186,7 +186,6 @@ def test_initramfs_contents() -> None:
     assert entries["init"][1].decode() == initramfs.init_script(PLAN)
 
 
-@pytest.mark.skipif(not initramfs.BUSYBOX.is_file(), reason="needs busybox-static")
 def test_build_initramfs_from_a_modules_dir(tmp_path: Path) -> None:
     modules = tmp_path / "modules"
     for line in MODULES_DEP_6_1.splitlines():

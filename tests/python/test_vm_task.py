@@ -43,3 +43,30 @@ def test_status_becomes_the_exit_code(captured: dict[str, Any]) -> None:
     with pytest.raises(Exit) as info:
         vm_tasks.vm_test(MockContext(), kernel="bookworm")
     assert info.value.code == 3
+
+
+def test_dry_run_plans_and_changes_nothing(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dry-run prints what would be installed, built and booted, and neither builds a root nor boots."""
+    from gdrkit.vm import runner
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dry run must not build or boot")
+
+    for name in ("prepare_suite_root", "build_in_root", "boot"):
+        monkeypatch.setattr(runner, name, refuse)
+    monkeypatch.setattr(runner, "cached_suite_root", lambda kernel: None)
+    monkeypatch.setattr(runner, "missing_debian_packages", lambda packages: ["qemu-system-x86"])
+    vm_tasks.vm_test(MockContext(), kernel="trixie", cmd="exit 0", gdrdrv_args="use_persistent_mapping=0", dry_run=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("[dry-run] ") for line in lines) and len(lines) == 4
+    assert lines[0] == "[dry-run] install host packages: qemu-system-x86"
+    assert "build the root of trixie with mmdebstrap" in lines[1]
+    assert "softgpu_kmod" in lines[2] and "depmod" in lines[2]
+    assert "modprobe gdrdrv dbg_enabled=1 use_persistent_mapping=0" in lines[3] and lines[3].endswith("run: exit 0")
+
+
+def test_dry_run_refuses_what_the_run_would_refuse() -> None:
+    from gdrkit.system import UserError
+
+    with pytest.raises(UserError, match="neither a Debian suite nor a kernel version"):
+        vm_tasks.vm_test(MockContext(), kernel="potato", dry_run=True)

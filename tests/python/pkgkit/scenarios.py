@@ -13,7 +13,8 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
-from gdrkit.packaging.families import DebianFamily, debian_release
+from gdrkit.distro.families import DebianFamily, debian_release
+from gdrkit.packaging import model
 
 # Every scenario image is a bookworm root; the packages it installs are built for it.
 SUITE = "bookworm"
@@ -37,7 +38,7 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
     """bookworm with dkms, build tools and `kernel` installed (image and headers); the headers
     of `other_kernel` and of `kernel` kept aside in /opt/extra-debs.
 
-    One image for every package scenario, the fault scenarios (gdrkit.packaging.faults)
+    One image for every package scenario, the fault scenarios (pkgkit.faults)
     included: the kernel image makes "headers missing" mean what it means on a host.
     """
     return ImageRecipe(
@@ -49,8 +50,9 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
     )
 
 
-# The packages a DKMS install uses (the prebuilt-module package conflicts with it).
-DKMS_SET = ("libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy")
+# The packages a DKMS install uses (the prebuilt-module package conflicts with it),
+# as packages/gdrcopy.yaml lists them.
+DKMS_SET = model.load().install_set("deb")
 
 # Everything under these is the system's own churn, not a package's leftovers.
 _SNAPSHOT = r"""

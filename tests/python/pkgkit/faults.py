@@ -20,11 +20,12 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
-from gdrkit.packaging import build, model, scenarios
+from gdrkit.packaging import build, model
 from gdrkit.packaging.build import Source
 from gdrkit.system import die, run
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.rootfs import SuiteRoot
+from pkgkit import scenarios
 
 SCRIPTS = REPO_ROOT / "tests" / "packaging"
 # The "previous release" of the upgrade and downgrade tests: the same commit

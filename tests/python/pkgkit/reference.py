@@ -64,7 +64,7 @@ def build_kmod_rpm(output: Path) -> Path:
 
 def stage(source: Source, tree: Path) -> Path:
     """The source tree of the set: tests/packaging/reference/ and the commit's gdrdrv sources."""
-    from gdrkit.packaging.faults import extract_source
+    from pkgkit.faults import extract_source
 
     if tree.exists():
         shutil.rmtree(tree)

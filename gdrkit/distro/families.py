@@ -1,16 +1,43 @@
 """What differs between distribution families, in one typed registry.
 
 One frozen dataclass per family; defining a subclass registers it (through
-`__init_subclass__`), so adding a family is adding one class here.  Nothing
-else in gdrkit hard-codes a distribution path, package name or image.
+`__init_subclass__`), so adding a family is adding one class here (and a
+row in ci/matrix.yaml to test it).  Each family knows where its packages put
+files, its package manager's verbs, the packages a build host and a matrix
+image need, how to find its kernel headers, and what to tell a person to
+install.  Nothing else in gdrkit names a package manager, a family or a
+distribution path.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
+
+from gdrkit.distro.debian import (
+    DEFAULT_DEBIAN_RELEASE,
+    DebianRelease,
+    debian_release,
+    debian_release_for_os_release,
+)
+
+__all__ = [
+    "DebianFamily",
+    "DebianRelease",
+    "Family",
+    "Layout",
+    "RhelFamily",
+    "SuseFamily",
+    "debian_release",
+    "debian_release_for_os_release",
+    "families_of_type",
+    "family",
+    "family_for_os_release",
+    "parse_os_release",
+]
 
 
 @dataclass(frozen=True)
@@ -34,52 +61,6 @@ USR_LIB_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/us
 # RPM distributions moved units, rules and modprobe.d under /usr long ago;
 # their kernel packages still own /lib/modules.
 RPM_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d", "/lib/modules")
-
-
-@dataclass(frozen=True)
-class DebianRelease:
-    """A Debian or Ubuntu release that .deb packages are built for."""
-
-    os_id: str  # /etc/os-release ID: "debian" or "ubuntu"
-    codename: str  # "trixie", "noble"; the suite a build is for
-    version: str  # VERSION_ID: "13", "24.04"; "" for sid, which has none
-
-    @property
-    def usr_merged(self) -> bool:
-        """Whether its packages must install below /usr/lib (see USR_LIB_SINCE)."""
-        if not self.version:
-            return True  # sid (and testing): newer than every numbered release
-        return _version_key(self.version) >= _version_key(USR_LIB_SINCE[self.os_id])
-
-    @property
-    def layout(self) -> Layout:
-        return USR_LIB_LAYOUT if self.usr_merged else SPLIT_LIB_LAYOUT
-
-
-# The one place that says which releases take /usr/lib paths: the first
-# release of each distribution whose lintian flags /lib (aliased-location).
-USR_LIB_SINCE = {"debian": "13", "ubuntu": "24.04"}
-
-# The releases a build can be asked for by name (build-deb --suite).
-DEBIAN_RELEASES: dict[str, DebianRelease] = {
-    release.codename: release
-    for release in (
-        DebianRelease("debian", "bullseye", "11"),
-        DebianRelease("debian", "bookworm", "12"),
-        DebianRelease("debian", "trixie", "13"),
-        DebianRelease("debian", "forky", "14"),
-        DebianRelease("debian", "sid", ""),
-        DebianRelease("ubuntu", "jammy", "22.04"),
-        DebianRelease("ubuntu", "noble", "24.04"),
-    )
-}
-# The build host the README documents (Debian 12): what a Debian family
-# built without naming a release (unit tests, the bookworm scenarios) is for.
-DEFAULT_DEBIAN_RELEASE = DEBIAN_RELEASES["bookworm"]
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
 @dataclass(frozen=True)
@@ -111,6 +92,34 @@ class Family:
     nvidia_dkms_packages: ClassVar[tuple[str, ...]] = ()
     # Rendered build files: template name -> path inside the build tree.
     templates: ClassVar[Mapping[str, str]]
+    # The package manager, as argv prefixes: refresh the package lists (none
+    # where installing refreshes them itself), install packages by name, and
+    # install package files (local paths).
+    refresh_command: ClassVar[tuple[str, ...]] = ()
+    install_command: ClassVar[tuple[str, ...]]
+    install_files_command: ClassVar[tuple[str, ...]]
+    # Drops downloaded package files (a smaller image); none where nothing is kept.
+    clean_command: ClassVar[tuple[str, ...]] = ()
+    # What a person types to install a package (install hints).
+    hint_install: ClassVar[str]
+    # What a matrix image of this family installs to build and install our
+    # packages besides build_deps (registry images start from the bare distribution).
+    image_packages: ClassVar[tuple[str, ...]] = ()
+    # Packages that enable the repositories some of the others come from:
+    # installed (and the install retried) only when the first attempt fails.
+    repository_packages: ClassVar[tuple[str, ...]] = ()
+    # The compile sweep: the command that lists every kernel-headers package
+    # of the image's repositories, a regex whose group 1 picks a version (or
+    # a whole package name) out of each listed line, the package that version
+    # names, install flags that allow an older version, and the glob where
+    # installed headers trees appear (the directory `make M=` builds against).
+    headers_query: ClassVar[tuple[str, ...]]
+    headers_line: ClassVar[str]
+    headers_spec: ClassVar[str] = "{match}"
+    headers_install_flags: ClassVar[tuple[str, ...]] = ()
+    headers_trees: ClassVar[str]
+    # The toolkit task that builds this family's packages.
+    build_task: ClassVar[str]
 
     registry: ClassVar[dict[str, type[Family]]] = {}
 
@@ -122,6 +131,24 @@ class Family:
     def layout(self) -> Layout:
         """Where units, udev rules, modprobe.d files and modules go."""
         raise NotImplementedError(f"family {self.name} names no Layout")
+
+    def install_hint(self, *packages: str) -> str:
+        """The command a person runs to install `packages` on a host of this family."""
+        return f"{self.hint_install} {' '.join(shlex.quote(p) for p in packages)}"
+
+    def headers_hint(self, kver: str) -> str:
+        """How to install the headers of kernel `kver` on a host of this family."""
+        return self.install_hint(self.kernel_headers_package.format(kver=kver))
+
+    def all_image_packages(self) -> tuple[str, ...]:
+        """Everything a matrix image of this family installs, without repeats."""
+        return tuple(dict.fromkeys((*self.image_packages, *self.build_deps)))
+
+    def headers_packages(self, listing: str) -> list[str]:
+        """The kernel-headers packages named in `headers_query`'s output, in its order, once each (pure)."""
+        line = re.compile(self.headers_line)
+        found = (line.search(text) for text in listing.splitlines())
+        return list(dict.fromkeys(self.headers_spec.format(match=m.group(1)) for m in found if m))
 
     @property
     def unitdir(self) -> str:
@@ -178,7 +205,20 @@ class DebianFamily(Family):
     # (bullseye has no rpmlint, so a deb build must not ask for it).
     kind_build_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": (), "rpm": ("rpm",)}
     kind_lint_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": ("lintian",), "rpm": ("rpmlint",)}
+    # The package build and lint tools are the ones `build-deb` installs (build_deps
+    # and kind_lint_deps["deb"]), baked into matrix images so that each build does
+    # not download them again.
+    image_packages = ("ca-certificates", "make", "gcc", "libc6-dev", "python3", "python3-venv", *kind_lint_deps["deb"])
     kernel_headers_package = "linux-headers-{kver}"
+    refresh_command = ("apt-get", "update", "-q")
+    install_command = ("apt-get", "install", "-y", "-q", "--no-install-recommends")
+    install_files_command = install_command
+    clean_command = ("apt-get", "clean")
+    hint_install = "apt-get install"
+    headers_query = ("apt-cache", "search", "--names-only", "^linux-headers-[0-9].*-(amd64|generic)$")
+    headers_line = r"^(linux-headers-\S+) "
+    headers_trees = "/lib/modules/*/build"
+    build_task = "build-deb"
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
     modprobe = "/sbin/modprobe"
@@ -194,7 +234,7 @@ class DebianFamily(Family):
 
     @property
     def layout(self) -> Layout:
-        return self.release.layout
+        return USR_LIB_LAYOUT if self.release.usr_merged else SPLIT_LIB_LAYOUT
 
 
 @dataclass(frozen=True)
@@ -205,6 +245,16 @@ class RhelFamily(Family):
     container_image = "rockylinux:9"
     build_deps = ("gcc", "make", "rpm-build", "kernel-devel", "dkms")
     kernel_headers_package = "kernel-devel-uname-r = {kver}"
+    install_command = ("dnf", "install", "-y")
+    install_files_command = install_command
+    hint_install = "dnf install"
+    image_packages = ("git", "python3")
+    repository_packages = ("epel-release",)  # dkms comes from EPEL
+    headers_query = ("dnf", "-q", "--showduplicates", "list", "kernel-devel")
+    headers_line = r"^kernel-devel\.\S+\s+(\S+)"
+    headers_spec = "kernel-devel-{match}"
+    headers_trees = "/usr/src/kernels/*"
+    build_task = "build-rpm"
     libdir = "/usr/lib64"
     modprobe = "/usr/sbin/modprobe"
     dkms_module_location = "/extra"
@@ -225,6 +275,17 @@ class SuseFamily(Family):
     container_image = "opensuse/leap:15.6"
     build_deps = ("gcc", "make", "rpm-build", "kernel-default-devel", "dkms")
     kernel_headers_package = "kernel-default-devel"
+    install_command = ("zypper", "--non-interactive", "install")
+    # Our packages are not signed.
+    install_files_command = ("zypper", "--non-interactive", "--no-gpg-checks", "install")
+    hint_install = "zypper install"
+    image_packages = ("git", "python3")
+    headers_query = ("zypper", "-q", "se", "-s", "--match-exact", "kernel-default-devel")
+    headers_line = r"\|\s*kernel-default-devel\s*\|\s*package\s*\|\s*(\S+)\s*\|"
+    headers_spec = "kernel-default-devel-{match}"
+    headers_install_flags = ("--oldpackage",)
+    headers_trees = "/usr/src/linux-*-obj/x86_64/default"
+    build_task = "build-rpm"
     libdir = "/usr/lib64"
     # SUSE kernels refuse unsupported (out-of-tree) modules unless told.
     modprobe = "/usr/sbin/modprobe --allow-unsupported-modules"
@@ -271,35 +332,23 @@ def parse_os_release(text: str) -> dict[str, str]:
     return fields
 
 
-def debian_release(name: str) -> DebianRelease:
-    """The release called `name` (a codename; "unstable" is sid); dies with the known names."""
-    release = DEBIAN_RELEASES.get("sid" if name == "unstable" else name)
-    if release is None:
-        from gdrkit.system import die
-
-        raise die(
-            f"unknown Debian or Ubuntu release {name!r}",
-            f"use one of: {', '.join(DEBIAN_RELEASES)} (its codename, as in /etc/os-release VERSION_CODENAME)",
-        )
-    return release
-
-
-def debian_release_for_os_release(os_release: Mapping[str, str]) -> DebianRelease | None:
-    """The Debian or Ubuntu release of a host described by its /etc/os-release fields, if it is one.
-
-    A derivative (Mint, Pop!_OS) counts as the release it is built on, which
-    its UBUNTU_CODENAME or DEBIAN_CODENAME names; its own version is not Debian's.
-    """
-    for key in ("UBUNTU_CODENAME", "DEBIAN_CODENAME", "VERSION_CODENAME"):
-        known = DEBIAN_RELEASES.get(os_release.get(key, ""))
-        if known is not None:
-            return known
-    os_id = os_release.get("ID", "")
-    if os_id not in USR_LIB_SINCE:
-        return None
-    # A release newer than this table: its own version decides (none: testing or sid).
-    return DebianRelease(os_id, os_release.get("VERSION_CODENAME", ""), os_release.get("VERSION_ID", ""))
-
-
 def families_of_type(package_type: str) -> list[Family]:
     return [cls() for cls in Family.registry.values() if cls.package_type == package_type]
+
+
+def names() -> tuple[str, ...]:
+    """The names of every family, in the order they are defined."""
+    return tuple(Family.registry)
+
+
+def host_family(os_release_text: str) -> Family | None:
+    """The family of a host whose /etc/os-release holds `os_release_text`, if known."""
+    return family_for_os_release(parse_os_release(os_release_text))
+
+
+def install_hint(os_release_text: str, packages: Iterable[str], fallback: str = "install") -> str:
+    """The install command for `packages` on the host `os_release_text` describes."""
+    fam = host_family(os_release_text)
+    if fam is None:
+        return f"{fallback} {' '.join(packages)}"
+    return fam.install_hint(*packages)

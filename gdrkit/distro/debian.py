@@ -1,0 +1,129 @@
+"""Debian and Ubuntu: the archive, its suites and the releases packages are built for.
+
+The one list of Debian suites and mirrors: the VM roots (gdrkit.vm), the
+container images (gdrkit.containers, gdrkit.matrix) and ci/matrix.yaml's
+checks all read `SUITES` and `Suite.sources_lines()`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gdrkit.system import die
+
+MIRROR = "http://deb.debian.org/debian"
+SECURITY_MIRROR = "http://security.debian.org/debian-security"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One Debian suite of the archive: its name and which of its sections exist."""
+
+    name: str
+    release: int | None  # Debian major release; None for sid
+    security: bool = True
+    updates: bool = True
+    backports: bool = True
+
+    def sources_lines(self, components: Sequence[str] = ("main",)) -> list[str]:
+        """The one-line apt sources that reach this suite's packages."""
+        parts = " ".join(components)
+        lines = [f"deb {MIRROR} {self.name} {parts}"]
+        if self.updates:
+            lines.append(f"deb {MIRROR} {self.name}-updates {parts}")
+        if self.security:
+            lines.append(f"deb {SECURITY_MIRROR} {self.name}-security {parts}")
+        if self.backports:
+            lines.append(f"deb {MIRROR} {self.name}-backports {parts}")
+        return lines
+
+
+# The suites whose roots and images are built here (mmdebstrap), in release order.
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for suite in (
+        Suite("bullseye", 11, backports=False),  # bullseye-backports left the main archive
+        Suite("bookworm", 12),
+        Suite("trixie", 13),
+        Suite("sid", None, security=False, updates=False, backports=False),
+    )
+}
+
+
+def suite(name: str) -> Suite:
+    """The suite called `name`; dies with the known names if there is none."""
+    found = SUITES.get(name)
+    if found is None:
+        raise die(f"unknown Debian suite {name!r}", f"use one of: {', '.join(SUITES)}")
+    return found
+
+
+@dataclass(frozen=True)
+class DebianRelease:
+    """A Debian or Ubuntu release that .deb packages are built for."""
+
+    os_id: str  # /etc/os-release ID: "debian" or "ubuntu"
+    codename: str  # "trixie", "noble"; the suite a build is for
+    version: str  # VERSION_ID: "13", "24.04"; "" for sid, which has none
+
+    @property
+    def usr_merged(self) -> bool:
+        """Whether its packages must install below /usr/lib (see USR_LIB_SINCE)."""
+        if not self.version:
+            return True  # sid (and testing): newer than every numbered release
+        return _version_key(self.version) >= _version_key(USR_LIB_SINCE[self.os_id])
+
+
+# The one place that says which releases take /usr/lib paths: the first
+# release of each distribution whose lintian flags /lib (aliased-location).
+USR_LIB_SINCE = {"debian": "13", "ubuntu": "24.04"}
+
+# The releases a build can be asked for by name (build-deb --suite): every
+# Debian suite above (sid has no version) plus forky and the Ubuntu LTS releases.
+DEBIAN_RELEASES: dict[str, DebianRelease] = {
+    release.codename: release
+    for release in (
+        *(DebianRelease("debian", s.name, str(s.release)) for s in SUITES.values() if s.release),
+        DebianRelease("debian", "forky", "14"),
+        DebianRelease("debian", "sid", ""),
+        DebianRelease("ubuntu", "jammy", "22.04"),
+        DebianRelease("ubuntu", "noble", "24.04"),
+    )
+}
+# The build host the README documents (Debian 12): what a Debian family
+# built without naming a release (unit tests, the bookworm scenarios) is for.
+DEFAULT_DEBIAN_RELEASE = DEBIAN_RELEASES["bookworm"]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def debian_release(name: str) -> DebianRelease:
+    """The release called `name` (a codename; "unstable" is sid); dies with the known names."""
+    release = DEBIAN_RELEASES.get("sid" if name == "unstable" else name)
+    if release is None:
+        raise die(
+            f"unknown Debian or Ubuntu release {name!r}",
+            f"use one of: {', '.join(DEBIAN_RELEASES)} (its codename, as in /etc/os-release VERSION_CODENAME)",
+        )
+    return release
+
+
+def debian_release_for_os_release(os_release: Mapping[str, str]) -> DebianRelease | None:
+    """The Debian or Ubuntu release of a host described by its /etc/os-release fields, if it is one.
+
+    A derivative (Mint, Pop!_OS) counts as the release it is built on, which
+    its UBUNTU_CODENAME or DEBIAN_CODENAME names; its own version is not Debian's.
+    """
+    for key in ("UBUNTU_CODENAME", "DEBIAN_CODENAME", "VERSION_CODENAME"):
+        known = DEBIAN_RELEASES.get(os_release.get(key, ""))
+        if known is not None:
+            return known
+    os_id = os_release.get("ID", "")
+    if os_id not in USR_LIB_SINCE:
+        return None
+    # A release newer than this table: its own version decides (none: testing or sid).
+    return DebianRelease(os_id, os_release.get("VERSION_CODENAME", ""), os_release.get("VERSION_ID", ""))
