@@ -125,4 +125,13 @@ def build_packages(
                     device_group=device_group, suite=suite, lint=lint, install_deps=deps, dry_run=dry_run))
 
 
-TASKS = [build, build_deb, build_rpm, build_packages]
+@task(name="build-wheel", help={"output": _COMMON_HELP["output"], "ref": _COMMON_HELP["ref"]})
+def build_wheel(c: Context, output: str = "", ref: str = "HEAD") -> None:
+    """Build the gdrcopy Python package's py3-none-any wheel (pure Python) from a commit."""
+    from gdrkit.packaging import build, wheel
+
+    path = wheel.build_wheel(build.source_at(ref), Path(output).resolve() if output else DIST)
+    print(path)
+
+
+TASKS = [build, build_deb, build_rpm, build_packages, build_wheel]
