@@ -434,3 +434,74 @@ def test_dmabuf_backend(fakes: ctypes.CDLL) -> None:
         with pytest.raises(gdrcopy.GdrError) as caught:
             g.pin((FAKE_VA + 8 * GPU_PAGE, GPU_PAGE))  # not GPU memory the fake CUDA knows
         assert caught.value.function == "gdr_pin_buffer_v2" and caught.value.reason
+
+
+class HostCuda:
+    """The benchmark's CUDA calls on host memory: "GPU memory" is a host buffer here."""
+
+    name = "host-memory stand-in"
+
+    def __init__(self) -> None:
+        self.buffers: list[Any] = []
+
+    def mem_alloc(self, n: int) -> int:
+        return FAKE_VA  # the fake gdrdrv pins any address
+
+    def mem_free(self, ptr: int) -> None:
+        pass
+
+    def host_alloc(self, n: int) -> int:
+        buf = ctypes.create_string_buffer(n)
+        self.buffers.append(buf)
+        return ctypes.addressof(buf)
+
+    def bound_htod(self, dst: int, src: int, n: int) -> tuple[Any, tuple[Any, ...]]:
+        scratch = self.host_alloc(n)
+        return ctypes.memmove, (scratch, src, n)
+
+    def bound_dtoh(self, dst: int, src: int, n: int) -> tuple[Any, tuple[Any, ...]]:
+        scratch = self.host_alloc(n)
+        return ctypes.memmove, (dst, scratch, n)
+
+    def driver_version(self) -> int:
+        return 0
+
+
+def test_bench_prints_a_table_and_json_lines(fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from gdrcopy import bench
+
+    monkeypatch.setattr(bench._cuda, "driver", lambda prefer: HostCuda())
+    assert bench.main(["--rounds", "3", "--calls", "50"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    records = [json.loads(line) for line in out if line.startswith("{")]
+    assert {(r["method"], r["direction"], r["size"]) for r in records} == {
+        (m, d, s) for m in ("gdrcopy", "cuMemcpy") for d in ("write", "read") for s in (64, 4096)}
+    assert all(r["min_us"] <= r["median_us"] <= r["max_us"] and r["backend"] == "gdrdrv" for r in records)
+    table = [line for line in out if line.lstrip().startswith(("64 ", "4096 "))]
+    assert len(table) == 4 and all(line.rstrip().endswith("x") for line in table)
+    assert out[-1].startswith("target: 64 B write <= 1.0 us")
+    assert fakes.fake_live_mappings() == 0 and fakes.fake_live_pins() == 0
+
+
+def test_wheel_is_pure_python_and_carries_the_description(tmp_path: Path) -> None:
+    import zipfile
+
+    sys.path.insert(0, str(REPO))
+    from gdrkit.packaging import build, wheel
+
+    path = wheel.build_wheel(build.source_at("HEAD"), tmp_path)
+    assert path.name == f"gdrcopy-{gdrcopy.__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        meta = archive.read(f"gdrcopy-{gdrcopy.__version__}.dist-info/METADATA").decode()
+        record = archive.read(f"gdrcopy-{gdrcopy.__version__}.dist-info/RECORD").decode()
+    assert "gdrcopy/__init__.py" in names and "gdrcopy/py.typed" in names
+    assert not [n for n in names if n.endswith((".so", ".pyc"))]
+    assert "Requires-Python: >=3.8" in meta and "libgdrapi.so.2" in meta
+    assert all(line.split(",")[0] in names for line in record.splitlines())
+    # Reproducible: the same commit gives the same bytes.
+    again = wheel.build_wheel(build.source_at("HEAD"), tmp_path / "again")
+    assert again.read_bytes() == path.read_bytes()
