@@ -41,7 +41,7 @@ SUBMAKE_VARS = prefix=$(prefix) exec_prefix=$(exec_prefix) libdir=$(libdir) bind
 EXES_VARS = $(SUBMAKE_VARS) CUDA=$(CUDA)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
-.PHONY: all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
+.PHONY: python_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
 	driver_install drv_install softgpu_install ktests_install clean version
 
 # As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
@@ -58,6 +58,13 @@ endif
 
 version:
 	@echo $(VERSION)
+
+# The gdrcopy Python module (pure Python: nothing to build) into pythondir.
+pythondir ?= $(prefix)/lib/python3/dist-packages
+PYTHON_FILES := $(sort $(wildcard python/gdrcopy/*.py)) python/gdrcopy/py.typed
+python_install:
+	install -d $(DESTDIR)$(pythondir)/gdrcopy
+	install -m 0644 $(PYTHON_FILES) $(DESTDIR)$(pythondir)/gdrcopy/
 
 # The CPU family the library's copy routines are built for (GDRCopy's make config).
 UNAME_M := $(shell uname -m)

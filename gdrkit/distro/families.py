@@ -82,6 +82,10 @@ class Family:
     includedir: ClassVar[str] = "/usr/include"
     docdir: ClassVar[str] = "/usr/share/doc"
     licensedir: ClassVar[str] = "/usr/share/licenses"
+    # Where the gdrcopy Python module goes, and the package relation naming
+    # the Python it is installed for (the module needs 3.8 or later).
+    pythondir: ClassVar[str]
+    python_requires: ClassVar[str]
     modprobe: ClassVar[str]
     # Where DKMS installs modules under <modulesdir>/<kver> on this family.
     dkms_module_location: ClassVar[str]
@@ -178,6 +182,8 @@ class Family:
             "udevrulesdir": self.udevrulesdir,
             "modprobedir": self.modprobedir,
             "modulesdir": self.modulesdir,
+            "pythondir": self.pythondir,
+            "python_requires": self.python_requires,
         }
 
 
@@ -200,6 +206,9 @@ class DebianFamily(Family):
         "dh-strip-nondeterminism",
         "git",
         "kmod",
+        # python3-gdrcopy: dh_python3 byte-compiles on install and adds the python3 dependency.
+        "dh-python",
+        "python3",
     )
     # What a Debian host needs besides build_deps: per package kind, to build and to lint
     # (bullseye has no rpmlint, so a deb build must not ask for it).
@@ -221,6 +230,9 @@ class DebianFamily(Family):
     build_task = "build-deb"
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
+    # Debian's one directory for every Python 3; dh_python3 adds the python3 dependency.
+    pythondir = "/usr/lib/python3/dist-packages"
+    python_requires = "python3 (>= 3.8)"
     modprobe = "/sbin/modprobe"
     dkms_module_location = "/updates/dkms"
     kmod_module_location = "/updates"
@@ -256,6 +268,9 @@ class RhelFamily(Family):
     headers_trees = "/usr/src/kernels/*"
     build_task = "build-rpm"
     libdir = "/usr/lib64"
+    # The platform python of RHEL 9 and its rebuilds (noarch modules go under /usr/lib).
+    pythondir = "/usr/lib/python3.9/site-packages"
+    python_requires = "python(abi) = 3.9"
     modprobe = "/usr/sbin/modprobe"
     dkms_module_location = "/extra"
     kmod_module_location = "/extra"
@@ -287,6 +302,9 @@ class SuseFamily(Family):
     headers_trees = "/usr/src/linux-*-obj/x86_64/default"
     build_task = "build-rpm"
     libdir = "/usr/lib64"
+    # Leap 15's python3 is 3.6, too old for the module: its Python 3.11 stack.
+    pythondir = "/usr/lib/python3.11/site-packages"
+    python_requires = "python311"
     # SUSE kernels refuse unsupported (out-of-tree) modules unless told.
     modprobe = "/usr/sbin/modprobe --allow-unsupported-modules"
     dkms_module_location = "/updates"

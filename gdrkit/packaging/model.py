@@ -49,10 +49,15 @@ class Package:
     dirs: tuple[str, ...] = ()
     kver: str = ""  # the kernel of a prebuilt module package
     group: str = ""  # rpm Group
+    suggests: tuple[str, ...] = ()
 
     @property
     def is_module(self) -> bool:
         return self.kind in ("dkms", "kmod")
+
+    @property
+    def is_python(self) -> bool:
+        return self.kind == "python"
 
     def description_lines(self) -> list[str]:
         return [line.rstrip() for line in self.description.strip().splitlines()]
@@ -102,6 +107,19 @@ class DeviceNode:
 
 
 @dataclass(frozen=True)
+class PythonPackage:
+    """The gdrcopy Python package: its wheel's metadata and where its files are."""
+
+    name: str
+    source_dir: str
+    summary: str
+    description: str
+    requires_python: str
+    extras: Mapping[str, tuple[str, ...]]
+    classifiers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Description:
     """The whole of packages/gdrcopy.yaml, placeholders not yet filled."""
 
@@ -109,6 +127,7 @@ class Description:
     kernel_module: KernelModule
     device_node: DeviceNode
     raw_packages: Mapping[str, tuple[Mapping[str, Any], ...]]
+    python: PythonPackage
 
     def install_set(self, package_type: str) -> tuple[str, ...]:
         """The packages of `package_type` a DKMS install takes: all but the prebuilt-module ones."""
@@ -201,6 +220,16 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         node = data["device_node"]
         device_node = DeviceNode(name=node["name"], mode=str(node["mode"]), group=node["group"])
         raw = {kind: tuple(data[kind]) for kind in ("deb", "rpm")}
+        py = data["python"]
+        python = PythonPackage(
+            name=py["name"],
+            source_dir=py["source_dir"],
+            summary=py["summary"],
+            description=py["description"],
+            requires_python=str(py["requires_python"]),
+            extras={str(k): _strings(v, f"python.extras.{k}") for k, v in (py.get("extras") or {}).items()},
+            classifiers=_strings(py.get("classifiers"), "python.classifiers"),
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise die(
             f"{path}: malformed package description ({type(error).__name__}: {error})",
@@ -210,7 +239,7 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         names = [entry.get("name") for entry in entries]
         if len(set(names)) != len(names):
             raise die(f"{path}: duplicate {kind} package names in {names}")
-    return Description(project, kernel_module, device_node, raw)
+    return Description(project, kernel_module, device_node, raw, python)
 
 
 @dataclass(frozen=True)
@@ -316,6 +345,7 @@ def _package(entry: Mapping[str, Any], values: Mapping[str, str]) -> Package:
         dirs=strings("dirs"),
         kver=values.get("kver", ""),
         group=text("group"),
+        suggests=strings("suggests"),
     )
 
 

@@ -118,4 +118,13 @@ build_packages = package_task(
     "Build every package, deb and rpm, into dist/ (installs the build dependencies first).",
 )
 
-TASKS = [build, build_deb, build_rpm, build_packages]
+@task(name="build-wheel", help={"output": _COMMON_HELP["output"], "ref": _COMMON_HELP["ref"]})
+def build_wheel(c: Context, output: str = "", ref: str = "HEAD") -> None:
+    """Build the gdrcopy Python package's py3-none-any wheel (pure Python) from a commit."""
+    from gdrkit.packaging import build, wheel
+
+    path = wheel.build_wheel(build.source_at(ref), Path(output).resolve() if output else DIST)
+    print(path)
+
+
+TASKS = [build, build_deb, build_rpm, build_packages, build_wheel]

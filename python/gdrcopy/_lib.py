@@ -1,0 +1,239 @@
+"""libgdrapi.so.2 loaded through ctypes: the C functions, bound once.
+
+Nothing is loaded at import: the first call that needs the library loads it,
+so that `import gdrcopy` works (and says what is missing) on a host without
+it.  GDRCOPY_LIBRARY=/path/to/libgdrapi.so.2 overrides the search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any, Optional
+
+LIBRARY_ENV = "GDRCOPY_LIBRARY"
+SONAME = "libgdrapi.so.2"
+LOG_ENV = "GDRCOPY_ENABLE_LOGGING"
+# The library's log line prefixes (libgdrapi/src/log.c).
+_LOG_PREFIXES = ("ERR:  ", "WARN: ", "INFO: ", "DBG:  ")
+
+
+class GdrError(OSError):
+    """A libgdrapi call failed.
+
+    `errno` is the library's error number, `function` the C function and
+    `reason` what the library logged about it (only when
+    GDRCOPY_ENABLE_LOGGING is set: the library is silent otherwise).
+    """
+
+    def __init__(self, code: int, function: str, what: str = "", reason: str = "") -> None:
+        self.function = function
+        self.reason = reason
+        text = f"{function} failed: {os.strerror(code)}"
+        if what:
+            text = f"{what}: {text}"
+        if reason:
+            text += f"; the library says: {reason}"
+        elif LOG_ENV not in os.environ:
+            text += f" (set {LOG_ENV}=1 to include the library's reason)"
+        super().__init__(code, text)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class LibraryNotFound(ImportError):
+    """libgdrapi.so.2 could not be loaded."""
+
+
+# gdr_mh_t is `struct { unsigned long h; }` passed by value.  A one-member
+# struct of an integer goes in the same register as a bare unsigned long on
+# every ABI the library supports (x86-64 SysV, AArch64 AAPCS64, ppc64le
+# ELFv2), and ctypes passes a c_ulong much faster than a Structure.
+MH = ctypes.c_ulong
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_U32 = ctypes.c_uint32
+_U64 = ctypes.c_uint64
+_SZ = ctypes.c_size_t
+
+
+class InfoV2(ctypes.Structure):
+    """gdr_info_v2_t (include/gdrapi.h)."""
+
+    _fields_ = [
+        ("va", ctypes.c_uint64),
+        ("mapped_size", ctypes.c_uint64),
+        ("page_size", ctypes.c_uint32),
+        ("tm_cycles", ctypes.c_uint64),
+        ("cycles_per_ms", ctypes.c_uint32),
+        ("mapped", ctypes.c_uint, 1),
+        ("wc_mapping", ctypes.c_uint, 1),
+        ("mapping_type", ctypes.c_int),
+    ]
+
+
+# name: (restype, argtypes); those after the first group are extensions a
+# GDRCopy 2.6 library lacks (bound as None there).
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "gdr_open": (_P, []),
+    "gdr_close": (_I, [_P]),
+    "gdr_pin_buffer": (_I, [_P, ctypes.c_ulong, _SZ, _U64, _U32, ctypes.POINTER(MH)]),
+    "gdr_pin_buffer_v2": (_I, [_P, ctypes.c_ulong, _SZ, _U32, ctypes.POINTER(MH)]),
+    "gdr_unpin_buffer": (_I, [_P, MH]),
+    "gdr_get_callback_flag": (_I, [_P, MH, ctypes.POINTER(_I)]),
+    "gdr_get_info_v2": (_I, [_P, MH, ctypes.POINTER(InfoV2)]),
+    "gdr_map_v2": (_I, [_P, MH, ctypes.POINTER(_P), _SZ, _I]),
+    "gdr_unmap": (_I, [_P, MH, _P, _SZ]),
+    "gdr_copy_to_mapping": (_I, [MH, _P, _P, _SZ]),
+    "gdr_copy_from_mapping": (_I, [MH, _P, _P, _SZ]),
+    "gdr_runtime_get_version": (None, [ctypes.POINTER(_I), ctypes.POINTER(_I)]),
+    "gdr_driver_get_version": (_I, [_P, ctypes.POINTER(_I), ctypes.POINTER(_I)]),
+    "gdr_get_attribute": (_I, [_P, _I, ctypes.POINTER(_I)]),
+    "gdr_get_mapping_type_string": (_I, [_I, ctypes.POINTER(ctypes.c_char_p)]),
+}
+_EXTENSIONS: dict[str, tuple[Any, list[Any]]] = {
+    "gdr_get_backend_name": (ctypes.c_char_p, [_P]),
+    "gdr_alloc_mapped": (_I, [_P, _SZ, ctypes.POINTER(_U64), ctypes.POINTER(_P)]),
+    "gdr_free_mapped": (_I, [_P, _U64]),
+    "gdr_copy_to_mapping_parallel": (_I, [MH, _P, _P, _SZ, ctypes.c_uint]),
+    "gdr_copy_from_mapping_parallel": (_I, [MH, _P, _P, _SZ, ctypes.c_uint]),
+}
+
+
+class Library:
+    """The bound functions of one loaded libgdrapi.so.2."""
+
+    def __init__(self, cdll: ctypes.CDLL, path: str) -> None:
+        self.cdll = cdll
+        self.path = path
+        self.fn: dict[str, Any] = {}
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            try:
+                func = getattr(cdll, name)
+            except AttributeError:
+                raise LibraryNotFound(
+                    f"{path} has no {name}: it is not a GDRCopy 2.x libgdrapi; "
+                    f"point {LIBRARY_ENV} at libgdrapi.so.2"
+                ) from None
+            func.restype = restype
+            func.argtypes = argtypes
+            self.fn[name] = func
+        for name, (restype, argtypes) in _EXTENSIONS.items():
+            func = getattr(cdll, name, None)
+            if func is not None:
+                func.restype = restype
+                func.argtypes = argtypes
+            self.fn[name] = func
+
+    def has(self, name: str) -> bool:
+        return self.fn.get(name) is not None
+
+
+_loaded: Optional[Library] = None
+_load_lock = threading.Lock()
+
+
+def _candidates() -> list[str]:
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        return [override]
+    # dlopen's own search (LD_LIBRARY_PATH, ld.so.cache) first; find_library
+    # adds the ldconfig name where the soname alone is not found.
+    names = [SONAME]
+    found = ctypes.util.find_library("gdrapi")
+    if found and found not in names:
+        names.append(found)
+    return names
+
+
+def library() -> Library:
+    """The loaded library (loading it on the first call)."""
+    global _loaded
+    lib = _loaded
+    if lib is not None:
+        return lib
+    with _load_lock:
+        if _loaded is not None:
+            return _loaded
+        failures = []
+        for name in _candidates():
+            try:
+                cdll = ctypes.CDLL(name, use_errno=True)
+            except OSError as error:
+                failures.append(f"{name}: {error}")
+                continue
+            _loaded = Library(cdll, name)
+            return _loaded
+        raise LibraryNotFound(
+            "cannot load libgdrapi.so.2 (" + "; ".join(failures) + "): install the libgdrapi package "
+            f"(Debian/Ubuntu) or gdrcopy (RPM), or set {LIBRARY_ENV}=/path/to/libgdrapi.so.2"
+        )
+
+
+def reset_for_tests() -> None:
+    """Forget the loaded library (tests load different ones in turn)."""
+    global _loaded
+    with _load_lock:
+        _loaded = None
+
+
+# ---- the library's reason for a failure --------------------------------
+
+# Reentrant: a finalizer run by the garbage collector inside a captured call
+# releases its resource through a captured call of its own (nesting works:
+# the inner block saves and restores the outer one's redirection).
+_capture_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def captured_log() -> Iterator[list[str]]:
+    """Collect what the library logs to stderr during the block.
+
+    Only while GDRCOPY_ENABLE_LOGGING is set (otherwise the library logs
+    nothing and stderr is left alone).  File descriptor 2 is redirected for
+    the block; everything written there is written back to the real stderr
+    afterwards, so nothing is lost, and the library's lines are also
+    returned in the list, for the exception.
+    """
+    lines: list[str] = []
+    if LOG_ENV not in os.environ:
+        yield lines
+        return
+    with _capture_lock:
+        try:
+            sys.stderr.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield lines
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                data = sink.read()
+        if data:
+            os.write(2, data)
+            for line in data.decode(errors="replace").splitlines():
+                if line.startswith(_LOG_PREFIXES):
+                    lines.append(line[len(_LOG_PREFIXES[0]):].strip())
+
+
+def check(rc: int, function: str, log: list[str], what: str = "") -> None:
+    if rc:
+        raise GdrError(rc, function, what, " / ".join(log))
+
+
+def errno_of_null() -> int:
+    code = ctypes.get_errno()
+    return code if code else errno.ENODEV

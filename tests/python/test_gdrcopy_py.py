@@ -1,0 +1,507 @@
+"""The gdrcopy Python package against the real libgdrapi and fake drivers.
+
+The library's own sources are linked into one shared object with the unit
+tests' fakes (tests/unit/fakes.c, fake_vulkan.c: a gdrdrv behind open/ioctl/
+mmap, a CUDA driver and a Vulkan loader behind dlopen, all through
+-Wl,--wrap), and the package loads that object through GDRCOPY_LIBRARY.  So
+every call goes through the C library's real checks and copy routines; only
+the kernel and the GPU are stand-ins.  Needs a C compiler (cc).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+
+import gdrcopy  # noqa: E402
+from gdrcopy import _lib  # noqa: E402
+
+GPU_PAGE = 1 << 16
+FAKE_VA = 0x7F0000000000
+
+try:
+    import numpy
+except ImportError:  # the toolkit's .venv has it (requirements.txt)
+    numpy = None  # type: ignore[assignment]
+
+needs_numpy = pytest.mark.skipif(numpy is None, reason="NumPy is not installed in this Python (pip install numpy)")
+
+
+class GdrdrvConfig(ctypes.Structure):
+    _fields_ = [
+        ("open_errno", ctypes.c_int), ("version_errno", ctypes.c_int), ("version", ctypes.c_uint32),
+        ("minimum_api", ctypes.c_uint32), ("default_type", ctypes.c_uint32),
+        ("unsupported_types", ctypes.c_uint32), ("pin_errno", ctypes.c_int), ("attr_errno", ctypes.c_int),
+        ("persistent", ctypes.c_bool), ("force_pcie", ctypes.c_bool), ("tsc_khz", ctypes.c_uint32),
+    ]
+
+
+class CudaConfig(ctypes.Structure):
+    _fields_ = [
+        ("present", ctypes.c_bool), ("driver_version", ctypes.c_int), ("dmabuf_supported", ctypes.c_bool),
+        ("coherent", ctypes.c_bool), ("mmap_errno", ctypes.c_int), ("have_context", ctypes.c_bool),
+    ]
+
+
+class VulkanConfig(ctypes.Structure):
+    _fields_ = [
+        ("present", ctypes.c_bool), ("bar1_visible", ctypes.c_bool), ("host_cached", ctypes.c_bool),
+        ("heap_size", ctypes.c_uint64), ("create_device_fails", ctypes.c_bool), ("export_fails", ctypes.c_bool),
+        ("import_fails", ctypes.c_bool), ("misaligned_import", ctypes.c_bool),
+    ]
+
+
+class SysPaths(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_char_p) for name in ("device", "sys_misc_dev", "proc_devices", "sys_module")]
+
+
+@pytest.fixture(scope="session")
+def fake_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler: the fake libgdrapi is built from C (apt-get install gcc)")
+    out = tmp_path_factory.mktemp("fakelib") / "libgdrapi-fakes.so"
+    sources = sorted(str(p) for p in (REPO / "libgdrapi" / "src").glob("*.c"))
+    sources += [str(REPO / "tests" / "unit" / "fakes.c"), str(REPO / "tests" / "unit" / "fake_vulkan.c")]
+    wraps = [f"-Wl,--wrap={f}" for f in ("open", "close", "ioctl", "mmap", "munmap", "dlopen", "dlsym", "dlclose")]
+    argv = [cc, "-O1", "-g", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-D_GNU_SOURCE",
+            f"-I{REPO / 'include'}", f"-I{REPO / 'libgdrapi' / 'src'}", "-o", str(out), *sources, *wraps, "-ldl"]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    assert result.returncode == 0, f"building the fake library failed:\n{result.stderr[-4000:]}"
+    return out
+
+
+@pytest.fixture
+def fakes(fake_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ctypes.CDLL]:
+    """The fakes reset to a 2.6 gdrdrv with WC mappings, no CUDA, no Vulkan; the package using them."""
+    monkeypatch.setenv("GDRCOPY_LIBRARY", str(fake_library))
+    monkeypatch.setenv("GDRCOPY_ENABLE_LOGGING", "1")
+    monkeypatch.delenv("GDRCOPY_BACKEND", raising=False)
+    monkeypatch.delenv("GDRCOPY_USE_DMABUF_MMAP", raising=False)
+    lib = ctypes.CDLL(str(fake_library))
+    lib.fake_gdrdrv_default.restype = GdrdrvConfig
+    for name in ("fake_live_files", "fake_live_pins", "fake_live_mappings", "fake_vulkan_live_objects"):
+        getattr(lib, name).restype = ctypes.c_uint
+    lib.fake_gdrdrv_invalidate.argtypes = [ctypes.c_ulong]
+    lib.fake_cuda_add_range.argtypes = [ctypes.c_ulong, ctypes.c_size_t]
+    # /proc/devices without gdrdrv and a node path of our own: the host's real gdrdrv, if any, is never seen.
+    paths = SysPaths(*(str(tmp_path / name).encode() for name in ("gdrdrv", "misc-dev", "devices", "module")))
+    (tmp_path / "devices").write_text("Character devices:\n  1 mem\n\nBlock devices:\n")
+    ctypes.c_void_p.in_dll(lib, "gdrdrv_sys_paths").value = ctypes.addressof(paths)
+    cfg = lib.fake_gdrdrv_default()
+    lib.fake_reset(ctypes.byref(cfg))
+    _lib.reset_for_tests()
+    yield lib
+    gc.collect()
+    assert lib.fake_live_files() == 0, "a test left a gdr_t open"
+    assert lib.fake_vulkan_live_objects() == 0, "a test left Vulkan objects alive"
+    _lib.reset_for_tests()
+
+
+def pattern(n: int, seed: int = 1) -> bytes:
+    return bytes((i * 131 + seed * 7 + (i >> 8)) & 0xFF for i in range(n))
+
+
+def test_version_is_the_projects() -> None:
+    header = (REPO / "include" / "gdrcopy_version.h").read_text()
+    parts = [line.split()[2] for line in header.splitlines()
+             if line.startswith("#define GDRCOPY_VERSION_") and line.split()[1][-5:] in ("MAJOR", "MINOR", "PATCH")]
+    assert gdrcopy.__version__ == ".".join(parts)
+
+
+def test_library_version_and_backend(fakes: ctypes.CDLL) -> None:
+    assert gdrcopy.library_version() == "2.6"
+    with gdrcopy.open() as g:
+        assert g.backend_name == "gdrdrv"
+        assert g.driver_version() == (2, 6)
+        assert g.persistent_mapping is True
+        info = g.info()
+        assert info["backend"] == "gdrdrv" and info["driver_version"] == "2.6"
+    assert g.closed
+    with pytest.raises(gdrcopy.ClosedError, match="closed"):
+        g.pin((FAKE_VA, 10))
+
+
+def test_missing_library_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GDRCOPY_LIBRARY", str(tmp_path / "libgdrapi.so.2"))
+    _lib.reset_for_tests()
+    try:
+        with pytest.raises(gdrcopy.LibraryNotFound, match="install the libgdrapi package"):
+            gdrcopy.open()
+    finally:
+        _lib.reset_for_tests()
+
+
+def test_open_failure_carries_the_library_reason(fakes: ctypes.CDLL) -> None:
+    cfg = fakes.fake_gdrdrv_default()
+    cfg.open_errno = 13  # EACCES
+    fakes.fake_reset(ctypes.byref(cfg))
+    with pytest.raises(gdrcopy.GdrError) as caught:
+        gdrcopy.open(backend="gdrdrv")
+    assert caught.value.errno == 13
+    assert caught.value.function == "gdr_open"
+    assert "gdrdrv" in caught.value.reason, caught.value.reason
+    with pytest.raises(ValueError, match="unknown backend 'cuda'"):
+        gdrcopy.open(backend="cuda")
+
+
+@pytest.mark.parametrize("offset", [0, 1, 63, 4095, GPU_PAGE - 1, GPU_PAGE + 17])
+def test_round_trip_sizes_and_offsets(fakes: ctypes.CDLL, offset: int) -> None:
+    total = 3 * GPU_PAGE
+    with gdrcopy.open() as g, g.map((FAKE_VA, total)) as m:
+        assert m.nbytes == total and m.mapping_type == gdrcopy.MappingType.WC
+        for size in (0, 1, 7, 64, 100, 4096, 65536, total - offset):
+            if size > total - offset:
+                continue
+            data = pattern(size, size + offset)
+            m.copy_to(data, offset)
+            back = bytearray(size)
+            m.copy_from(back, offset)
+            assert bytes(back) == data, (size, offset)
+            assert m.read(offset, size) == data
+
+
+def test_unaligned_buffer_is_pinned_from_its_page(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g:
+        pin = g.pin((FAKE_VA + 4099, 5000))
+        m = pin.map()
+        assert (m.ptr - 4099) % 4096 == 0  # the mapping starts on a host page, the buffer 4099 bytes in
+        assert pin.info().va == FAKE_VA + 4099 and pin.info().mapped
+        m.copy_to(b"x" * 5000)
+        with pytest.raises(ValueError, match="1 bytes at offset 5000 do not fit the 5000-byte mapping"):
+            m.copy_to(b"y", 5000)
+        m.close()
+        assert not pin.info().mapped and fakes.fake_live_mappings() == 0
+        pin.close()
+        assert fakes.fake_live_pins() == 0
+
+
+def test_host_buffers_of_every_kind(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g, g.map((FAKE_VA, GPU_PAGE)) as m:
+        m.copy_to(bytearray(b"bytearray"), 0)
+        m.copy_to(memoryview(b"--memoryview--")[2:-2], 20)
+        import array
+        m.copy_to(array.array("I", [0x01020304]), 40)
+        assert m.read(0, 9) == b"bytearray"
+        assert m.read(20, 10) == b"memoryview"
+        assert m.read(40, 4) == bytes(array.array("I", [0x01020304]))
+        out = bytearray(20)
+        m.copy_from(out, 0, size=9)
+        assert out[:9] == b"bytearray" and out[9:] == bytes(11)
+
+
+def test_range_and_type_errors_are_clear(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g, g.map((FAKE_VA, 100)) as m:
+        with pytest.raises(ValueError, match="101 bytes at offset 0 do not fit the 100-byte mapping"):
+            m.copy_to(bytes(101))
+        with pytest.raises(ValueError, match="at offset -1"):
+            m.copy_from(bytearray(1), -1)
+        with pytest.raises(ValueError, match="size 5 is outside the 4-byte host buffer"):
+            m.copy_to(b"abcd", 0, size=5)
+        with pytest.raises(TypeError, match="bytes are read-only"):
+            m.copy_from(b"abcd")
+        with pytest.raises(TypeError, match="read-only"):
+            m.copy_from(memoryview(b"abcd"))
+        with pytest.raises(TypeError, match="int is not a host buffer"):
+            m.copy_to(5)
+        with pytest.raises(ValueError, match="not contiguous"):
+            m.copy_to(memoryview(b"abcdef")[::2])
+    with pytest.raises(gdrcopy.ClosedError):
+        m.copy_to(b"a")
+    with pytest.raises(gdrcopy.ClosedError):
+        m.copy_from(bytearray(1))
+
+
+def test_gpu_buffer_spellings(fakes: ctypes.CDLL) -> None:
+    class CuPyLike:
+        def __init__(self, ptr: int, shape: tuple[int, ...], strides: Any = None) -> None:
+            self.__cuda_array_interface__ = {"version": 3, "data": (ptr, False), "shape": shape,
+                                             "typestr": "<f4", "strides": strides}
+
+    with gdrcopy.open() as g:
+        with g.map(CuPyLike(FAKE_VA, (16, 16))) as m:
+            assert m.nbytes == 16 * 16 * 4
+        with pytest.raises(ValueError, match="not contiguous"):
+            g.pin(CuPyLike(FAKE_VA, (16, 16), (128, 4)))
+        with pytest.raises(TypeError, match="is not a GPU buffer"):
+            g.pin(b"host memory")
+        with pytest.raises(ValueError, match="positive"):
+            g.pin((FAKE_VA, 0))
+
+
+def _dlpack_capsule(device_type: int, data: int, shape: list[int], byte_offset: int = 0) -> Any:
+    from gdrcopy import _gpubuf
+
+    tensor = _gpubuf._DLTensor()
+    tensor.data = data
+    tensor.device.device_type = device_type
+    tensor.ndim = len(shape)
+    tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes = 1, 16, 1
+    shape_array = (ctypes.c_int64 * len(shape))(*shape)
+    tensor.shape = shape_array
+    tensor.byte_offset = byte_offset
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(tensor), b"dltensor", None)
+    _keep.append((tensor, shape_array))  # the capsule does not own them
+    return capsule
+
+
+_keep: list[object] = []
+
+
+def test_dlpack(fakes: ctypes.CDLL) -> None:
+    class Producer:
+        def __dlpack__(self) -> Any:
+            return _dlpack_capsule(2, FAKE_VA, [8, 8], byte_offset=256)
+
+    with gdrcopy.open() as g:
+        pin = g.pin(Producer())
+        assert (pin.gpu_ptr, pin.nbytes) == (FAKE_VA + 256, 128)
+        pin.close()
+        with pytest.raises(ValueError, match="lives in CPU memory"):
+            g.pin(_dlpack_capsule(1, FAKE_VA, [4]))
+
+
+def test_invalidation_is_reported(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g, g.map((FAKE_VA, GPU_PAGE)) as m:
+        assert not m.invalidated
+        m.check()
+        fakes.fake_gdrdrv_invalidate(FAKE_VA)  # as if cuMemFree ran while pinned
+        assert m.invalidated
+        with pytest.raises(gdrcopy.InvalidatedError, match="freed while pinned"):
+            m.check()
+
+
+def test_closing_a_parent_closes_its_children_first(fakes: ctypes.CDLL) -> None:
+    g = gdrcopy.open()
+    pins = [g.pin((FAKE_VA + i * GPU_PAGE, GPU_PAGE)) for i in range(3)]
+    maps = [p.map() for p in pins]
+    assert fakes.fake_live_mappings() == 3
+    g.close()
+    assert fakes.fake_live_files() == 0
+    assert all(m.closed for m in maps) and all(p.closed for p in pins)
+    with pytest.raises(gdrcopy.ClosedError, match="closed"):
+        maps[0].copy_to(b"z")
+
+
+def test_garbage_collection_order_is_harmless(fakes: ctypes.CDLL) -> None:
+    class Cycle:
+        pass
+
+    for _ in range(20):
+        holder = Cycle()
+        holder.g = gdrcopy.open()  # type: ignore[attr-defined]
+        holder.m = holder.g.map((FAKE_VA, GPU_PAGE))  # type: ignore[attr-defined]
+        holder.m.holder = holder  # type: ignore[attr-defined]
+        holder.self = holder  # type: ignore[attr-defined]
+        del holder
+    gc.collect()
+    assert fakes.fake_live_files() == 0 and fakes.fake_live_mappings() == 0
+
+
+@needs_numpy
+def test_ndarray_view_and_close_refusal(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g:
+        m = g.map((FAKE_VA, GPU_PAGE))
+        view = m.ndarray(numpy.uint32, (4, 4), offset=64)
+        view[:] = numpy.arange(16, dtype=numpy.uint32).reshape(4, 4)
+        assert m.read(64, 64) == numpy.arange(16, dtype=numpy.uint32).tobytes()
+        m.copy_to(numpy.full(16, 7, dtype=numpy.uint32), 64)
+        assert int(view.sum()) == 7 * 16
+        with pytest.raises(ValueError, match="do not fit"):
+            m.ndarray(numpy.uint8, GPU_PAGE + 1)
+        part = view[1:]
+        del view
+        with pytest.raises(BufferError, match="NumPy view"):
+            m.close()
+        with pytest.raises(BufferError, match="NumPy view"):
+            g.close()
+        del part
+        m.close()
+        assert fakes.fake_live_mappings() == 0
+
+
+def test_numpy_is_optional(fake_library: Path) -> None:
+    script = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "import ctypes, os\n"
+        "from test_gdrcopy_py import GdrdrvConfig\n"
+        "fakes = ctypes.CDLL(os.environ['GDRCOPY_LIBRARY']); fakes.fake_gdrdrv_default.restype = GdrdrvConfig\n"
+        "cfg = fakes.fake_gdrdrv_default(); fakes.fake_reset(ctypes.byref(cfg))\n"
+        "import gdrcopy\n"
+        "g = gdrcopy.open(); m = g.map((0x7f0000000000, 65536)); m.copy_to(b'ok')\n"
+        "try:\n    m.ndarray()\nexcept ImportError as e:\n    print('ImportError:', e)\n"
+        "m.close(); g.close()\n"
+    )
+    # Without the fakes' paths the fake gdrdrv answers /dev/gdrdrv itself.
+    env = dict(os.environ, GDRCOPY_LIBRARY=str(fake_library), PYTHONPATH=f"{REPO / 'python'}:{Path(__file__).parent}")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "ImportError: ndarray views need NumPy: pip install numpy" in result.stdout
+
+
+def test_fork_child_cannot_use_the_parents_objects(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g, g.map((FAKE_VA, GPU_PAGE)) as m:
+        m.copy_to(b"parent")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            status = b"?"
+            try:
+                m.copy_to(b"child")
+                status = b"copied"
+            except gdrcopy.ClosedError as error:
+                status = b"closed" if b"before os.fork()" in str(error).encode() else b"other"
+            finally:
+                os.write(write, status)
+                os._exit(0)
+        os.close(write)
+        status = os.read(read, 16)
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert status == b"closed"
+        assert m.read(0, 6) == b"parent"
+
+
+def test_vulkan_alloc_mapped(fakes: ctypes.CDLL) -> None:
+    cuda = CudaConfig(present=True, driver_version=13000, have_context=True)
+    fakes.fake_cuda_set(ctypes.byref(cuda))
+    vk = VulkanConfig(present=True, bar1_visible=True, heap_size=64 << 20)
+    fakes.fake_vulkan_set(ctypes.byref(vk))
+    with gdrcopy.open(backend="vulkan") as g:
+        assert g.backend_name == "vulkan"
+        a = g.alloc_mapped(100_000)
+        cai = a.__cuda_array_interface__
+        assert cai["data"] == (a.gpu_ptr, False) and cai["shape"] == (100_000,)
+        assert a.gpu_ptr % GPU_PAGE == 0
+        with a.map() as m:
+            m.copy_to(pattern(100_000))
+            assert m.read() == pattern(100_000)
+            assert ctypes.string_at(a.cpu_ptr, 16) == pattern(16)
+        # Closing the allocation with a live mapping unmaps and unpins first.
+        m2 = a.map()
+        a.close()
+        assert m2.closed and fakes.fake_vulkan_live_objects() > 0  # the instance itself stays
+        with pytest.raises(gdrcopy.GdrError, match="gdr_alloc_mapped"):
+            g.alloc_mapped(1 << 40)
+
+
+@needs_numpy
+def test_vulkan_ndarray(fakes: ctypes.CDLL) -> None:
+    fakes.fake_cuda_set(ctypes.byref(CudaConfig(present=True, driver_version=13000, have_context=True)))
+    fakes.fake_vulkan_set(ctypes.byref(VulkanConfig(present=True, bar1_visible=True, heap_size=64 << 20)))
+    with gdrcopy.open(backend="vulkan") as g:
+        a = g.alloc_mapped(4096)
+        view = a.ndarray(numpy.float64)
+        assert view.shape == (512,)
+        view[:] = 1.5
+        with a.map() as m:
+            assert m.read(0, 8) == numpy.float64(1.5).tobytes()
+        del view
+        a.close()
+
+
+def test_alloc_mapped_needs_vulkan(fakes: ctypes.CDLL) -> None:
+    with gdrcopy.open() as g:
+        with pytest.raises(gdrcopy.GdrError, match="only the vulkan backend allocates") as caught:
+            g.alloc_mapped(4096)
+        assert caught.value.errno == 95
+
+
+def test_dmabuf_backend(fakes: ctypes.CDLL) -> None:
+    fakes.fake_cuda_set(ctypes.byref(CudaConfig(present=True, driver_version=13030, dmabuf_supported=True,
+                                                have_context=True)))
+    fakes.fake_cuda_add_range(FAKE_VA, 4 * GPU_PAGE)
+    with gdrcopy.open(backend="dmabuf") as g:
+        assert g.backend_name == "dmabuf" and g.using_dma_buf_mmap
+        with g.map((FAKE_VA + GPU_PAGE, 2 * GPU_PAGE)) as m:
+            m.copy_to(pattern(2 * GPU_PAGE))
+            assert m.read() == pattern(2 * GPU_PAGE)
+        with pytest.raises(gdrcopy.GdrError) as caught:
+            g.pin((FAKE_VA + 8 * GPU_PAGE, GPU_PAGE))  # not GPU memory the fake CUDA knows
+        assert caught.value.function == "gdr_pin_buffer_v2" and caught.value.reason
+
+
+class HostCuda:
+    """The benchmark's CUDA calls on host memory: "GPU memory" is a host buffer here."""
+
+    name = "host-memory stand-in"
+
+    def __init__(self) -> None:
+        self.buffers: list[Any] = []
+
+    def mem_alloc(self, n: int) -> int:
+        return FAKE_VA  # the fake gdrdrv pins any address
+
+    def mem_free(self, ptr: int) -> None:
+        pass
+
+    def host_alloc(self, n: int) -> int:
+        buf = ctypes.create_string_buffer(n)
+        self.buffers.append(buf)
+        return ctypes.addressof(buf)
+
+    def bound_htod(self, dst: int, src: int, n: int) -> tuple[Any, tuple[Any, ...]]:
+        scratch = self.host_alloc(n)
+        return ctypes.memmove, (scratch, src, n)
+
+    def bound_dtoh(self, dst: int, src: int, n: int) -> tuple[Any, tuple[Any, ...]]:
+        scratch = self.host_alloc(n)
+        return ctypes.memmove, (dst, scratch, n)
+
+    def driver_version(self) -> int:
+        return 0
+
+
+def test_bench_prints_a_table_and_json_lines(fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from gdrcopy import bench
+
+    monkeypatch.setattr(bench._cuda, "driver", lambda prefer: HostCuda())
+    assert bench.main(["--rounds", "3", "--calls", "50"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    records = [json.loads(line) for line in out if line.startswith("{")]
+    assert {(r["method"], r["direction"], r["size"]) for r in records} == {
+        (m, d, s) for m in ("gdrcopy", "cuMemcpy") for d in ("write", "read") for s in (64, 4096)}
+    assert all(r["min_us"] <= r["median_us"] <= r["max_us"] and r["backend"] == "gdrdrv" for r in records)
+    table = [line for line in out if line.lstrip().startswith(("64 ", "4096 "))]
+    assert len(table) == 4 and all(line.rstrip().endswith("x") for line in table)
+    assert out[-1].startswith("target: 64 B write <= 1.0 us")
+    assert fakes.fake_live_mappings() == 0 and fakes.fake_live_pins() == 0
+
+
+def test_wheel_is_pure_python_and_carries_the_description(tmp_path: Path) -> None:
+    import zipfile
+
+    sys.path.insert(0, str(REPO))
+    from gdrkit.packaging import build, wheel
+
+    path = wheel.build_wheel(build.source_at("HEAD"), tmp_path)
+    assert path.name == f"gdrcopy-{gdrcopy.__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        meta = archive.read(f"gdrcopy-{gdrcopy.__version__}.dist-info/METADATA").decode()
+        record = archive.read(f"gdrcopy-{gdrcopy.__version__}.dist-info/RECORD").decode()
+    assert "gdrcopy/__init__.py" in names and "gdrcopy/py.typed" in names
+    assert not [n for n in names if n.endswith((".so", ".pyc"))]
+    assert "Requires-Python: >=3.8" in meta and "libgdrapi.so.2" in meta
+    assert all(line.split(",")[0] in names for line in record.splitlines())
+    # Reproducible: the same commit gives the same bytes.
+    again = wheel.build_wheel(build.source_at("HEAD"), tmp_path / "again")
+    assert again.read_bytes() == path.read_bytes()
