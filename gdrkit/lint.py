@@ -189,7 +189,8 @@ def rendered_scripts(root: Path) -> list[str]:
 
     The templates are those of the toolkit that runs (root's when it runs from root).
     """
-    from gdrkit.packaging import families, model, render
+    from gdrkit.distro import families
+    from gdrkit.packaging import model, render
 
     findings = []
     with tempfile.TemporaryDirectory(prefix="gdrkit-lint-") as tmp:

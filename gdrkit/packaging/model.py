@@ -145,7 +145,7 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 # Every key the description may hold, per section: a key outside these would be
 # silently dropped (a misspelt `depend:` ships a package without its dependencies).
 SECTION_KEYS: Mapping[str, frozenset[str]] = {
-    "": frozenset({"project", "kernel_module", "device_node", "deb", "rpm"}),
+    "": frozenset({"project", "kernel_module", "device_node", "python", "deb", "rpm"}),
     "project": frozenset(
         {"source", "summary", "description", "maintainer", "homepage", "license", "kernel_module_license", "release",
          "changelog"}
@@ -154,11 +154,12 @@ SECTION_KEYS: Mapping[str, frozenset[str]] = {
         {"name", "min_kernel", "architectures", "options", "nvidia_dkms_modules", "extra_sources"}
     ),
     "device_node": frozenset({"name", "mode", "group"}),
+    "python": frozenset({"name", "source_dir", "summary", "description", "requires_python", "extras", "classifiers"}),
 }
 PACKAGE_KEYS = frozenset(
     {"name", "kind", "summary", "description", "architecture", "section", "multi_arch", "depends", "requires",
      "recommends", "provides", "conflicts", "replaces", "requires_exclude", "shlibs_exclude", "symbols_file",
-     "contents", "dirs", "group"}
+     "contents", "dirs", "group", "suggests"}
 )
 
 

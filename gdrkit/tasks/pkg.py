@@ -118,7 +118,10 @@ build_packages = package_task(
     "Build every package, deb and rpm, into dist/ (installs the build dependencies first).",
 )
 
-@task(name="build-wheel", help={"output": _COMMON_HELP["output"], "ref": _COMMON_HELP["ref"]})
+_OPTION_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(PackageOptions)}
+
+
+@task(name="build-wheel", help={"output": _OPTION_HELP["output"], "ref": _OPTION_HELP["ref"]})
 def build_wheel(c: Context, output: str = "", ref: str = "HEAD") -> None:
     """Build the gdrcopy Python package's py3-none-any wheel (pure Python) from a commit."""
     from gdrkit.packaging import build, wheel

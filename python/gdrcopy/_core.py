@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any, Optional
 
 from gdrcopy import _gpubuf
-from gdrcopy._lib import GdrError, Library, captured_log, check, errno_of_null, library
+from gdrcopy._lib import GdrError, captured_log, check, errno_of_null, library
 
 GPU_PAGE_SIZE = 1 << 16
 GPU_PAGE_MASK = GPU_PAGE_SIZE - 1

@@ -471,9 +471,9 @@ def test_bench_prints_a_table_and_json_lines(fakes: ctypes.CDLL, monkeypatch: py
                                              capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from gdrcopy import bench
+    from gdrcopy import _cuda, bench
 
-    monkeypatch.setattr(bench._cuda, "driver", lambda prefer: HostCuda())
+    monkeypatch.setattr(_cuda, "driver", lambda prefer: HostCuda())
     assert bench.main(["--rounds", "3", "--calls", "50"]) == 0
     out = capsys.readouterr().out.splitlines()
     records = [json.loads(line) for line in out if line.startswith("{")]

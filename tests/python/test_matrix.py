@@ -165,8 +165,10 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         (tmp_path / name).write_text("")
     entries = {e.name: e for e in model.load()}
     # The installed set is packages/gdrcopy.yaml's: every package but the prebuilt-module ones.
-    assert set(runner.install_set(entries["debian-trixie"])) == {"libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy"}
-    assert set(runner.install_set(entries["rockylinux-9"])) == {"gdrcopy", "gdrcopy-devel", "gdrcopy-kmod"}
+    assert set(runner.install_set(entries["debian-trixie"])) == {
+        "libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy", "python3-gdrcopy"
+    }
+    assert set(runner.install_set(entries["rockylinux-9"])) == {"gdrcopy", "gdrcopy-devel", "gdrcopy-kmod", "python3-gdrcopy"}
     debs = [p.name for p in runner.built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
     assert debs == [
         "gdrcopy-tests_2.6.1-1_amd64.deb",

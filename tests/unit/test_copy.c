@@ -9,6 +9,7 @@
 
 #include "test_common.h"
 #include "copy.h"
+#include "copy_engine.h"
 #include "copy_fast.h"
 
 #define GUARD 128		/* bytes checked on each side of the destination */

@@ -14,6 +14,7 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROWS = {  # copylat test name -> (direction, column)
     "gdr_copy_to_mapping": ("CPU → GPU", "ours"),
@@ -28,7 +29,7 @@ ROWS = {  # copylat test name -> (direction, column)
 COLUMNS = ("ours", "memcpy", "stream loop", "cuMemcpy")
 
 
-def records(path: Path) -> list[dict]:
+def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
 
 
