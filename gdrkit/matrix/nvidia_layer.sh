@@ -57,7 +57,11 @@ export PATH=/usr/lib/ccache:$PATH
 echo 'DPkg::Path "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin";' > /etc/apt/apt.conf.d/50gdrkit-ccache
 
 # The packages stay in /var/cache/apt/archives for the rows' reinstalls.
-"${install[@]}" "$package=$version"
+if ! "${install[@]}" "$package=$version"; then
+	echo "nvidia_layer: installing $package $version failed; the end of its DKMS build log:" >&2
+	tail -n 60 /var/lib/dkms/"$module"/*/build/make.log >&2 || true
+	exit 1
+fi
 # The package's postinst builds for the newest kernel with headers; make sure.
 dkms status -m "$module" -k "$abi" | grep -q ': installed' || dkms autoinstall -k "$abi"
 dkms status
