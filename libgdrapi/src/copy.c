@@ -34,6 +34,7 @@ const char *const gdr_copy_routine_names[] = {
 static atomic_int live_mappings[GDR_MAPPING_TYPE_MAX];
 atomic_int gdr_live_mapping_types;
 atomic_bool gdr_copy_fast_ok;
+gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
 
 void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
 {
@@ -183,14 +184,14 @@ void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void 
  * Reads.  What was measured on an H200's BAR1 (Sapphire Rapids, in a VM; see
  * tools/h200/RESULTS.md), and what it decides here:
  *  - One 64-byte streaming load (AVX-512) fetches a line in one PCIe round
- *    trip; four 16-byte ones can take two.  Reads of distinct lines issued
+ *    trip; four 16-byte ones often take two.  Reads of distinct lines issued
  *    back to back overlap best with 64-byte loads too.  So whole lines are
  *    read with the 64-byte routine.
- *  - But a 64-byte load of a line whose previous 64-byte load may still be
- *    in flight waits for it: a loop polling the same 64..512 bytes went from
- *    0.3 to 1-3 us per call.  16-byte loads of the same line overlap.  So a
- *    read that starts in the line this thread read last (a polling loop)
- *    takes 16-byte loads.
+ *  - A 64-byte load of a line whose previous load is still in flight waits
+ *    for it, so a loop polling the same 64..512 bytes pays about one round
+ *    trip per call.  16-byte loads of one line overlapped on some machines of
+ *    the same kind and not on others (0.3 to 1.6 us); they also cost a second
+ *    round trip to a single read, so they are not used for whole lines.
  *  - Staging bytes in a bounce buffer costs about 0.2 us per call (the copy
  *    out of it waits for the load); a masked store of the loaded register
  *    does not.
@@ -200,19 +201,6 @@ void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void 
  *    less than a line take one short routine (small_read) where the CPU has
  *    one, and aligned ones are inlined into the API (copy_fast.h).
  */
-#define POLL_READ_MAX 512	/* above: bandwidth, 64-byte loads win anyway */
-
-static _Thread_local uintptr_t last_read_line __attribute__((tls_model("initial-exec")));
-
-/* Whether [s, ...) starts in the line this thread read from last; records it. */
-static bool rereads_last_line(const char *s)
-{
-	uintptr_t line = (uintptr_t)s >> 6;
-	bool same = line == last_read_line;
-
-	last_read_line = line;
-	return same;
-}
 
 /* Part of one 16-byte block: the masked-store routine, or a bounce buffer. */
 static void part_copy_from(const struct gdr_copy_routines *r, char *d, const char *block, unsigned int offset,
@@ -262,7 +250,6 @@ void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *
 	const char *s = wc_src;
 	char *d = dst;
 	size_t head;
-	bool poll;
 
 	if (r->use_memcpy) {
 		memcpy(dst, wc_src, n);
@@ -277,8 +264,7 @@ void gdr_wc_copy_from(const struct gdr_copy_routines *r, void *dst, const void *
 		scalar_copy_from(d, s, n);
 		return;
 	}
-	poll = rereads_last_line(s);
-	if (n < 64 || (poll && n <= POLL_READ_MAX) || (!r->load64 && !r->load32)) {
+	if (n < 64 || (!r->load64 && !r->load32)) {
 		load16_range(r, d, s, n);
 		return;
 	}
@@ -349,7 +335,9 @@ static void engine_choose(void)
 			 wanted);
 	}
 	gdr_copy_routines_best(&engine);
-	atomic_store_explicit(&gdr_copy_fast_ok, gdr_arch_fast_path_ok(), memory_order_relaxed);
+	gdr_fast_lines_to = engine.store64;
+	gdr_fast_lines_from = engine.load64;
+	atomic_store_explicit(&gdr_copy_fast_ok, gdr_arch_fast_path_ok(), memory_order_release);
 	gdr_info("copy engine: %s: stores to WC memory with %s, loads with %s", engine.name, engine.store_desc,
 		 engine.load_desc);
 }

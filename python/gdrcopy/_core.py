@@ -534,7 +534,9 @@ def _fast_copy(fn: Any) -> Any:
 
 # Copies up to this size keep the GIL (they take well under a microsecond).
 _GIL_KEPT_MAX = 64 * 1024
-_NO_BUFFER: tuple[object, Any, int] = (object(), None, 0)
+# (the object passed, what keeps it exported, its address, its byte count): the
+# object is the cache key, so a repeated copy from it skips the export.
+_NO_BUFFER: tuple[object, object, Any, int] = (object(), None, None, 0)
 
 
 class Mapping(_Resource):
@@ -582,8 +584,8 @@ class Mapping(_Resource):
         self._from = fn["gdr_copy_from_mapping"]
         self._to_gil = _fast_copy(self._to)
         self._from_gil = _fast_copy(self._from)
-        self._src: tuple[object, Any, int] = _NO_BUFFER
-        self._dst: tuple[object, Any, int] = _NO_BUFFER
+        self._src: tuple[object, object, Any, int] = _NO_BUFFER
+        self._dst: tuple[object, object, Any, int] = _NO_BUFFER
         raw = _lib_info(gdr, mh)
         self.mapping_type = MappingType(raw.mapping_type)
 
@@ -610,12 +612,10 @@ class Mapping(_Resource):
         repeated copies from the same buffer cost one C call.
         """
         cached = self._src
-        if src is cached[0]:
-            ptr, n = cached[1], cached[2]
-        else:
-            cached = _host_buffer(src, False, "copy_to")
+        if src is not cached[0]:
+            cached = (src, *_host_buffer(src, False, "copy_to"))
             self._src = cached
-            ptr, n = cached[1], cached[2]
+        ptr, n = cached[2], cached[3]
         if size is not None:
             if not 0 <= size <= n:
                 raise ValueError(f"copy_to: size {size} is outside the {n}-byte host buffer")
@@ -632,12 +632,10 @@ class Mapping(_Resource):
     def copy_from(self, dst: object, offset: int = 0, size: Optional[int] = None) -> None:
         """Copy from the mapping at `offset` into host buffer `dst` (or its first `size` bytes)."""
         cached = self._dst
-        if dst is cached[0]:
-            ptr, n = cached[1], cached[2]
-        else:
-            cached = _host_buffer(dst, True, "copy_from")
+        if dst is not cached[0]:
+            cached = (dst, *_host_buffer(dst, True, "copy_from"))
             self._dst = cached
-            ptr, n = cached[1], cached[2]
+        ptr, n = cached[2], cached[3]
         if size is not None:
             if not 0 <= size <= n:
                 raise ValueError(f"copy_from: size {size} is outside the {n}-byte host buffer")

@@ -505,3 +505,28 @@ def test_wheel_is_pure_python_and_carries_the_description(tmp_path: Path) -> Non
     # Reproducible: the same commit gives the same bytes.
     again = wheel.build_wheel(build.source_at("HEAD"), tmp_path / "again")
     assert again.read_bytes() == path.read_bytes()
+
+
+def test_a_repeated_copy_from_the_same_buffer_exports_it_once(fakes: ctypes.CDLL,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast path of a polling loop: one C call per copy, no buffer export (it once cost 2 us a call).
+    from gdrcopy import _core
+
+    exports: list[object] = []
+    real = _core._host_buffer
+
+    def counting(obj: object, writable: bool, what: str) -> tuple[object, Any, int]:
+        exports.append(obj)
+        return real(obj, writable, what)
+
+    monkeypatch.setattr(_core, "_host_buffer", counting)
+    with gdrcopy.open() as g, g.map((FAKE_VA, GPU_PAGE)) as m:
+        src, dst = bytearray(pattern(64)), bytearray(64)
+        for _ in range(5):
+            m.copy_to(src)
+            m.copy_from(dst)
+        assert dst == src
+        assert exports == [src, dst]
+        other = bytearray(64)
+        m.copy_from(other)
+        assert exports == [src, dst, other] and other == src

@@ -202,7 +202,7 @@ static void test_inline_fast_path(void **state)
 			for (a = 0; a < 64; a++) {
 				bool done = gdr_copy_fast(GDR_MAPPING_TYPE_WC, to, dst + a, src + a, n);
 				bool flag = n && n <= 8 && !(n & (n - 1)) && !(a & (n - 1));
-				bool blocks = n && n <= (to ? 64 : 48) && !(n & 15) && !(a & 15);
+				bool blocks = n && n <= 64 && !(n & 15) && !(a & 15);
 
 				if (done) {
 					taken++;
@@ -211,11 +211,27 @@ static void test_inline_fast_path(void **state)
 				assert_memory_equal(dst_buf, guard_bytes, GUARD + (done ? a : 0));
 				assert_memory_equal(dst + a + (done ? n : 0), guard_bytes, GUARD);
 #if defined(__x86_64__)
-				if (atomic_load(&gdr_copy_fast_ok) && (blocks || (to && flag)))
+				if (atomic_load(&gdr_copy_fast_ok) && (blocks || flag))
 					assert_true(done);
 #endif
-				assert_false(done && !(blocks || (to && flag)));
+				assert_false(done && !(blocks || flag));
 				assert_false(done && n > 64);
+				memset(dst_buf + GUARD, GUARD_BYTE, a + n);
+			}
+	/* Whole lines, up to GDR_FAST_LINES_MAX, with the engine's line routines. */
+	for (to = 0; to < 2; to++)
+		for (n = 64; n <= GDR_FAST_LINES_MAX + 64; n += 64)
+			for (a = 0; a < 128; a += 32) {
+				bool done = gdr_copy_fast(GDR_MAPPING_TYPE_WC, to, dst + a, src + a, n);
+
+				if (done)
+					assert_memory_equal(dst + a, src + a, n);
+				assert_memory_equal(dst + a + (done ? n : 0), guard_bytes, GUARD);
+				assert_false(done && n > GDR_FAST_LINES_MAX);
+				assert_false(done && n > 64 && (a & 63));
+				if (atomic_load(&gdr_copy_fast_ok) && (to ? gdr_fast_lines_to : gdr_fast_lines_from) &&
+				    n <= GDR_FAST_LINES_MAX && !(a & 63))
+					assert_true(done);
 				memset(dst_buf + GUARD, GUARD_BYTE, a + n);
 			}
 	/* Never for other mapping types: their fences and access rules differ. */
