@@ -17,6 +17,8 @@
 #   REFRESH      the words of the command that refreshes the package lists
 #   INSTALL      the words of the command that installs packages by name
 #                (the Debian family's verbs, gdrkit/distro/families.py)
+# exit status 3: the driver package itself does not build for ABI (its first
+# compiler error is printed on a line starting "nvidia_layer: ... does not build")
 set -euo pipefail
 
 abi=$1 package=$2 version=$3 module=$4
@@ -58,8 +60,16 @@ echo 'DPkg::Path "/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin";' > /etc/apt/ap
 
 # The packages stay in /var/cache/apt/archives for the rows' reinstalls.
 if ! "${install[@]}" "$package=$version"; then
-	echo "nvidia_layer: installing $package $version failed; the end of its DKMS build log:" >&2
-	tail -n 60 /var/lib/dkms/"$module"/*/build/make.log >&2 || true
+	log=$(find /var/lib/dkms/"$module" -path "*/build/make.log" 2>/dev/null | head -n 1)
+	if [ -n "$log" ] && grep -q -E '(error|fatal error): ' "$log"; then
+		# The distro's driver does not compile for the distro's kernel: nothing
+		# of ours has run, and no row can; the runner reports it as a skip.
+		echo "nvidia_layer: $package $version does not build for $abi:" \
+			"$(grep -m 1 -E '(error|fatal error): ' "$log")"
+		tail -n 60 "$log" >&2
+		exit 3
+	fi
+	echo "nvidia_layer: installing $package $version failed" >&2
 	exit 1
 fi
 # The package's postinst builds for the newest kernel with headers; make sure.
