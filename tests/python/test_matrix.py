@@ -363,8 +363,8 @@ def test_a_driver_package_that_does_not_build_for_the_kernel_is_a_named_skip(tmp
     assert run.result.skipped and not run.result.failed
     assert error in run.result.skip_reason() and "nothing of ours ran" in run.result.skip_reason()
     # Any other failure of the layer stays a failure.
-    other = runner.EntryRun(entry, LayerEngine(1, "E: Unable to locate package\n"), runner.Workspace(tmp_path),
-                            offline=True, refresh=False)  # type: ignore[arg-type]
+    failing = LayerEngine(1, "E: Unable to locate package\n")
+    other = runner.EntryRun(entry, failing, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
     other.abi, other.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert other.nvidia_layer(0.0) is False and other.result.failed
 
