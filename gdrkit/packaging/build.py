@@ -86,7 +86,7 @@ def ensure_build_deps(
     ensure_debian_packages(wanted, dry_run=dry_run)
 
 
-def _extract(source: Source, dest: Path) -> None:
+def extract_commit(source: Source, dest: Path) -> Path:
     """The files of the commit under `dest`, every mtime set to the commit time."""
     if dest.exists():
         shutil.rmtree(dest)
@@ -99,6 +99,7 @@ def _extract(source: Source, dest: Path) -> None:
         tar.extractall(dest)
     archive.unlink()
     _clamp_mtimes(dest, source.epoch)
+    return dest
 
 
 def _clamp_mtimes(root: Path, epoch: int) -> None:
@@ -135,7 +136,7 @@ def _stamp_version(tree: Path, package_version: str) -> None:
 
 def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     """A build tree: the commit's files, the DKMS source tree and rendered files."""
-    _extract(source, dest)
+    extract_commit(source, dest)
     _stamp_version(dest, plan.version)
     files = render.render(plan)
     render.write(files, dest)

@@ -631,6 +631,7 @@ class Mapping(_Resource):
 
     def copy_from(self, dst: object, offset: int = 0, size: Optional[int] = None) -> None:
         """Copy from the mapping at `offset` into host buffer `dst` (or its first `size` bytes)."""
+        # copy_to's steps, written out again: a shared helper would be one more Python call per copy.
         cached = self._dst
         if dst is not cached[0]:
             cached = (dst, *_host_buffer(dst, True, "copy_from"))

@@ -22,7 +22,7 @@ from gdrkit import containers
 from gdrkit.containers import ImageRecipe
 from gdrkit.packaging import build, model
 from gdrkit.packaging.build import Source
-from gdrkit.system import die, run
+from gdrkit.system import die
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.rootfs import SuiteRoot
 from pkgkit import scenarios
@@ -103,16 +103,7 @@ def run_in_container(kernel: str, name: str, *args: str, new_debs: Path, old_deb
 
 def extract_source(source: Source, dest: Path) -> Path:
     """The files of `source`'s commit under `dest` (what the packages were built from)."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    archive = dest.parent / f".{dest.name}.tar"
-    run(["git", "-C", source.repo, "archive", "--format=tar", "-o", archive, source.commit])
-    try:
-        run(["tar", "-C", dest, "-xf", archive])
-    finally:
-        archive.unlink()
-    return dest
+    return build.extract_commit(source, dest)
 
 
 def prepare_vm_root(
