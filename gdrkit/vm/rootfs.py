@@ -24,7 +24,9 @@ from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packag
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
-BASE_PACKAGES = ("build-essential", "kmod", "procps")
+# python3 and python3-numpy: the gdrcopy Python package is tested in the VM
+# with the suite's own interpreter and NumPy (tests/python/vm/).
+BASE_PACKAGES = ("build-essential", "kmod", "procps", "python3", "python3-numpy")
 # What this host needs to build roots and boot them (installed on first use).
 HOST_PACKAGES = ("qemu-system-x86", "mmdebstrap", "busybox-static", "zstd")
 # Left out of every root: documentation, and the hook that would build an
@@ -186,8 +188,13 @@ def prepare_suite_root(
     name = root_name(choice, extra_packages)
     root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name)
     stamp = roots_dir() / f"{name}.json"
+    wanted = root_packages(extra_packages)
     if stamp.exists() and root.kernel_image.exists() and not rebuild:
-        return root  # built before; no need to wait for a build running in it
+        if not missing_packages(_stamp_facts(stamp), wanted):
+            return root  # built before; no need to wait for a build running in it
+        with locked(lock_file(root.root_dir)):
+            _top_up(root, stamp, wanted)
+        return root
     with locked(lock_file(root.root_dir)):
         if rebuild and root.root_dir.exists():
             log(f"removing {root.root_dir} to rebuild it")
@@ -196,13 +203,64 @@ def prepare_suite_root(
         if stamp.exists() and root.kernel_image.exists():
             return root
         seconds = _build_root(choice, root.root_dir, extra_packages)
-        stamp.write_text(json.dumps({"suite": root.suite, "abi": root.abi, "build_seconds": round(seconds, 1)}))
+        stamp.write_text(
+            json.dumps({"suite": root.suite, "abi": root.abi, "build_seconds": round(seconds, 1), "packages": wanted})
+        )
         older = sorted(p.name for p in roots_dir().glob(f"{root.suite}-*") if p.is_dir() and p != root.root_dir)
         if older:
             log(f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)")
     if not root.kernel_image.exists():
         raise die(f"the root {root.root_dir} has no {root.kernel_image.name}", "rebuild it with --rebuild")
     return root
+
+
+def root_packages(extra_packages: Sequence[str] = ()) -> list[str]:
+    """The packages a root is built with besides its kernel, as its stamp records them (pure)."""
+    return sorted({*BASE_PACKAGES, *extra_packages})
+
+
+def missing_packages(facts: dict[str, object], wanted: Sequence[str]) -> list[str]:
+    """What of `wanted` a root whose stamp says `facts` was not built with (pure).
+
+    Stamps from before roots recorded their packages had BASE_PACKAGES' first
+    three only.
+    """
+    recorded = facts.get("packages")
+    have = set(recorded) if isinstance(recorded, list) else {"build-essential", "kmod", "procps"}
+    return [package for package in wanted if package not in have]
+
+
+def _stamp_facts(stamp: Path) -> dict[str, object]:
+    try:
+        facts = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def _top_up(root: SuiteRoot, stamp: Path, wanted: Sequence[str]) -> None:
+    """Install the packages BASE_PACKAGES gained since `root` was built, in place.
+
+    In place, not a rebuild: other runs may be booting the cached root, and
+    what was built in it (its /src, the installed modules) stays usable.
+    """
+    facts = _stamp_facts(stamp)
+    missing = missing_packages(facts, wanted)
+    if not missing:
+        return  # another run added them while this one waited for the lock
+    log(f"adding {', '.join(missing)} to the cached root {root.root_dir.name} (the root's package list grew)")
+    status, output = in_root(
+        root.root_dir,
+        "apt-get -q update && DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends "
+        + " ".join(missing) + " && apt-get clean",
+    )
+    if status != 0:
+        raise die(
+            f"installing {', '.join(missing)} into {root.root_dir} failed:\n{output[-2000:]}",
+            "check network access to deb.debian.org, or rebuild the root (./toolkit vm-test --rebuild)",
+        )
+    facts["packages"] = list(wanted)
+    stamp.write_text(json.dumps(facts))
 
 
 def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str]) -> float:

@@ -135,3 +135,26 @@ def test_sanity_passes_with_asan_and_ubsan(root: SuiteRoot) -> None:
     assert "ERROR: AddressSanitizer" not in run.console and "runtime error:" not in run.console, run.console[-6000:]
     assert failed == 0 and total >= 36, f"{total=} {passed=} {failed=} {waived=}"
     assert_clean(run, "gdrcopy_sanity under ASan+UBSan")
+
+
+PY_CHECK = "/src/tests/python/vm/gdrcopy_vm_check.py"
+PY_SUMMARY = re.compile(r"^gdrcopy_vm_check: (\d+) checks passed \((\w+) backend, (\w+) pins\)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "backend, pins",
+    [("gdrdrv", "persistent"), ("gdrdrv", "legacy"), ("dmabuf", "persistent")],
+)
+def test_python_bindings_move_data_and_see_invalidation(root: SuiteRoot, backend: str, pins: str) -> None:
+    # The gdrcopy package from /src/python with the suite's python3 and NumPy,
+    # over the libgdrapi.so.2 installed in the root: every size from 1 B to
+    # 1 MiB at many offsets through copy_to/copy_from/ndarray, checked with
+    # softgpu's cuMemcpy; freeing mapped GPU memory (legacy pins: the flag,
+    # InvalidatedError and a faulting access; persistent: the data stays).
+    loads = default_loads(gdrdrv_args="use_persistent_mapping=0" if pins == "legacy" else "")
+    run = run_in_vm(root, f"PYTHONPATH=/src/python python3 {PY_CHECK} --backend {backend} --pins {pins}", loads)
+    found = PY_SUMMARY.findall(run.console)
+    assert found, f"no gdrcopy_vm_check summary line:\n{run.console[-6000:]}"
+    checks, ran_backend, ran_pins = found[-1]
+    assert (ran_backend, ran_pins) == (backend, pins) and int(checks) >= 900, f"{found[-1]}\n{run.console[-3000:]}"
+    assert_clean(run, f"gdrcopy_vm_check.py ({backend} backend, {pins} pins)")

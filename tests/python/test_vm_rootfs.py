@@ -209,3 +209,13 @@ def test_preparing_a_root_first_installs_what_the_host_needs(monkeypatch: pytest
     with pytest.raises(Stop):
         rootfs.prepare_suite_root("bookworm")
     assert seen and {"qemu-system-x86", "mmdebstrap", "busybox-static"} <= set(seen[0])
+
+
+def test_a_root_built_before_its_package_list_grew_gets_only_the_new_packages() -> None:
+    wanted = rootfs.root_packages(["libcmocka-dev"])
+    assert {"python3", "python3-numpy", "libcmocka-dev"} <= set(wanted) and wanted == sorted(wanted)
+    # A stamp from before roots recorded their packages: the three original ones.
+    old = {"suite": "trixie", "abi": "6.12.57+deb13-amd64", "build_seconds": 50.0}
+    assert rootfs.missing_packages(old, wanted) == ["libcmocka-dev", "python3", "python3-numpy"]
+    assert rootfs.missing_packages({**old, "packages": wanted}, wanted) == []
+    assert rootfs.missing_packages({**old, "packages": ["python3"]}, ["kmod", "python3"]) == ["kmod"]
