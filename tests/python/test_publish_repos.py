@@ -139,3 +139,29 @@ def test_rpm_repository_and_packages_are_signed(tools: None, tmp_path: Path) -> 
     before = snapshot(out)
     publish(out, dist, signer)
     assert snapshot(out) == before, "re-publishing the same RPM changed the repository"
+
+
+def test_manifest_and_index_come_from_the_matrix_results(tools: None, tmp_path: Path) -> None:
+    from gdrkit.matrix.report import EntryResult, Outcome, write_junit
+
+    signer = make_key(tmp_path / "gnupg")
+    dist, out = tmp_path / "dist", tmp_path / "repo"
+    dist.mkdir()
+    make_deb(dist, "gdrcopy", "2.6.1-1")
+    publish(out, dist, signer)
+    page = (out / "index.html").read_text()
+    assert "<td>untested</td>" in page and "apt/gdrcopy-bookworm.sources" in page
+
+    entry = EntryResult("debian-bookworm-nvidia", facts={
+        "kernel": "6.1.0-57-amd64", "package.version": "2.6.1-1", "nvidia.driver": "nvidia-kernel-dkms 535.309.01-0"})
+    for step in ("image", "build", "install", "dkms", "nvidia"):
+        entry.record(step, Outcome.PASSED)
+    results = tmp_path / "matrix.xml"
+    write_junit([entry], results)
+    publish(out, dist, signer, results)
+    data = manifest.load(out / manifest.MANIFEST)
+    assert data is not None
+    assert data["versions"][0]["tested"] == [{"entry": "debian-bookworm-nvidia", "kernel": "6.1.0-57-amd64",
+                                             "nvidia": "nvidia-kernel-dkms 535.309.01-0 (branch 535)",
+                                             "result": "passed"}]
+    assert "<td>nvidia-kernel-dkms 535.309.01-0 (branch 535)</td>" in (out / "index.html").read_text()
