@@ -137,16 +137,35 @@ def distributions(releases: Sequence[str], arches: Sequence[str], fingerprint: s
     return "\n\n".join(stanzas) + "\n"
 
 
+# apt reads a key inline in Signed-By from 2.3.10 on: Debian 12, Ubuntu 22.04.
+INLINE_KEY_SINCE = {"debian": (12,), "ubuntu": (22, 4)}
+KEYRING_PATH = f"/etc/apt/keyrings/{KEY_FILE}"
+
+
+def inline_key(codename: str) -> bool:
+    """Whether `codename`'s apt takes the key inline in the .sources file (sid and testing: yes)."""
+    release = debian_release(codename)
+    if not release.version:
+        return True
+    return tuple(int(part) for part in release.version.split(".")) >= INLINE_KEY_SINCE[release.os_id]
+
+
 def sources_file(url: str, codename: str, public_key: str) -> str:
-    """A deb822 .sources file with the key inline, so it is all a host needs."""
-    key_lines = [" " + (line if line.strip() else ".") for line in public_key.strip().splitlines()]
+    """A deb822 .sources file: the key inline, so that it is all a host needs; older apt gets a key path."""
+    base = url.rstrip("/")
+    head = []
+    if inline_key(codename):
+        signed_by = ["Signed-By:", *(" " + (line if line.strip() else ".") for line in public_key.strip().splitlines())]
+    else:
+        head = [f"# {codename}'s apt reads no key inline: first fetch {base}/{KEY_FILE} to {KEYRING_PATH}"]
+        signed_by = [f"Signed-By: {KEYRING_PATH}"]
     return "\n".join([
+        *head,
         "Types: deb",
-        f"URIs: {url.rstrip('/')}/apt",
+        f"URIs: {base}/apt",
         f"Suites: {codename}",
         f"Components: {COMPONENT}",
-        "Signed-By:",
-        *key_lines,
+        *signed_by,
     ]) + "\n"
 
 

@@ -198,6 +198,13 @@ def test_sources_file_carries_the_key_inline() -> None:
     assert "trusted" not in text
 
 
+def test_sources_file_for_an_apt_without_inline_keys_names_the_key_file() -> None:
+    text = repo.sources_file("http://127.0.0.1:8000", "bullseye", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n")
+    assert f"Signed-By: {repo.KEYRING_PATH}" in text.splitlines()
+    assert text.startswith(f"# bullseye's apt reads no key inline: first fetch http://127.0.0.1:8000/{repo.KEY_FILE}")
+    assert repo.inline_key("trixie") and repo.inline_key("jammy") and repo.inline_key("sid")
+
+
 def test_repo_file_checks_packages_and_metadata() -> None:
     text = repo.repo_file("https://example.org/gdrcopy", "el9")
     assert "baseurl=https://example.org/gdrcopy/rpm/el9" in text
