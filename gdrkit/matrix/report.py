@@ -33,6 +33,10 @@ class EntryResult:
     name: str
     steps: dict[str, StepResult] = field(default_factory=dict)
     seconds: float = 0.0
+    # What the entry tested, as JUnit properties of its testcases (the publish
+    # manifest reads them): "kernel" (release), "nvidia.driver" ("<package>
+    # <version>" on real-NVIDIA rows), "package.version" (of the built packages).
+    facts: dict[str, str] = field(default_factory=dict)
 
     def record(self, step: str, outcome: Outcome, detail: str = "", seconds: float = 0.0) -> StepResult:
         if step not in STEPS:
@@ -108,6 +112,10 @@ def write_junit(results: Sequence[EntryResult], path: Path) -> None:
             case = ET.SubElement(
                 suite, "testcase", classname=f"matrix.{result.name}", name=step, time=f"{step_result.seconds:.1f}"
             )
+            if result.facts:
+                properties = ET.SubElement(case, "properties")
+                for fact, text in sorted(result.facts.items()):
+                    ET.SubElement(properties, "property", name=fact, value=text)
             counts["tests"] += 1
             total_time += step_result.seconds
             if step_result.outcome is Outcome.FAILED:

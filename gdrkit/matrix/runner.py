@@ -203,6 +203,18 @@ def built_files(dist: Path, family_name: str, wanted: Sequence[str]) -> list[Pat
     return chosen
 
 
+_RPM_FILE = re.compile(r"^.+-(?P<version>[^-]+-[^-]+)\.[^.]+\.rpm$")
+
+
+def package_file_version(path: Path) -> str:
+    """The version-release a package file's name carries (name_version_arch.deb, name-version-release.arch.rpm)."""
+    if path.suffix == ".deb":
+        parts = path.name.split("_")
+        return parts[1] if len(parts) == 3 else ""
+    match = _RPM_FILE.match(path.name)
+    return match.group("version") if match else ""
+
+
 class EntryRun:
     """One entry's run; each step records its outcome and returns False to stop."""
 
@@ -250,6 +262,8 @@ class EntryRun:
             base = f"gdrkit-matrix/{entry.image_name}-base:{root.abi.replace('+', '_')}"
             if self.refresh or not self.engine.has_image(base):
                 self.engine.import_directory(root.root_dir, base)
+        if self.abi:
+            self.result.facts["kernel"] = self.abi
         self.image = image_tag(entry, self.abi or "registry")
         if self.refresh or not self.engine.has_image(self.image):
             log(f"{entry.name}: preparing image {self.image}")
@@ -271,6 +285,7 @@ class EntryRun:
         entry = self.entry
         assert entry.nvidia is not None and entry.kernel_suite is not None
         self.driver = driver = driver_package(entry.kernel_suite, entry.nvidia)
+        self.result.facts["nvidia.driver"] = f"{driver.package} {driver.version}"
         tag = nvidia_image_tag(entry, self.abi, driver)
         cached = not self.refresh and self.engine.has_image(tag)
         if not cached:
@@ -299,6 +314,12 @@ class EntryRun:
         """Where the packages built from `commit` in this entry's build image are kept."""
         return cache_dir() / "matrix" / "packages" / f"{re.sub(r'[/:]', '_', self.image)}-{commit}"
 
+    def note_version(self, files: Sequence[Path]) -> None:
+        """Record the version of the built packages (the publish manifest matches results by it)."""
+        versions = {package_file_version(f) for f in files}
+        if len(versions) == 1:
+            self.result.facts["package.version"] = versions.pop()
+
     def step_build(self) -> bool:
         started = time.monotonic()
         clone_committed_tree(self.ws.source)
@@ -310,6 +331,7 @@ class EntryRun:
             for path in cached.iterdir():
                 shutil.copy2(path, self.ws.dist / path.name)
             reused = sorted(f.name for f in self.built(self.ws.dist))
+            self.note_version(self.built(self.ws.dist))
             return self.timed("build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started)
         result = build_packages(self.engine, self.image, self.entry, self.abi, self.ws.source)
         self.ws.logs.mkdir(parents=True, exist_ok=True)
@@ -320,6 +342,7 @@ class EntryRun:
         names = {f.name for f in files}
         if len(files) < len(self.packages):
             return self.timed("build", Outcome.FAILED, f"expected packages {self.packages}, built {sorted(names)}", started)
+        self.note_version(files)
         partial = cached.with_name(cached.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)

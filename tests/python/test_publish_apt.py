@@ -1,0 +1,82 @@
+"""The done-criterion of publishing: a clean container configured only by the published .sources
+file installs gdrcopy with apt, signatures checked (slow).
+
+HEAD's .deb packages (the DKMS set) are published with a throwaway key into
+a temporary directory, served over loopback HTTP from a thread, and a
+container of the package scenarios' bookworm image (dkms and kernel headers
+in it, nothing of ours; host network, so it reaches the loopback server)
+runs tests/packaging/apt_from_sources.sh: its own Debian sources removed,
+the .sources file copied in, a wrongly keyed copy refused first.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gdrkit import containers
+from gdrkit.packaging import build, model
+from gdrkit.publish import repo
+from gdrkit.publish.model import Target
+from gdrkit.system import ensure_debian_packages
+from pkgkit import faults, scenarios
+from test_publish_repos import make_key
+
+pytestmark = pytest.mark.slow
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A directory served over HTTP on 127.0.0.1 while the test runs; (directory, URL)."""
+    directory = tmp_path / "repo"
+    directory.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield directory, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_apt_installs_gdrcopy_from_the_published_sources_file(tmp_path: Path, served: tuple[Path, str]) -> None:
+    out, url = served
+    ensure_debian_packages(["reprepro", "gnupg"])
+    build.ensure_build_deps(())
+    source = build.source_at("HEAD")
+    plan = model.plan(scenarios.FAMILY, source_date_epoch=source.epoch)
+    dist = tmp_path / "dist"
+    build.build_debs(plan, source, dist)
+    wanted = [p for p in sorted(dist.glob("*.deb")) if p.name.split("_")[0] in scenarios.DKMS_SET]
+    signer = make_key(tmp_path / "gnupg")
+    inputs = {Target("deb", scenarios.SUITE): [repo.read_package(p) for p in wanted]}
+    repo.publish(out, inputs, signer, url)
+
+    other = make_key(tmp_path / "other-gnupg", "someone-else@invalid")
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    published = out / "apt" / f"gdrcopy-{scenarios.SUITE}.sources"
+    (sources / "gdrcopy.sources").write_text(published.read_text())
+    (sources / "wrong-key.sources").write_text(repo.sources_file(url, scenarios.SUITE, other.public_key()))
+
+    kernel = scenarios.bookworm_kernels()[0]
+    image = containers.ensure_image(faults.fault_recipe(kernel))
+    command = faults.script_command("apt_from_sources.sh", "/sources/gdrcopy.sources", "/sources/wrong-key.sources",
+                                    plan.full_version, kernel)
+    with containers.engine() as engine:
+        result, _ = engine.run(image, command, mounts={faults.SCRIPTS: "/faults", sources: "/sources"},
+                               read_only=True, network=True, stream=False, timeout_s=1200)
+    checks = [line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", faults.PASSED_MARK))]
+    print("\n" + "\n".join(checks))
+    assert result.exit_code == 0 and faults.PASSED_MARK in result.output, result.output[-6000:]
