@@ -141,9 +141,16 @@ PY_CHECK = "/src/tests/python/vm/gdrcopy_vm_check.py"
 PY_SUMMARY = re.compile(r"^gdrcopy_vm_check: (\d+) checks passed \((\w+) backend, (\w+) pins\)$", re.MULTILINE)
 
 
+# .ci/run runs the legacy-pin configuration (data at every size and offset, and
+# invalidation); the two persistent ones add about four minutes and run in the
+# soak tier, to keep .ci/run within its budget.
 @pytest.mark.parametrize(
     "backend, pins",
-    [("gdrdrv", "persistent"), ("gdrdrv", "legacy"), ("dmabuf", "persistent")],
+    [
+        pytest.param("gdrdrv", "persistent", marks=pytest.mark.soak),
+        ("gdrdrv", "legacy"),
+        pytest.param("dmabuf", "persistent", marks=pytest.mark.soak),
+    ],
 )
 def test_python_bindings_move_data_and_see_invalidation(root: SuiteRoot, backend: str, pins: str) -> None:
     # The gdrcopy package from /src/python with the suite's python3 and NumPy,
