@@ -211,7 +211,18 @@ def rendered_scripts(root: Path) -> list[str]:
                         path.write_text(rendered.text)
                         scripts.append(path)
                 findings += [_quote_line(f).replace(tmp + "/", "rendered/") for f in _shellcheck(scripts, out, "sh")]
+        findings += [_quote_line(f).replace(tmp + "/", "rendered/") for f in _shellcheck([_vm_init(Path(tmp))], Path(tmp), "sh")]
     return findings
+
+
+def _vm_init(tmp: Path) -> Path:
+    """The VM's /init for a plan that takes every branch of its template (busybox sh: checked as sh)."""
+    from gdrkit.vm.initramfs import GuestPlan, ModuleLoad, init_script
+
+    plan = GuestPlan("true", (ModuleLoad("softgpu", ("a=1",)), ModuleLoad("gdrdrv")), True, ("9p.ko",))
+    path = tmp / "vm-init"
+    path.write_text(init_script(plan))
+    return path
 
 
 # ---- the kernel module ----
@@ -348,7 +359,7 @@ CHECKS = [
     Check("mypy", "mypy --strict (pyproject.toml's files)", mypy),
     Check("ruff", "ruff check" + (" and format --check" if RUFF_FORMAT_CHECK else ""), ruff),
     Check("shellcheck", "shellcheck on every shell file", shellcheck, lambda: ["shellcheck"]),
-    Check("rendered-scripts", "shellcheck on the rendered maintainer scripts", rendered_scripts,
+    Check("rendered-scripts", "shellcheck on the rendered maintainer scripts and VM /init", rendered_scripts,
           lambda: ["shellcheck"]),
     Check("checkpatch", "checkpatch.pl --strict on gdrdrv and the uapi header", checkpatch,
           lambda: ["linux-source", "xz-utils"]),

@@ -1,9 +1,15 @@
-"""The generated initramfs: cpio format, module order, /init script."""
+"""The generated initramfs: cpio format, module order, /init script.
+
+/init is templates/vm/init.sh.j2 rendered; after an intended change update
+its golden copies with
+    GDRKIT_UPDATE_GOLDEN=1 ./toolkit test -k test_vm_initramfs
+"""
 
 from __future__ import annotations
 
 import gzip
 import lzma
+import os
 import shutil
 import stat
 import subprocess
@@ -28,6 +34,8 @@ kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko k
 kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
 kernel/drivers/virtio/virtio_pci_modern_dev.ko:
 """.replace("\\\n", "")
+GOLDEN = Path(__file__).resolve().parent / "golden" / "vm"
+UPDATE = os.environ.get("GDRKIT_UPDATE_GOLDEN") == "1"
 
 
 def parse_newc(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
@@ -169,6 +177,16 @@ def test_the_ours_started_marker_comes_once_before_anything_of_ours() -> None:
 def test_module_arguments_are_quoted() -> None:
     script = initramfs.init_script(GuestPlan("true", (ModuleLoad("softgpu", ("name=a b;reboot",)),)))
     assert "in_root modprobe softgpu 'name=a b;reboot'" in script
+
+
+@pytest.mark.parametrize("name", ["init-full.sh", "init-bare.sh"])
+def test_init_script_matches_its_golden_copy(name: str) -> None:
+    script = initramfs.init_script(PLAN if name == "init-full.sh" else GuestPlan(command="true"))
+    golden = GOLDEN / name
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(script)
+    assert script == golden.read_text(), f"/init changed; if intended: GDRKIT_UPDATE_GOLDEN=1 and diff {golden}"
 
 
 def test_init_script_is_valid_shell(tmp_path: Path) -> None:
