@@ -45,16 +45,14 @@ from gdrkit.containers import Engine, RunResult
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
 from gdrkit.distro.families import family
-from gdrkit.system import UserError, cache_dir, die, log, run
+from gdrkit.system import TAIL_LINES, UserError, cache_dir, die, error_tail, log, run
 from gdrkit.version import REPO_ROOT
 
 if TYPE_CHECKING:
     from gdrkit.nvidia import DriverPackage
 
-COMPILER_DIAGNOSTIC = re.compile(r"\.[ch]:\d+:(\d+:)? (fatal )?error: ")
-COMPILER_ERROR = re.compile(r"(error|fatal error): |\*\*\* \[.*\] Error \d+")
 STEP_MARK = re.compile(r"^GDRKIT-STEP (\w+) (\d+)$", re.MULTILINE)
-DETAIL_TAIL_LINES = 30
+DETAIL_TAIL_LINES = TAIL_LINES
 SCRIPTS = REPO_ROOT / "gdrkit" / "matrix"
 SETUP_IMAGE_SCRIPT = SCRIPTS / "setup_image.sh"
 INSTALL_SCRIPT = SCRIPTS / "install_packages.sh"
@@ -121,10 +119,7 @@ class Workspace:
 
 def tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
     """The compiler's error lines first (what a failing row must show), then the output's tail."""
-    all_lines = text.rstrip().splitlines()
-    diagnostics = [line for line in all_lines if COMPILER_DIAGNOSTIC.search(line)]
-    errors = diagnostics + [line for line in all_lines if COMPILER_ERROR.search(line) and line not in diagnostics]
-    return "\n".join(errors[:10] + ["..."] + all_lines[-lines:] if errors else all_lines[-lines:])
+    return error_tail(text, lines)
 
 
 def step_statuses(output: str) -> dict[str, int]:

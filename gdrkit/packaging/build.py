@@ -21,17 +21,18 @@ import platform
 import re
 import shutil
 import tarfile
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.packaging import model, render
 from gdrkit.distro.families import DebianFamily
-from gdrkit.system import die, ensure_debian_packages, log, run
+from gdrkit.system import die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 
 BUILD_ROOT = REPO_ROOT / "build" / "gdrkit-pkg"
+# The builds' raw output (outside the work directories, which each build starts by removing).
+LOG_DIR = BUILD_ROOT / "logs"
 DIST = REPO_ROOT / "dist"
 PACKAGING_README = REPO_ROOT / "packages" / "README.md"
 
@@ -215,15 +216,14 @@ def _build_debs_locked(
     if workdir.exists():
         shutil.rmtree(workdir)
     stage(plan, source, tree)
-    log(f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})")
-    started = time.monotonic()
-    run(
+    run_step(
+        f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})",
         ["dpkg-buildpackage", "-b", "-us", "-uc", "--no-sign", f"-j{jobs}", *([] if check_deps else ["-d"])],
+        log_dir=LOG_DIR,
         cwd=tree,
         env=_build_env(source.epoch, jobs),
-        capture=True,
+        hint=f"the packaging files are staged in {tree}",
     )
-    log(f"deb: built in {time.monotonic() - started:.0f} s")
     output.mkdir(parents=True, exist_ok=True)
     built = sorted(workdir.glob("*.deb"))
     if not built:
@@ -303,10 +303,13 @@ def _build_rpms_locked(plan: model.Plan, source: Source, output: Path, topdir: P
     for name, value in defines.items():
         argv += ["--define", f"{name} {value}"]
     argv.append(str(spec))
-    log(f"rpm ({plan.family.name}): rpmbuild ({', '.join(p.name for p in plan.packages)})")
-    started = time.monotonic()
-    run(argv, env=_build_env(source.epoch, jobs), capture=True)
-    log(f"rpm: built in {time.monotonic() - started:.0f} s")
+    run_step(
+        f"rpm ({plan.family.name}): rpmbuild ({', '.join(p.name for p in plan.packages)})",
+        argv,
+        log_dir=LOG_DIR,
+        env=_build_env(source.epoch, jobs),
+        hint=f"the spec is {spec}",
+    )
     output.mkdir(parents=True, exist_ok=True)
     result = []
     for rpm in sorted((topdir / "RPMS").rglob("*.rpm")):

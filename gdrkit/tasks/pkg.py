@@ -17,6 +17,7 @@ from typing import Any
 from invoke.context import Context
 from invoke.tasks import Task, task
 
+from gdrkit import system
 from gdrkit.packaging import pipeline
 from gdrkit.packaging.build import DIST
 
@@ -75,7 +76,12 @@ _ONLY_FOR = {"suite": "deb", "family": "rpm"}
 
 def _build(request: pipeline.Request) -> None:
     plan = pipeline.plan_request(request)
-    rows = pipeline.execute(plan)
+    first = len(system.STEPS)
+    try:
+        rows = pipeline.execute(plan)
+    finally:
+        if len(system.STEPS) > first:
+            print("steps:\n" + system.step_summary(first), flush=True)
     if rows:
         print(pipeline.summary_table(rows))
     pipeline.check_rows(rows)
