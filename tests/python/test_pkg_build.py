@@ -33,7 +33,11 @@ def _kernels() -> tuple[str, ...]:
     return (KERNEL,) if Path(f"/lib/modules/{KERNEL}/build").exists() else ()
 
 
-def _build_all(source: build.Source, out: Path) -> dict[str, tuple[list[Path], float, model.Plan]]:
+# What _build_all returns: per family, its packages, the build's seconds and its plan.
+Builds = dict[str, tuple[list[Path], float, model.Plan]]
+
+
+def _build_all(source: build.Source, out: Path) -> Builds:
     results = {}
     # The .deb packages are for this host's release: its lintian judges them.
     debian = families.DebianFamily(release=pipeline.deb_target_release())
@@ -58,13 +62,13 @@ def fixture_source(tmp_path_factory: pytest.TempPathFactory, build_deps: None) -
 
 
 @pytest.fixture(scope="session")
-def fixture_builds(tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source) -> Iterator[tuple[dict, dict]]:  # type: ignore[type-arg]
+def fixture_builds(tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source) -> Iterator[tuple[Builds, Builds]]:
     first = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-1"))
     second = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-2"))
     yield first, second
 
 
-def _assert_identical(first: dict, second: dict) -> list[str]:  # type: ignore[type-arg]
+def _assert_identical(first: Builds, second: Builds) -> list[str]:
     checked = []
     for kind in ("deb", "rpm"):
         a = sorted(first[kind][0], key=lambda p: p.name)
@@ -76,7 +80,7 @@ def _assert_identical(first: dict, second: dict) -> list[str]:  # type: ignore[t
     return checked
 
 
-def _assert_good(results: dict) -> None:  # type: ignore[type-arg]
+def _assert_good(results: Builds) -> None:
     for kind, (paths, seconds, plan) in results.items():
         assert paths, kind
         assert build.verify_contents(plan, paths) == []
@@ -85,13 +89,13 @@ def _assert_good(results: dict) -> None:  # type: ignore[type-arg]
         assert seconds < BUILD_LIMIT_S, f"{kind} build took {seconds:.0f} s"
 
 
-def test_fixture_packages_are_complete_lint_clean_and_reproducible(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+def test_fixture_packages_are_complete_lint_clean_and_reproducible(fixture_builds: tuple[Builds, Builds]) -> None:
     first, second = fixture_builds
     _assert_good(first)
     print("identical:", _assert_identical(first, second))
 
 
-def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[Builds, Builds]) -> None:
     first, _ = fixture_builds
     for path in first["deb"][0]:
         depends = subprocess.run(["dpkg-deb", "-f", str(path), "Depends"], capture_output=True, text=True).stdout
@@ -101,7 +105,7 @@ def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[dict, dict
         assert "libcuda" not in requires, (path.name, requires)
 
 
-def test_library_has_a_gnu_hash_section(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_library_has_a_gnu_hash_section(fixture_builds: tuple[Builds, Builds], tmp_path: Path) -> None:
     # packages/rpmlintrc filters rpmlint's missing-hash-section on this ground.
     rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-2"))
     subprocess.run(f"rpm2cpio {rpm} | cpio -idm --quiet", shell=True, cwd=tmp_path, check=True)
@@ -126,7 +130,7 @@ def _scratch_root(root: Path) -> Path:
     return root
 
 
-def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[Builds, Builds], tmp_path: Path) -> None:
     ensure_debian_packages(["busybox-static"])
     root = _scratch_root(tmp_path / "root")
     rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-kmod-2"))
@@ -162,7 +166,7 @@ def _directories(root: Path) -> set[str]:
     return {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and not p.is_symlink()}
 
 
-def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds: tuple[Builds, Builds], tmp_path: Path) -> None:
     ensure_debian_packages(["busybox-static"])
     root = _scratch_root(tmp_path / "root")
     for base in BASE_SYSTEM_DIRS:
@@ -193,7 +197,7 @@ def _stub(root: Path, path: str, body: str) -> None:
 
 
 def test_rpm_posttrans_loads_gdrdrv_again_after_the_reference_preun_unloaded_it(
-    fixture_builds: tuple[dict, dict], tmp_path: Path  # type: ignore[type-arg]
+    fixture_builds: tuple[Builds, Builds], tmp_path: Path
 ) -> None:
     # The reference's gdrcopy-kmod 2.6-1dkms is installed and its gdrdrv
     # loaded (not in use), the NVIDIA driver too; /sys is a plain directory
@@ -244,7 +248,7 @@ def test_rpm_posttrans_loads_gdrdrv_again_after_the_reference_preun_unloaded_it(
                      upgrade.stdout + upgrade.stderr, re.MULTILINE)  # fmt: skip
 
 
-def test_rpm_file_lists_match_the_description(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+def test_rpm_file_lists_match_the_description(fixture_builds: tuple[Builds, Builds]) -> None:
     paths, _, plan = fixture_builds[0]["rpm"]
     for path in paths:
         package = plan.package(build.package_name(path))
