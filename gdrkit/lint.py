@@ -211,7 +211,9 @@ def rendered_scripts(root: Path) -> list[str]:
                         path.write_text(rendered.text)
                         scripts.append(path)
                 findings += [_quote_line(f).replace(tmp + "/", "rendered/") for f in _shellcheck(scripts, out, "sh")]
-        findings += [_quote_line(f).replace(tmp + "/", "rendered/") for f in _shellcheck([_vm_init(Path(tmp))], Path(tmp), "sh")]
+        findings += [
+            _quote_line(f).replace(tmp + "/", "rendered/") for f in _shellcheck([_vm_init(Path(tmp))], Path(tmp), "sh")
+        ]
     return findings
 
 
@@ -278,7 +280,9 @@ def kernel_build_dir() -> Path:
     """The newest Debian kernel build tree (linux-headers-<arch> installs one)."""
     trees = sorted(p for p in Path("/usr/src").glob("linux-headers-*") if (p / "Module.symvers").exists())
     if not trees:
-        raise RuntimeError("no kernel build tree under /usr/src: apt-get install linux-headers-$(dpkg --print-architecture)")
+        raise RuntimeError(
+            "no kernel build tree under /usr/src: apt-get install linux-headers-$(dpkg --print-architecture)"
+        )
     return trees[-1]
 
 

@@ -117,7 +117,12 @@ def stamp_version_text(text: str, package_version: str) -> str:
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
         raise die(f"package version {package_version!r} is not MAJOR.MINOR.PATCH")
     for name, value in zip(("MAJOR", "MINOR", "PATCH"), parts):
-        text, count = re.subn(rf"^#define GDRCOPY_VERSION_{name} \d+$", f"#define GDRCOPY_VERSION_{name} {value}", text, flags=re.MULTILINE)
+        text, count = re.subn(
+            rf"^#define GDRCOPY_VERSION_{name} \d+$",
+            f"#define GDRCOPY_VERSION_{name} {value}",
+            text,
+            flags=re.MULTILINE,
+        )
         if count != 1:
             raise die(f"{VERSION_HEADER}: expected one GDRCOPY_VERSION_{name} line, found {count}")
     return text
@@ -194,7 +199,13 @@ def _build_env(epoch: int, jobs: int) -> dict[str, str]:
 
 
 def build_debs(
-    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False, check_deps: bool = True
+    plan: model.Plan,
+    source: Source,
+    output: Path = DIST,
+    *,
+    jobs: int = 2,
+    dry_run: bool = False,
+    check_deps: bool = True,
 ) -> list[Path]:
     """dpkg-buildpackage in a fixed directory; the .deb files land in `output`.
 
@@ -276,7 +287,9 @@ RPM_REPRODUCIBLE_DEFINES = {
 }
 
 
-def build_rpms(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False) -> list[Path]:
+def build_rpms(
+    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False
+) -> list[Path]:
     """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output`."""
     topdir = BUILD_ROOT / f"rpm-{plan.family.name}"
     tree = topdir / "BUILD-SOURCE" / f"{plan.project.source}-{plan.version}"
@@ -287,7 +300,9 @@ def build_rpms(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: i
         return _build_rpms_locked(plan, source, output, topdir, tree, jobs)
 
 
-def _build_rpms_locked(plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int) -> list[Path]:
+def _build_rpms_locked(
+    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int
+) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
     log(f"rpm ({plan.family.name}): staging {source.commit[:12]}")

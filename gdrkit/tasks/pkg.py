@@ -105,22 +105,29 @@ def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[.
     return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)  # type: ignore[no-any-return]
 
 
-@task(help={"kernel": "kernel release to build gdrdrv for", "driver": "also build gdrdrv (--no-driver: skip)",
-            "dry_run": "print what would be built, change nothing"})
+@task(
+    help={
+        "kernel": "kernel release to build gdrdrv for",
+        "driver": "also build gdrdrv (--no-driver: skip)",
+        "dry_run": "print what would be built, change nothing",
+    }
+)
 def build(c: Context, kernel: str = "", driver: bool = True, dry_run: bool = False) -> None:
     """Build the library, test programs and gdrdrv (for the running or a given kernel) in the tree."""
     pipeline.build_tree(kernel, with_driver=driver, dry_run=dry_run)
 
 
 build_deb = package_task(
-    "build-deb", ("deb",),
+    "build-deb",
+    ("deb",),
     "Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy).",
 )
 build_rpm = package_task(
     "build-rpm", ("rpm",), "Build the .rpm packages (gdrcopy, gdrcopy-devel, gdrcopy-kmod, gdrcopy-kmod-<kver>)."
 )
 build_packages = package_task(
-    "build-packages", ("deb", "rpm"),
+    "build-packages",
+    ("deb", "rpm"),
     "Build every package, deb and rpm, into dist/ (installs the build dependencies first).",
 )
 

@@ -188,17 +188,21 @@ def _environment() -> jinja2.Environment:
 def init_script(plan: GuestPlan) -> str:
     """The /init shell script (busybox sh) that carries out `plan`: templates/vm/init.sh.j2 rendered."""
     loads = [{"key": load.name.replace("-", "_"), "words": (load.name, *load.args)} for load in plan.loads]
-    return _environment().get_template(INIT_TEMPLATE).render(
-        results_port=RESULTS_PORT,
-        kernel_log_port=KERNEL_LOG_PORT,
-        guest_path=GUEST_PATH,
-        root_tag=ROOT_MOUNT_TAG,
-        ours_started=OURS_STARTED,
-        refcount_file=REFCOUNT_FILE,
-        boot_modules=plan.boot_modules,
-        loads=loads,
-        command=plan.command,
-        check_refcount=plan.check_refcount,
+    return (
+        _environment()
+        .get_template(INIT_TEMPLATE)
+        .render(
+            results_port=RESULTS_PORT,
+            kernel_log_port=KERNEL_LOG_PORT,
+            guest_path=GUEST_PATH,
+            root_tag=ROOT_MOUNT_TAG,
+            ours_started=OURS_STARTED,
+            refcount_file=REFCOUNT_FILE,
+            boot_modules=plan.boot_modules,
+            loads=loads,
+            command=plan.command,
+            check_refcount=plan.check_refcount,
+        )
     )
 
 
@@ -222,7 +226,10 @@ def ensure_busybox() -> None:
     """Install the static busybox the initramfs is made of, as the tasks install what they need."""
     ensure_debian_packages([BUSYBOX_PACKAGE])
     if not BUSYBOX.is_file():
-        raise die(f"{BUSYBOX} not found although {BUSYBOX_PACKAGE} is installed", f"reinstall it: {apt_install_hint([BUSYBOX_PACKAGE])}")
+        raise die(
+            f"{BUSYBOX} not found although {BUSYBOX_PACKAGE} is installed",
+            f"reinstall it: {apt_install_hint([BUSYBOX_PACKAGE])}",
+        )
 
 
 def build_initramfs(destination: Path, modules_dir: Path, plan: GuestPlan) -> GuestPlan:

@@ -145,9 +145,7 @@ class VmResult:
         the console: no marker, no `done`, and qemu exited on its own.
         """
         return (
-            not self.timed_out
-            and self.results.get("done") != "1"
-            and self.results.get(initramfs.OURS_STARTED) != "1"
+            not self.timed_out and self.results.get("done") != "1" and self.results.get(initramfs.OURS_STARTED) != "1"
         )
 
     def attempt_lines(self) -> list[str]:
@@ -243,7 +241,11 @@ def boot(
     `early_death_retries` times (see the module docstring); the result is
     the last boot's, with the others in `earlier_attempts`.
     """
-    for path, what in ((kernel_image, "kernel image"), (root_dir, "root directory"), (modules_dir, "modules directory")):
+    for path, what in (
+        (kernel_image, "kernel image"),
+        (root_dir, "root directory"),
+        (modules_dir, "modules directory"),
+    ):
         if not path.exists():
             raise die(f"{what} {path} does not exist")
     if not shutil.which(QEMU):

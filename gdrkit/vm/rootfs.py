@@ -199,7 +199,9 @@ def prepare_suite_root(
         stamp.write_text(json.dumps({"suite": root.suite, "abi": root.abi, "build_seconds": round(seconds, 1)}))
         older = sorted(p.name for p in roots_dir().glob(f"{root.suite}-*") if p.is_dir() and p != root.root_dir)
         if older:
-            log(f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)")
+            log(
+                f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)"
+            )
     if not root.kernel_image.exists():
         raise die(f"the root {root.root_dir} has no {root.kernel_image.name}", "rebuild it with --rebuild")
     return root

@@ -62,7 +62,9 @@ def fixture_source(tmp_path_factory: pytest.TempPathFactory, build_deps: None) -
 
 
 @pytest.fixture(scope="session")
-def fixture_builds(tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source) -> Iterator[tuple[Builds, Builds]]:
+def fixture_builds(
+    tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source
+) -> Iterator[tuple[Builds, Builds]]:
     first = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-1"))
     second = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-2"))
     yield first, second
@@ -166,7 +168,9 @@ def _directories(root: Path) -> set[str]:
     return {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and not p.is_symlink()}
 
 
-def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds: tuple[Builds, Builds], tmp_path: Path) -> None:
+def test_rpm_erase_leaves_no_directory_that_the_packages_created(
+    fixture_builds: tuple[Builds, Builds], tmp_path: Path
+) -> None:
     ensure_debian_packages(["busybox-static"])
     root = _scratch_root(tmp_path / "root")
     for base in BASE_SYSTEM_DIRS:
@@ -176,7 +180,11 @@ def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds:
     (root / "sbin/ldconfig").write_text("#!/bin/sh\nexit 0\n")
     (root / "sbin/ldconfig").chmod(0o755)
     before = _directories(root)
-    rpms = [str(p) for p in fixture_builds[0]["rpm"][0] if build.package_name(p) in ("gdrcopy", "gdrcopy-devel", "gdrcopy-kmod")]
+    rpms = [
+        str(p)
+        for p in fixture_builds[0]["rpm"][0]
+        if build.package_name(p) in ("gdrcopy", "gdrcopy-devel", "gdrcopy-kmod")
+    ]
     assert len(rpms) == 3, rpms
     rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins"]
     # Scriptlets included: %posttrans finds no /sys and no gdrdrv to load, and fails nothing.
@@ -257,8 +265,10 @@ def test_rpm_file_lists_match_the_description(fixture_builds: tuple[Builds, Buil
         assert model.check_contents(package, files, {}) == []
 
 
-@pytest.mark.skipif(not (REPO_ROOT / "gdrdrv" / "Makefile").exists() or not (REPO_ROOT / "libgdrapi" / "Makefile").exists(),
-                    reason="the C parts have no Makefiles yet")
+@pytest.mark.skipif(
+    not (REPO_ROOT / "gdrdrv" / "Makefile").exists() or not (REPO_ROOT / "libgdrapi" / "Makefile").exists(),
+    reason="the C parts have no Makefiles yet",
+)
 def test_real_tree_packages_are_complete_lint_clean_and_reproducible(
     tmp_path_factory: pytest.TempPathFactory, build_deps: None
 ) -> None:
@@ -290,8 +300,12 @@ def test_debs_built_in_a_suite_pass_that_suites_lintian(suite: str, tmp_path: Pa
         built = runner.build_packages(docker, entry_run.image, entry, entry_run.abi, workspace.source)
         assert built.status == 0, runner.tail(built.output)
         # The full report, warnings too (build-deb prints only the errors).
-        linted, _ = docker.run(entry_run.image, "lintian --version && lintian --tag-display-limit 0 /src/dist/*.deb",
-                               mounts={workspace.source: "/src"}, stream=False)
+        linted, _ = docker.run(
+            entry_run.image,
+            "lintian --version && lintian --tag-display-limit 0 /src/dist/*.deb",
+            mounts={workspace.source: "/src"},
+            stream=False,
+        )
     print(f"\n{suite}: lintian on {len(list(workspace.dist.glob('*.deb')))} packages:\n{linted.output}")
     tags = [line for line in linted.output.splitlines() if re.match(r"[EWIPXO]: ", line)]
     assert not [t for t in tags if t.startswith("E: ")], linted.output

@@ -10,9 +10,9 @@ from gdrkit import system
 from gdrkit.system import UserError, run_step, step
 
 NOISY_FAILURE = (
-    "for i in $(seq 1 60); do echo \"  CC noise $i\"; done; "
+    'for i in $(seq 1 60); do echo "  CC noise $i"; done; '
     "echo 'gdrdrv.c:12:3: error: unknown type name foo' >&2; "
-    "for i in $(seq 1 40); do echo \"packaging noise $i\"; done; exit 3"
+    'for i in $(seq 1 40); do echo "packaging noise $i"; done; exit 3'
 )
 
 
@@ -35,7 +35,9 @@ def test_a_passing_step_prints_one_line_and_keeps_its_output_in_the_log(
     assert system.STEPS[-1].status == "ok"
 
 
-def test_a_failing_step_prints_its_log_path_and_the_error_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failing_step_prints_its_log_path_and_the_error_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(UserError) as failure:
         run_step("dpkg-buildpackage", ["sh", "-c", NOISY_FAILURE], log_dir=tmp_path, hint="look at the staged tree")
     log_file = tmp_path / "dpkg-buildpackage.log"

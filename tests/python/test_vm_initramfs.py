@@ -60,7 +60,11 @@ def parse_newc(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
 
 def test_cpio_round_trip() -> None:
     archive = initramfs.cpio_archive(
-        [("bin", stat.S_IFDIR | 0o755, b""), ("bin/x", stat.S_IFREG | 0o755, b"abc"), ("init", stat.S_IFREG | 0o755, b"12345")],
+        [
+            ("bin", stat.S_IFDIR | 0o755, b""),
+            ("bin/x", stat.S_IFREG | 0o755, b"abc"),
+            ("init", stat.S_IFREG | 0o755, b"12345"),
+        ],
         devices=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)],
     )
     assert len(archive) % 4 == 0
@@ -197,7 +201,9 @@ def test_init_script_is_valid_shell(tmp_path: Path) -> None:
 
 
 def test_initramfs_contents() -> None:
-    entries = {name: (mode, data) for name, mode, data in initramfs.initramfs_entries(PLAN, b"BUSYBOX", [("9p.ko", b"ELF")])}
+    entries = {
+        name: (mode, data) for name, mode, data in initramfs.initramfs_entries(PLAN, b"BUSYBOX", [("9p.ko", b"ELF")])
+    }
     assert entries["bin/busybox"][1] == b"BUSYBOX" and entries["bin/busybox"][0] & 0o111
     assert entries["modules/9p.ko"][1] == b"ELF"
     assert entries["gdrkit/command.sh"][1] == b"gdrdrv_ktest --verbose 'a b'\n"

@@ -120,9 +120,11 @@ class FakeQemu:
         assert title.startswith("booting vmlinuz"), "one progress line per boot, naming the kernel"
         vram = Path(argv[argv.index("-object") + 1].split("mem-path=")[1].split(",")[0])
         vram.write_bytes(b"BAR bytes")  # qemu creates the backing file, the guest writes it
+
         def chardev_path(key: str) -> Path:
             spec = next(a for a in argv if a.startswith(key))
             return Path(spec.split("path=" if "file," in key else "logfile=")[1])
+
         chardev_path("file,id=results").write_text(self.results)
         chardev_path("stdio,id=console").write_text(self.console)
         chardev_path("file,id=kernellog").write_text(self.kernel_log)
@@ -146,7 +148,9 @@ def boot(root: Path, log_dir: Path, **kwargs: Any) -> VmResult:
     return qemu.boot(root / "boot/vmlinuz", root / "lib/modules/1.0", root, "true", log_dir=log_dir, **kwargs)
 
 
-def test_boot_collects_status_findings_and_removes_vram(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_boot_collects_status_findings_and_removes_vram(
+    fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = FakeQemu(
         "booted=1\r\ncommand_status=3\r\ndone=1\r\n",
         console="[ 1.0] Run /init\nWARNING: from a program\n",

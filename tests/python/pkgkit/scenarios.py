@@ -47,7 +47,15 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
     """
     return ImageRecipe(
         suite=SUITE,
-        include=("dkms", f"linux-image-{kernel}", f"linux-headers-{kernel}", "kmod", "procps", "build-essential", "ca-certificates"),
+        include=(
+            "dkms",
+            f"linux-image-{kernel}",
+            f"linux-headers-{kernel}",
+            "kmod",
+            "procps",
+            "build-essential",
+            "ca-certificates",
+        ),
         extra_debs=(f"linux-headers-{other_kernel}", f"linux-headers-{kernel}"),
         # Nothing boots the image's initramfs (the VM brings its own): do not build one.
         dpkg_excludes=("/etc/kernel/postinst.d/initramfs-tools",),
@@ -57,6 +65,7 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
 # The packages a DKMS install uses (the prebuilt-module package conflicts with it),
 # as packages/gdrcopy.yaml lists them.
 DKMS_SET = model.load().install_set("deb")
+
 
 @dataclass(frozen=True)
 class Outcome:
