@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gdrkit.distro import debian
-from gdrkit.system import cache_dir, die, ensure_debian_packages, have_command, log, run as run_command
+from gdrkit.system import cache_dir, die, ensure_debian_packages, have_command, log, step
 
 DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
 # Hosts behind a TLS-intercepting proxy trust its CA through their bundle; containers
@@ -130,9 +130,7 @@ class Engine:
     def import_directory(self, directory: Path, tag: str) -> None:
         """Make image `tag` from a root filesystem directory (like `tar -C dir -c . | docker import`)."""
         log(f"importing {directory} as image {tag}")
-        proc = subprocess.Popen(
-            ["tar", "-C", str(directory), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE
-        )
+        proc = subprocess.Popen(["tar", "-C", str(directory), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
         assert proc.stdout is not None
         try:
             self.client.api.import_image_from_stream(proc.stdout, repository=tag.split(":")[0], tag=tag.split(":")[-1])
@@ -202,23 +200,23 @@ class Engine:
                 "--customize-hook",
                 f'mkdir -p "$1/opt/extra-debs" && cd "$1/opt/extra-debs" && apt-get download {names}',
             ]
-        log(f"building image {recipe.tag} with mmdebstrap (about a minute)")
-        run_command(
-            [
-                "mmdebstrap",
-                "--variant=apt",
-                f"--include={','.join(recipe.include)}",
-                *(f"--dpkgopt=path-exclude={pattern}" for pattern in recipe.dpkg_excludes),
-                *hooks,
-                recipe.suite,
-                tarball,
-                *debian.suite(recipe.suite).sources_lines(),
-            ],
-            capture=True,
-        )
-        repository, tag = recipe.tag.split(":")
-        self.client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
-        tarball.unlink()
+        argv: list[str | os.PathLike[str]] = [
+            "mmdebstrap",
+            "--variant=apt",
+            f"--include={','.join(recipe.include)}",
+            *(f"--dpkgopt=path-exclude={pattern}" for pattern in recipe.dpkg_excludes),
+            *hooks,
+            recipe.suite,
+            tarball,
+            *debian.suite(recipe.suite).sources_lines(),
+        ]
+        with step(f"building image {recipe.tag} with mmdebstrap (about a minute)") as current:
+            current.run(
+                argv, hint="see the log; a mirror out of reach or a package missing from the suite are the usual causes"
+            )
+            repository, tag = recipe.tag.split(":")
+            self.client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
+            tarball.unlink()
         return recipe.tag
 
     def commit(self, container: Any, tag: str) -> None:
@@ -228,9 +226,7 @@ class Engine:
     def export_to(self, container: Any, directory: Path) -> None:
         """Unpack the container's filesystem into `directory` (owners and modes kept)."""
         directory.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(
-            ["tar", "-C", str(directory), "--numeric-owner", "-xf", "-"], stdin=subprocess.PIPE
-        )
+        proc = subprocess.Popen(["tar", "-C", str(directory), "--numeric-owner", "-xf", "-"], stdin=subprocess.PIPE)
         assert proc.stdin is not None
         try:
             for chunk in container.export():
@@ -298,4 +294,3 @@ def cleanup() -> None:
     """Remove every container the default engine started."""
     if _default is not None:
         _default.cleanup()
-

@@ -92,8 +92,12 @@ def init(lib: ctypes.CDLL) -> dict[str, Any]:
     count_result = lib.cuDeviceGetCount(ctypes.byref(count))
     name = ctypes.c_char_p()
     lib.cuGetErrorName(first, ctypes.byref(name))
-    return {"cuInit": first, "name": name.value.decode() if name.value else None, "again": again,
-            "cuDeviceGetCount": count_result}
+    return {
+        "cuInit": first,
+        "name": name.value.decode() if name.value else None,
+        "again": again,
+        "cuDeviceGetCount": count_result,
+    }
 
 
 def gdr_open(path: str) -> dict[str, Any]:

@@ -96,7 +96,10 @@ def driver_sources(suite: str, flavour: str = "proprietary", *, refresh: bool = 
             raise die(f"cannot unpack {deb}: {result.stderr.strip()}", f"delete {deb} and try again")
     found = sorted(p.parent for p in (unpacked / "usr" / "src").glob("nvidia-*/nvidia/nv-p2p.h"))
     if not found:
-        raise die(f"{deb.name} has no nvidia/nv-p2p.h under /usr/src", "the package layout changed; look inside it with dpkg-deb -c")
+        raise die(
+            f"{deb.name} has no nvidia/nv-p2p.h under /usr/src",
+            "the package layout changed; look inside it with dpkg-deb -c",
+        )
     source_dir = found[0].parent
     match = re.search(r"(\d+\.\d+(?:\.\d+)?)$", source_dir.name)
     return DriverSources(suite, package, match.group(1) if match else source_dir.name, source_dir)
@@ -158,8 +161,10 @@ def driver_libraries(suite: str, *, refresh: bool = False) -> DriverLibraries:
     versions = dict(re.findall(r"^Package: (\S+)\n(?:.*\n)*?Version: (\S+)", out, re.MULTILINE))
     missing = [package for package in USERSPACE_PACKAGES if package not in versions]
     if status != 0 or missing:
-        raise die(f"{suite} has no {', '.join(missing) or 'packages'} (apt-cache show exited {status})",
-                  "the NVIDIA packages live in contrib and non-free; refresh the lists (--refresh)")
+        raise die(
+            f"{suite} has no {', '.join(missing) or 'packages'} (apt-cache show exited {status})",
+            "the NVIDIA packages live in contrib and non-free; refresh the lists (--refresh)",
+        )
     debian_version = versions["libcuda1"].split(":")[-1]
     root = cache_dir() / "nvidia" / f"userspace-{suite}-{debian_version}"
     if not (root / ".unpacked").exists():
@@ -180,8 +185,10 @@ def driver_libraries(suite: str, *, refresh: bool = False) -> DriverLibraries:
     libraries = DriverLibraries(suite, debian_version.rsplit("-", 1)[0], root)
     for needed in (libraries.libcuda, libraries.nvidia_smi):
         if not needed.exists():
-            raise die(f"{needed.relative_to(root)} is not in {suite}'s {', '.join(USERSPACE_PACKAGES)}",
-                      "the package layout changed; look inside them with dpkg-deb -c")
+            raise die(
+                f"{needed.relative_to(root)} is not in {suite}'s {', '.join(USERSPACE_PACKAGES)}",
+                "the package layout changed; look inside them with dpkg-deb -c",
+            )
     _unpacked[suite] = libraries
     return libraries
 

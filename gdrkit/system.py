@@ -2,17 +2,25 @@
 
 Every subprocess goes through `run()`, so a failure always shows the exact
 command line; expected failures are raised with `die()` and carry a hint
-that says what to do.
+that says what to do.  Long commands (package installs, image and root
+builds, package builds) go through `step()`: one progress line each, their
+output in a log file whose tail, compiler errors first, is shown when they
+fail; GDRKIT_VERBOSE=1 streams that output as well.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from invoke.exceptions import Exit
@@ -36,7 +44,172 @@ def die(message: str, hint: str | None = None) -> UserError:
 
 def log(message: str) -> None:
     """Progress output: one line to stderr, flushed at once."""
+    _break_step_line()
     print(f"==> {message}", file=sys.stderr, flush=True)
+
+
+# ---- long steps: one line each, their output in a log file ----
+
+VERBOSE_ENV = "GDRKIT_VERBOSE"
+COMPILER_DIAGNOSTIC = re.compile(r"\.[ch]:\d+:(\d+:)? (fatal )?error: ")
+COMPILER_ERROR = re.compile(r"(error|fatal error): |\*\*\* \[.*\] Error \d+|^E: ")
+TAIL_LINES = 30
+
+
+def verbose() -> bool:
+    """GDRKIT_VERBOSE=1: long steps stream their raw output as well as logging it."""
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0")
+
+
+def error_tail(text: str, lines: int = TAIL_LINES) -> str:
+    """The compiler's (or apt's) error lines first, then the output's last `lines` lines."""
+    all_lines = text.rstrip().splitlines()
+    diagnostics = [line for line in all_lines if COMPILER_DIAGNOSTIC.search(line)]
+    errors = diagnostics + [line for line in all_lines if COMPILER_ERROR.search(line) and line not in diagnostics]
+    return "\n".join(errors[:10] + ["..."] + all_lines[-lines:] if errors else all_lines[-lines:])
+
+
+@dataclass
+class StepRecord:
+    title: str
+    status: str  # "ok" or "FAILED"
+    seconds: float
+    log_file: Path | None
+
+
+# Every step this process ran, for `step_summary()`.
+STEPS: list[StepRecord] = []
+# The title of the step whose "==> title ... " line waits for its "ok"; None when none does.
+_open_line: list[str] = []
+
+
+def _break_step_line() -> None:
+    """End a step's unfinished progress line before another line is printed."""
+    if _open_line:
+        print(file=sys.stderr, flush=True)
+        _open_line.clear()
+
+
+class Step:
+    """A long step in progress: its commands' output goes to `log_file`."""
+
+    def __init__(self, title: str, log_file: Path) -> None:
+        self.title = title
+        self.log_file = log_file
+
+    def run(
+        self,
+        cmd: Sequence[str | os.PathLike[str]],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        hint: str | None = None,
+    ) -> str:
+        """Run `cmd`, its stdout and stderr appended to the log; its output.  On failure raise
+        UserError with the command, the log's path and the tail of the output."""
+        argv = [os.fspath(c) for c in cmd]
+        line = shlex.join(argv)
+        full_env = dict(os.environ, **env) if env is not None else None
+        with self.log_file.open("a") as log_handle:
+            log_handle.write(f"$ {line}\n")
+            log_handle.flush()
+            try:
+                proc = subprocess.Popen(
+                    argv, cwd=cwd, env=full_env, text=True, errors="replace",
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                )  # fmt: skip
+            except FileNotFoundError:
+                raise die(f"command not found: {argv[0]}", f"install the package that provides {argv[0]!r}")
+            killed: list[bool] = []
+
+            def kill() -> None:
+                killed.append(True)
+                proc.kill()
+
+            timer = threading.Timer(timeout, kill) if timeout else None
+            if timer:
+                timer.start()
+            chunks = []
+            assert proc.stdout is not None
+            for text in proc.stdout:
+                chunks.append(text)
+                log_handle.write(text)
+                if verbose():
+                    sys.stdout.write(text)
+                    sys.stdout.flush()
+            status = proc.wait()
+            if timer:
+                timer.cancel()
+        output = "".join(chunks)
+        if status != 0:
+            why = f"timed out after {timeout:.0f} s" if killed else f"exit {status}"
+            raise die(
+                f"{self.title}: command failed ({why}): {line}\n  log: {self.log_file}\n{error_tail(output)}",
+                hint,
+            )
+        return output
+
+
+def step_log_path(title: str, directory: Path | None = None) -> Path:
+    """Where the output of step `title` is kept: `directory` (default: the cache's logs/)."""
+    slug = re.sub(r"[^A-Za-z0-9.+-]+", "-", title).strip("-")[:80] or "step"
+    return (directory or cache_dir() / "logs") / f"{slug}.log"
+
+
+@contextmanager
+def step(title: str, *, log_dir: Path | None = None) -> Iterator[Step]:
+    """One long step: `==> title ... ` then `ok (N s)` or `FAILED (N s)` and the log's path.
+
+    The log starts empty each time; an exception in the body marks the step
+    failed and goes on up (the UserError of `Step.run` carries the tail).
+    """
+    log_file = step_log_path(title, log_dir)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file.write_text("")
+    _break_step_line()
+    if verbose():
+        print(f"==> {title} (output below; kept in {log_file})", file=sys.stderr, flush=True)
+    else:
+        print(f"==> {title} ... ", end="", file=sys.stderr, flush=True)
+        _open_line.append(title)
+    start = time.monotonic()
+    status = "FAILED"
+    try:
+        yield Step(title, log_file)
+        status = "ok"
+    finally:
+        seconds = time.monotonic() - start
+        STEPS.append(StepRecord(title, status, seconds, log_file))
+        # Other lines came in between: say which step this verdict is of.
+        prefix = "" if _open_line else f"==> {title}: "
+        _open_line.clear()
+        note = "" if status == "ok" else f" (log: {log_file})"
+        print(f"{prefix}{status} ({seconds:.0f} s){note}", file=sys.stderr, flush=True)
+
+
+def run_step(
+    title: str,
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    log_dir: Path | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    hint: str | None = None,
+) -> str:
+    """A step of one command (see `step`); its output."""
+    with step(title, log_dir=log_dir) as current:
+        return current.run(cmd, cwd=cwd, env=env, timeout=timeout, hint=hint)
+
+
+def step_summary(since: int = 0) -> str:
+    """One line per step run since `STEPS[since]`: status, seconds, title (and log if it failed)."""
+    lines = []
+    for record in STEPS[since:]:
+        where = f"  (log: {record.log_file})" if record.status != "ok" and record.log_file else ""
+        lines.append(f"  {record.status:<6} {record.seconds:6.0f} s  {record.title}{where}")
+    return "\n".join(lines)
 
 
 def run(
@@ -126,19 +299,22 @@ def ensure_debian_packages(packages: Iterable[str], *, dry_run: bool = False) ->
             f"missing packages: {' '.join(missing)}",
             f"run as root, or: sudo {apt_install_hint(missing)}",
         )
-    log(f"installing {' '.join(missing)}")
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     stamp = Path("/var/lib/apt/periodic/gdrkit-update-stamp")
-    if not stamp.exists():
-        run(["apt-get", "update", "-q"], env=env, dry_run=dry_run)
-        if not dry_run:
+    update = ["apt-get", "update", "-q"]
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    if dry_run:
+        if not stamp.exists():
+            run(update, dry_run=True)
+        run(install, dry_run=True)
+        return
+    hint = f"see the log; then retry, or install them by hand: {apt_install_hint(missing)}"
+    with step(f"installing {' '.join(missing)}") as current:
+        if not stamp.exists():
+            current.run(update, env=env, hint=hint)
             stamp.parent.mkdir(parents=True, exist_ok=True)
             stamp.touch()
-    run(
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
-        env=env,
-        dry_run=dry_run,
-    )
+        current.run(install, env=env, hint=hint)
 
 
 def cache_dir() -> Path:

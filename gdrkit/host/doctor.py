@@ -48,8 +48,12 @@ def _install_hint(probe: Probe, package: str) -> str:
 def check_nvidia_driver(probe: Probe) -> Finding:
     text = probe.read("/proc/driver/nvidia/version")
     if text is None:
-        return Finding("nvidia driver", FAIL, "the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia/version)",
-                       "install the NVIDIA data-center driver and load it: modprobe nvidia")
+        return Finding(
+            "nvidia driver",
+            FAIL,
+            "the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia/version)",
+            "install the NVIDIA data-center driver and load it: modprobe nvidia",
+        )
     first = text.splitlines()[0] if text else ""
     flavour = "open" if "Open Kernel Module" in text else "proprietary"
     license_out = probe.command(["modinfo", "-F", "license", "nvidia"])
@@ -66,11 +70,18 @@ def check_p2p_symbols(probe: Probe) -> Finding:
         return Finding("nvidia p2p api", SKIP, "/proc/kallsyms is not readable", "run doctor as root")
     names = set(re.findall(r"\b(nvidia_p2p_\w+)", syms))
     if "nvidia_p2p_get_pages" not in names:
-        return Finding("nvidia p2p api", FAIL, "nvidia_p2p_get_pages is not exported by any loaded module",
-                       "load the NVIDIA driver (nvidia.ko exports the P2P API); GPUs without it cannot be pinned")
+        return Finding(
+            "nvidia p2p api",
+            FAIL,
+            "nvidia_p2p_get_pages is not exported by any loaded module",
+            "load the NVIDIA driver (nvidia.ko exports the P2P API); GPUs without it cannot be pinned",
+        )
     persistent = "nvidia_p2p_get_pages_persistent" in names
-    return Finding("nvidia p2p api", OK,
-                   "nvidia_p2p_get_pages" + (" and the persistent API" if persistent else " (no persistent API)"))
+    return Finding(
+        "nvidia p2p api",
+        OK,
+        "nvidia_p2p_get_pages" + (" and the persistent API" if persistent else " (no persistent API)"),
+    )
 
 
 def check_kernel_headers(probe: Probe) -> Finding:
@@ -78,8 +89,12 @@ def check_kernel_headers(probe: Probe) -> Finding:
     if probe.exists(f"/lib/modules/{release}/build"):
         return Finding("kernel headers", OK, f"/lib/modules/{release}/build")
     package = _headers_package(probe, release)
-    return Finding("kernel headers", FAIL, f"no headers for the running kernel {release}: DKMS cannot build gdrdrv",
-                   _install_hint(probe, package))
+    return Finding(
+        "kernel headers",
+        FAIL,
+        f"no headers for the running kernel {release}: DKMS cannot build gdrdrv",
+        _install_hint(probe, package),
+    )
 
 
 def check_dkms(probe: Probe) -> Finding:
@@ -89,12 +104,18 @@ def check_dkms(probe: Probe) -> Finding:
         return Finding("dkms", SKIP, "dkms is not installed (fine with a prebuilt gdrdrv-modules/gdrcopy-kmod package)")
     lines = [line for line in out.stdout.splitlines() if MODULE in line]
     if not lines:
-        return Finding("dkms", WARN, "DKMS does not know gdrdrv", "install the gdrdrv-dkms (deb) or gdrcopy-kmod (rpm) package")
+        return Finding(
+            "dkms", WARN, "DKMS does not know gdrdrv", "install the gdrdrv-dkms (deb) or gdrcopy-kmod (rpm) package"
+        )
     mine = [line for line in lines if release in line]
     if any("installed" in line for line in mine):
         return Finding("dkms", OK, mine[0].strip())
-    return Finding("dkms", FAIL, f"gdrdrv is not installed for the running kernel {release}: {'; '.join(lines)}",
-                   f"dkms autoinstall -k {release}  (log: /var/lib/dkms/gdrdrv/*/build/make.log)")
+    return Finding(
+        "dkms",
+        FAIL,
+        f"gdrdrv is not installed for the running kernel {release}: {'; '.join(lines)}",
+        f"dkms autoinstall -k {release}  (log: /var/lib/dkms/gdrdrv/*/build/make.log)",
+    )
 
 
 def _module_version(probe: Probe) -> str:
@@ -119,18 +140,34 @@ def check_versions(probe: Probe) -> Finding:
     module = _module_version(probe)
     library = _library_version(probe)
     if not module and not library:
-        return Finding("versions", FAIL, "neither gdrdrv nor libgdrapi.so.2 is installed",
-                       "install the packages: ./toolkit build-packages, then apt install ./dist/*.deb")
+        return Finding(
+            "versions",
+            FAIL,
+            "neither gdrdrv nor libgdrapi.so.2 is installed",
+            "install the packages: ./toolkit build-packages, then apt install ./dist/*.deb",
+        )
     if not library:
-        return Finding("versions", FAIL, f"gdrdrv {module or '?'} but no libgdrapi.so.2 in the linker cache",
-                       "install libgdrapi (deb) or gdrcopy (rpm), then run ldconfig")
+        return Finding(
+            "versions",
+            FAIL,
+            f"gdrdrv {module or '?'} but no libgdrapi.so.2 in the linker cache",
+            "install libgdrapi (deb) or gdrcopy (rpm), then run ldconfig",
+        )
     if not module:
-        return Finding("versions", FAIL, f"libgdrapi ({library}) but no gdrdrv module for this kernel",
-                       "install gdrdrv-dkms / gdrcopy-kmod, or a prebuilt module package for this kernel")
+        return Finding(
+            "versions",
+            FAIL,
+            f"libgdrapi ({library}) but no gdrdrv module for this kernel",
+            "install gdrdrv-dkms / gdrcopy-kmod, or a prebuilt module package for this kernel",
+        )
     api = version.api_version()
     if not module.startswith(api):
-        return Finding("versions", WARN, f"gdrdrv {module} and libgdrapi ({library}) differ from interface {api}",
-                       "install matching gdrdrv and libgdrapi packages of one release")
+        return Finding(
+            "versions",
+            WARN,
+            f"gdrdrv {module} and libgdrapi ({library}) differ from interface {api}",
+            "install matching gdrdrv and libgdrapi packages of one release",
+        )
     return Finding("versions", OK, f"gdrdrv {module}, libgdrapi {library}")
 
 
@@ -153,22 +190,33 @@ def _sysfs_dev(probe: Probe) -> tuple[int, int] | None:
 
 def check_device_node(probe: Probe) -> Finding:
     if not probe.exists(f"/sys/module/{MODULE}"):
-        return Finding("device node", FAIL, "gdrdrv is not loaded",
-                       "modprobe gdrdrv (or: systemctl start gdrdrv; ./toolkit insmod for a build tree)")
+        return Finding(
+            "device node",
+            FAIL,
+            "gdrdrv is not loaded",
+            "modprobe gdrdrv (or: systemctl start gdrdrv; ./toolkit insmod for a build tree)",
+        )
     expected = _sysfs_dev(probe)
     if expected is None:
         major = _proc_devices_major(probe)
         expected = (major, 0) if major is not None else None
     node = probe.node(NODE)
     if node is None:
-        return Finding("device node", FAIL, f"gdrdrv is loaded but {NODE} does not exist",
-                       "udevadm trigger --subsystem-match=misc --action=add (the packaged udev rule creates it)")
+        return Finding(
+            "device node",
+            FAIL,
+            f"gdrdrv is loaded but {NODE} does not exist",
+            "udevadm trigger --subsystem-match=misc --action=add (the packaged udev rule creates it)",
+        )
     if not node.is_char:
         return Finding("device node", FAIL, f"{NODE} is not a character device", f"rm {NODE} && udevadm trigger")
     if expected is not None and (node.major, node.minor) != expected:
-        return Finding("device node", FAIL,
-                       f"{NODE} is {node.major}:{node.minor} but gdrdrv is {expected[0]}:{expected[1]} (stale node)",
-                       f"rm {NODE} && udevadm trigger, or ./toolkit insmod")
+        return Finding(
+            "device node",
+            FAIL,
+            f"{NODE} is {node.major}:{node.minor} but gdrdrv is {expected[0]}:{expected[1]} (stale node)",
+            f"rm {NODE} && udevadm trigger, or ./toolkit insmod",
+        )
     group = probe.group_name(node.gid)
     # Who may open it is check_node_access's finding.
     return Finding("device node", OK, f"{NODE} {node.major}:{node.minor} mode {node.mode:04o} group {group}")
@@ -212,16 +260,23 @@ def check_node_access(probe: Probe) -> Finding:
     if node.mode & 0o006:
         return Finding("node access", WARN, f"{detail}: {WORLD_ACCESS_MEANS}", _hardening(probe))
     if not node.mode & 0o060 or node.gid == 0:
-        return Finding("node access", WARN, f"{detail}: only root can use it",
-                       f"give a group access: 'options {MODULE} node_mode=0660 node_gid=GID' in"
-                       f" /etc/modprobe.d/{MODULE}.conf, or the packaged udev rule (0660, group {HARDENED_GROUP})")
+        return Finding(
+            "node access",
+            WARN,
+            f"{detail}: only root can use it",
+            f"give a group access: 'options {MODULE} node_mode=0660 node_gid=GID' in"
+            f" /etc/modprobe.d/{MODULE}.conf, or the packaged udev rule (0660, group {HARDENED_GROUP})",
+        )
     created = _module_mode(probe)
     if created is not None and created & 0o006:
-        return Finding("node access", WARN,
-                       f"{detail}, but gdrdrv creates it {created:04o} and udev narrows it only afterwards:"
-                       " a process that opens it in between keeps its access",
-                       f"also set 'options {MODULE} node_mode=0660' in /etc/modprobe.d/{MODULE}.conf"
-                       " (the packaged modprobe.d file does)")
+        return Finding(
+            "node access",
+            WARN,
+            f"{detail}, but gdrdrv creates it {created:04o} and udev narrows it only afterwards:"
+            " a process that opens it in between keeps its access",
+            f"also set 'options {MODULE} node_mode=0660' in /etc/modprobe.d/{MODULE}.conf"
+            " (the packaged modprobe.d file does)",
+        )
     return Finding("node access", OK, f"{detail}: only root and members of {group} can pin GPU memory")
 
 
@@ -257,14 +312,18 @@ def _smi_failure(probe: Probe, out: Output) -> tuple[str, str]:
     detail = f"nvidia-smi failed with exit status {out.returncode} ({meaning}): {_smi_said(out)}"
     loaded = probe.read("/proc/driver/nvidia/version") is not None
     if out.returncode == 9 and not loaded:
-        return (detail + "; no /proc/driver/nvidia/version: the NVIDIA kernel module is not loaded",
-                "load it: modprobe nvidia; if that fails, 'dkms status' shows whether it is built for this kernel"
-                " and the kernel log (NVRM lines) says why it does not load; after a driver upgrade, reboot")
+        return (
+            detail + "; no /proc/driver/nvidia/version: the NVIDIA kernel module is not loaded",
+            "load it: modprobe nvidia; if that fails, 'dkms status' shows whether it is built for this kernel"
+            " and the kernel log (NVRM lines) says why it does not load; after a driver upgrade, reboot",
+        )
     if out.returncode == 9:
-        return (detail + "; the kernel module is loaded (/proc/driver/nvidia/version) but nvidia-smi cannot"
-                " reach it through /dev/nvidiactl",
-                "check that /dev/nvidiactl and /dev/nvidia[0-9]* exist and this user may open them; in a container,"
-                " pass them in (nvidia-container-toolkit or --device)")
+        return (
+            detail + "; the kernel module is loaded (/proc/driver/nvidia/version) but nvidia-smi cannot"
+            " reach it through /dev/nvidiactl",
+            "check that /dev/nvidiactl and /dev/nvidia[0-9]* exist and this user may open them; in a container,"
+            " pass them in (nvidia-container-toolkit or --device)",
+        )
     if out.returncode == 12:
         return detail, "install the driver's management library: Debian libnvidia-ml1, RHEL nvidia-driver-NVML"
     if out.returncode == 4:
@@ -277,8 +336,12 @@ def _smi_failure(probe: Probe, out: Output) -> tuple[str, str]:
 def check_nvidia_smi(probe: Probe) -> Finding:
     out = _nvidia_smi(probe, "--query-gpu=driver_version,name", "--format=csv,noheader")
     if out is None:
-        return Finding("nvidia-smi", SKIP, "nvidia-smi is not installed",
-                       "install the NVIDIA driver utilities (Debian: nvidia-smi, RHEL: nvidia-driver-cuda)")
+        return Finding(
+            "nvidia-smi",
+            SKIP,
+            "nvidia-smi is not installed",
+            "install the NVIDIA driver utilities (Debian: nvidia-smi, RHEL: nvidia-driver-cuda)",
+        )
     if out.returncode != 0:
         detail, fix = _smi_failure(probe, out)
         return Finding("nvidia-smi", FAIL, detail, fix)
@@ -302,8 +365,12 @@ def check_gpudirect(probe: Probe) -> Finding:
     gpus = [n.strip() for n in out.stdout.splitlines() if n.strip()]
     consumer = [g for g in gpus if re.search(r"GeForce|TITAN", g, re.I)]
     if consumer:
-        return Finding("gpudirect rdma", FAIL, f"{', '.join(consumer)}: GeForce-class GPUs do not support GPUDirect RDMA",
-                       "use a data-center or RTX Pro GPU")
+        return Finding(
+            "gpudirect rdma",
+            FAIL,
+            f"{', '.join(consumer)}: GeForce-class GPUs do not support GPUDirect RDMA",
+            "use a data-center or RTX Pro GPU",
+        )
     return Finding("gpudirect rdma", OK, ", ".join(gpus) or "no GPU listed")
 
 
@@ -321,8 +388,12 @@ def check_bar1(probe: Probe) -> Finding:
     small = [s for s in sizes if s < 1024]
     detail = "BAR1 " + ", ".join(f"{s} MiB" for s in sizes)
     if small:
-        return Finding("bar1", WARN, detail + ": pins larger than BAR1 fail with ENOMEM",
-                       "enable Resizable BAR / a large BAR1 in the firmware, or pin less at once")
+        return Finding(
+            "bar1",
+            WARN,
+            detail + ": pins larger than BAR1 fail with ENOMEM",
+            "enable Resizable BAR / a large BAR1 in the firmware, or pin less at once",
+        )
     return Finding("bar1", OK, detail)
 
 
@@ -339,11 +410,19 @@ def check_secure_boot(probe: Probe) -> Finding:
     key = probe.command(["mokutil", "--test-key", "/var/lib/dkms/mok.pub"])
     enrolled = key is not None and "already enrolled" in key.stdout
     if signer is not None and signer.returncode == 0 and not signer.stdout.strip():
-        return Finding("secure boot", FAIL, "Secure Boot is on and gdrdrv is not signed",
-                       "rebuild with DKMS (it signs with /var/lib/dkms/mok.key), or sign with your MOK key")
+        return Finding(
+            "secure boot",
+            FAIL,
+            "Secure Boot is on and gdrdrv is not signed",
+            "rebuild with DKMS (it signs with /var/lib/dkms/mok.key), or sign with your MOK key",
+        )
     if not enrolled:
-        return Finding("secure boot", FAIL, "Secure Boot is on and the DKMS signing key is not enrolled",
-                       "mokutil --import /var/lib/dkms/mok.pub, then reboot and confirm in the MOK manager")
+        return Finding(
+            "secure boot",
+            FAIL,
+            "Secure Boot is on and the DKMS signing key is not enrolled",
+            "mokutil --import /var/lib/dkms/mok.pub, then reboot and confirm in the MOK manager",
+        )
     return Finding("secure boot", OK, "Secure Boot is on; the DKMS key is enrolled")
 
 
@@ -353,8 +432,12 @@ def check_container_access(probe: Probe) -> Finding:
     if inside:
         if present:
             return Finding("containers", OK, f"in a container, {NODE} is visible")
-        return Finding("containers", FAIL, f"in a container without {NODE}",
-                       f"start it with --device={NODE} (docker/podman) or the CDI spec; no --privileged needed")
+        return Finding(
+            "containers",
+            FAIL,
+            f"in a container without {NODE}",
+            f"start it with --device={NODE} (docker/podman) or the CDI spec; no --privileged needed",
+        )
     if not present:
         return Finding("containers", SKIP, f"no {NODE} to pass to containers yet")
     return Finding("containers", OK, f"pass it with: docker run --device={NODE} ...")

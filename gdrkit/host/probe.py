@@ -51,8 +51,11 @@ class Probe:
         except OSError:
             return None
         return Node(
-            stat.S_ISCHR(info.st_mode), os.major(info.st_rdev), os.minor(info.st_rdev),
-            stat.S_IMODE(info.st_mode), info.st_gid,
+            stat.S_ISCHR(info.st_mode),
+            os.major(info.st_rdev),
+            os.minor(info.st_rdev),
+            stat.S_IMODE(info.st_mode),
+            info.st_gid,
         )
 
     def which(self, name: str) -> bool:

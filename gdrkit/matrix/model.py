@@ -50,7 +50,9 @@ class Entry:
 
     @property
     def image_description(self) -> str:
-        described = f"mmdebstrap {self.local_suite}" if self.local_suite is not None else f"registry {self.registry_image}"
+        described = (
+            f"mmdebstrap {self.local_suite}" if self.local_suite is not None else f"registry {self.registry_image}"
+        )
         return described + (f" + NVIDIA {self.nvidia}" if self.nvidia else "")
 
     def as_job(self) -> dict[str, object]:
@@ -106,7 +108,9 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
         if nvidia not in NVIDIA_FLAVOURS:
             raise die(f"{where}: nvidia {nvidia!r} is not one of {', '.join(NVIDIA_FLAVOURS)}")
         if family != "debian" or image_kind != "mmdebstrap" or kernel_kind != "debian_suite":
-            raise die(f"{where}: nvidia rows install Debian's driver packages: they need a Debian suite image and kernel")
+            raise die(
+                f"{where}: nvidia rows install Debian's driver packages: they need a Debian suite image and kernel"
+            )
         if raw["boot"]:
             raise die(
                 f"{where}: nvidia rows cannot boot (boot: false): the real nvidia.ko needs an NVIDIA GPU to load",

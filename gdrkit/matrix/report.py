@@ -85,7 +85,9 @@ def format_table(results: Sequence[EntryResult]) -> str:
         lines.append(f"{result.name:<{name_width}}  {cells}  {result.seconds:6.0f}s")
         failure = result.first_failure()
         if failure:
-            notes.append(f"{result.name}: {failure[0]} failed: {failure[1].detail.splitlines()[0] if failure[1].detail else ''}")
+            notes.append(
+                f"{result.name}: {failure[0]} failed: {failure[1].detail.splitlines()[0] if failure[1].detail else ''}"
+            )
         elif result.skipped or any(r.outcome is Outcome.SKIPPED for r in result.steps.values()):
             reason = result.skip_reason()
             if reason:

@@ -45,16 +45,14 @@ from gdrkit.containers import Engine, RunResult
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
 from gdrkit.distro.families import family
-from gdrkit.system import UserError, cache_dir, die, log, run
+from gdrkit.system import TAIL_LINES, UserError, cache_dir, die, error_tail, log, run
 from gdrkit.version import REPO_ROOT
 
 if TYPE_CHECKING:
     from gdrkit.nvidia import DriverPackage
 
-COMPILER_DIAGNOSTIC = re.compile(r"\.[ch]:\d+:(\d+:)? (fatal )?error: ")
-COMPILER_ERROR = re.compile(r"(error|fatal error): |\*\*\* \[.*\] Error \d+")
 STEP_MARK = re.compile(r"^GDRKIT-STEP (\w+) (\d+)$", re.MULTILINE)
-DETAIL_TAIL_LINES = 30
+DETAIL_TAIL_LINES = TAIL_LINES
 SCRIPTS = REPO_ROOT / "gdrkit" / "matrix"
 SETUP_IMAGE_SCRIPT = SCRIPTS / "setup_image.sh"
 INSTALL_SCRIPT = SCRIPTS / "install_packages.sh"
@@ -121,10 +119,7 @@ class Workspace:
 
 def tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
     """The compiler's error lines first (what a failing row must show), then the output's tail."""
-    all_lines = text.rstrip().splitlines()
-    diagnostics = [line for line in all_lines if COMPILER_DIAGNOSTIC.search(line)]
-    errors = diagnostics + [line for line in all_lines if COMPILER_ERROR.search(line) and line not in diagnostics]
-    return "\n".join(errors[:10] + ["..."] + all_lines[-lines:] if errors else all_lines[-lines:])
+    return error_tail(text, lines)
 
 
 def step_statuses(output: str) -> dict[str, int]:
@@ -299,7 +294,9 @@ class EntryRun:
                 # The distro's own driver fails for the distro's kernel: a defect of theirs, named, never hidden.
                 self.engine.remove(container)
                 why = next(line for line in result.output.splitlines() if " does not build for " in line)
-                self.result.skip_rest(f"{why.removeprefix('nvidia_layer: ')} (the driver package's own build; nothing of ours ran)")
+                self.result.skip_rest(
+                    f"{why.removeprefix('nvidia_layer: ')} (the driver package's own build; nothing of ours ran)"
+                )
                 return False
             if result.status != 0:
                 self.engine.remove(container)
@@ -332,7 +329,9 @@ class EntryRun:
                 shutil.copy2(path, self.ws.dist / path.name)
             reused = sorted(f.name for f in self.built(self.ws.dist))
             self.note_version(self.built(self.ws.dist))
-            return self.timed("build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started)
+            return self.timed(
+                "build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started
+            )
         result = build_packages(self.engine, self.image, self.entry, self.abi, self.ws.source)
         self.ws.logs.mkdir(parents=True, exist_ok=True)
         (self.ws.logs / "build.log").write_text(result.output)
@@ -341,7 +340,9 @@ class EntryRun:
         files = self.built(self.ws.dist)
         names = {f.name for f in files}
         if len(files) < len(self.packages):
-            return self.timed("build", Outcome.FAILED, f"expected packages {self.packages}, built {sorted(names)}", started)
+            return self.timed(
+                "build", Outcome.FAILED, f"expected packages {self.packages}, built {sorted(names)}", started
+            )
         self.note_version(files)
         partial = cached.with_name(cached.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -372,16 +373,30 @@ class EntryRun:
         marks = step_statuses(result.output)
         failures = [line for line in result.output.splitlines() if line.startswith("FAIL: ")]
         checks = [line for line in result.output.splitlines() if line.startswith(("ok: ", "FAIL: "))]
-        detail = "\n".join(failures + ["..."] + result.output.rstrip().splitlines()[-DETAIL_TAIL_LINES:]) if failures else tail(result.output)
+        detail = (
+            "\n".join(failures + ["..."] + result.output.rstrip().splitlines()[-DETAIL_TAIL_LINES:])
+            if failures
+            else tail(result.output)
+        )
         # One container ran all three steps: its time goes to the last one it reached.
         recorded = []
         for step in ("install", "dkms", "nvidia"):
             if step not in marks:
-                recorded.append(self.result.record(step, Outcome.FAILED, f"the script stopped before this step (see {log_file}):\n{detail}"))
+                recorded.append(
+                    self.result.record(
+                        step, Outcome.FAILED, f"the script stopped before this step (see {log_file}):\n{detail}"
+                    )
+                )
                 break
             passed = marks[step] == 0
-            summary = f"{len(checks) - len(failures)} of {len(checks)} checks passed (log: {log_file})" if step == "nvidia" else ""
-            recorded.append(self.result.record(step, Outcome.PASSED if passed else Outcome.FAILED, summary if passed else detail))
+            summary = (
+                f"{len(checks) - len(failures)} of {len(checks)} checks passed (log: {log_file})"
+                if step == "nvidia"
+                else ""
+            )
+            recorded.append(
+                self.result.record(step, Outcome.PASSED if passed else Outcome.FAILED, summary if passed else detail)
+            )
             if not passed:
                 break
         recorded[-1].seconds = time.monotonic() - started
@@ -491,7 +506,9 @@ def run_entries(entries: Sequence[Entry], *, offline: bool, refresh: bool = Fals
 def sweep_list_command(family_name: str) -> str:
     """The container command that lists the kernel-headers packages the image's repositories offer."""
     fam = family(family_name)
-    return script_command(SWEEP_SCRIPT, ["--refresh", " ".join(fam.refresh_command), "--list", " ".join(fam.headers_query)])
+    return script_command(
+        SWEEP_SCRIPT, ["--refresh", " ".join(fam.refresh_command), "--list", " ".join(fam.headers_query)]
+    )
 
 
 def sweep_command(family_name: str, packages: Sequence[str]) -> str:
@@ -525,7 +542,9 @@ def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
                 "check that its repositories are reachable; --offline skips registry entries",
             )
         log(f"{entry.name}: compiling gdrdrv against {len(packages)} kernel-headers packages")
-        result, _ = engine.run(entry_run.image, sweep_command(entry.family, packages), mounts={workspace.source: "/src"})
+        result, _ = engine.run(
+            entry_run.image, sweep_command(entry.family, packages), mounts={workspace.source: "/src"}
+        )
         return {kernel: int(status) for kernel, status in SWEEP_MARK.findall(result.output)}
 
 

@@ -21,17 +21,18 @@ import platform
 import re
 import shutil
 import tarfile
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.packaging import model, render
 from gdrkit.distro.families import DebianFamily
-from gdrkit.system import die, ensure_debian_packages, log, run
+from gdrkit.system import die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 
 BUILD_ROOT = REPO_ROOT / "build" / "gdrkit-pkg"
+# The builds' raw output (outside the work directories, which each build starts by removing).
+LOG_DIR = BUILD_ROOT / "logs"
 DIST = REPO_ROOT / "dist"
 PACKAGING_README = REPO_ROOT / "packages" / "README.md"
 
@@ -117,7 +118,12 @@ def stamp_version_text(text: str, package_version: str) -> str:
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
         raise die(f"package version {package_version!r} is not MAJOR.MINOR.PATCH")
     for name, value in zip(("MAJOR", "MINOR", "PATCH"), parts):
-        text, count = re.subn(rf"^#define GDRCOPY_VERSION_{name} \d+$", f"#define GDRCOPY_VERSION_{name} {value}", text, flags=re.MULTILINE)
+        text, count = re.subn(
+            rf"^#define GDRCOPY_VERSION_{name} \d+$",
+            f"#define GDRCOPY_VERSION_{name} {value}",
+            text,
+            flags=re.MULTILINE,
+        )
         if count != 1:
             raise die(f"{VERSION_HEADER}: expected one GDRCOPY_VERSION_{name} line, found {count}")
     return text
@@ -194,7 +200,13 @@ def _build_env(epoch: int, jobs: int) -> dict[str, str]:
 
 
 def build_debs(
-    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False, check_deps: bool = True
+    plan: model.Plan,
+    source: Source,
+    output: Path = DIST,
+    *,
+    jobs: int = 2,
+    dry_run: bool = False,
+    check_deps: bool = True,
 ) -> list[Path]:
     """dpkg-buildpackage in a fixed directory; the .deb files land in `output`.
 
@@ -216,15 +228,14 @@ def _build_debs_locked(
     if workdir.exists():
         shutil.rmtree(workdir)
     stage(plan, source, tree)
-    log(f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})")
-    started = time.monotonic()
-    run(
+    run_step(
+        f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})",
         ["dpkg-buildpackage", "-b", "-us", "-uc", "--no-sign", f"-j{jobs}", *([] if check_deps else ["-d"])],
+        log_dir=LOG_DIR,
         cwd=tree,
         env=_build_env(source.epoch, jobs),
-        capture=True,
+        hint=f"the packaging files are staged in {tree}",
     )
-    log(f"deb: built in {time.monotonic() - started:.0f} s")
     output.mkdir(parents=True, exist_ok=True)
     built = sorted(workdir.glob("*.deb"))
     if not built:
@@ -277,7 +288,9 @@ RPM_REPRODUCIBLE_DEFINES = {
 }
 
 
-def build_rpms(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False) -> list[Path]:
+def build_rpms(
+    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False
+) -> list[Path]:
     """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output`."""
     topdir = BUILD_ROOT / f"rpm-{plan.family.name}"
     tree = topdir / "BUILD-SOURCE" / f"{plan.project.source}-{plan.version}"
@@ -288,7 +301,9 @@ def build_rpms(plan: model.Plan, source: Source, output: Path = DIST, *, jobs: i
         return _build_rpms_locked(plan, source, output, topdir, tree, jobs)
 
 
-def _build_rpms_locked(plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int) -> list[Path]:
+def _build_rpms_locked(
+    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int
+) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
     log(f"rpm ({plan.family.name}): staging {source.commit[:12]}")
@@ -304,10 +319,13 @@ def _build_rpms_locked(plan: model.Plan, source: Source, output: Path, topdir: P
     for name, value in defines.items():
         argv += ["--define", f"{name} {value}"]
     argv.append(str(spec))
-    log(f"rpm ({plan.family.name}): rpmbuild ({', '.join(p.name for p in plan.packages)})")
-    started = time.monotonic()
-    run(argv, env=_build_env(source.epoch, jobs), capture=True)
-    log(f"rpm: built in {time.monotonic() - started:.0f} s")
+    run_step(
+        f"rpm ({plan.family.name}): rpmbuild ({', '.join(p.name for p in plan.packages)})",
+        argv,
+        log_dir=LOG_DIR,
+        env=_build_env(source.epoch, jobs),
+        hint=f"the spec is {spec}",
+    )
     output.mkdir(parents=True, exist_ok=True)
     result = []
     for rpm in sorted((topdir / "RPMS").rglob("*.rpm")):

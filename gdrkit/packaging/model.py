@@ -147,8 +147,17 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 SECTION_KEYS: Mapping[str, frozenset[str]] = {
     "": frozenset({"project", "kernel_module", "device_node", "python", "deb", "rpm"}),
     "project": frozenset(
-        {"source", "summary", "description", "maintainer", "homepage", "license", "kernel_module_license", "release",
-         "changelog"}
+        {
+            "source",
+            "summary",
+            "description",
+            "maintainer",
+            "homepage",
+            "license",
+            "kernel_module_license",
+            "release",
+            "changelog",
+        }
     ),
     "kernel_module": frozenset(
         {"name", "min_kernel", "architectures", "options", "nvidia_dkms_modules", "extra_sources"}
@@ -157,9 +166,28 @@ SECTION_KEYS: Mapping[str, frozenset[str]] = {
     "python": frozenset({"name", "source_dir", "summary", "description", "requires_python", "extras", "classifiers"}),
 }
 PACKAGE_KEYS = frozenset(
-    {"name", "kind", "summary", "description", "architecture", "section", "multi_arch", "depends", "requires",
-     "recommends", "provides", "conflicts", "replaces", "requires_exclude", "shlibs_exclude", "symbols_file",
-     "contents", "dirs", "group", "suggests"}
+    {
+        "name",
+        "kind",
+        "summary",
+        "description",
+        "architecture",
+        "section",
+        "multi_arch",
+        "depends",
+        "requires",
+        "recommends",
+        "provides",
+        "conflicts",
+        "replaces",
+        "requires_exclude",
+        "shlibs_exclude",
+        "symbols_file",
+        "contents",
+        "dirs",
+        "group",
+        "suggests",
+    }
 )
 
 

@@ -99,7 +99,9 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             release = deb_target_release(request.suite)
             fam = DebianFamily(release=release)
             below = "/usr/lib" if release.usr_merged else "/lib"
-            log(f"deb: packages for {release.os_id} {release.codename or release.version}: units, rules and modules below {below}")
+            log(
+                f"deb: packages for {release.os_id} {release.codename or release.version}: units, rules and modules below {below}"
+            )
         else:
             fam = family(request.rpm_family)
         if fam.package_type != kind:
@@ -133,10 +135,18 @@ def execute(build_plan: BuildPlan) -> list[Row]:
     for job in build_plan.jobs:
         started = time.monotonic()
         if job.plan.package_type == "deb":
-            built = build.build_debs(job.plan, build_plan.source, job.output, jobs=request.jobs,
-                                     dry_run=request.dry_run, check_deps=request.install_deps)
+            built = build.build_debs(
+                job.plan,
+                build_plan.source,
+                job.output,
+                jobs=request.jobs,
+                dry_run=request.dry_run,
+                check_deps=request.install_deps,
+            )
         else:
-            built = build.build_rpms(job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run)
+            built = build.build_rpms(
+                job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run
+            )
         if request.dry_run:
             continue
         problems = build.verify_contents(job.plan, built)
@@ -152,8 +162,14 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 for line in report.splitlines()
                 if (line.startswith(f"E: {name}:") or line.startswith(f"{name}.") and ": E: " in line)
             )
-            rows.append(Row(str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path),
-                            path.stat().st_size, "ok" if not mine else "; ".join(mine), lint_errors))
+            rows.append(
+                Row(
+                    str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path),
+                    path.stat().st_size,
+                    "ok" if not mine else "; ".join(mine),
+                    lint_errors,
+                )
+            )
         log(f"{job.plan.package_type}: {len(built)} packages in {time.monotonic() - started:.0f} s")
         others = [p for p in problems if not any(p.startswith(f"{build.package_name(b)}:") for b in built)]
         if others:

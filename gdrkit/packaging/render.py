@@ -130,11 +130,11 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
             elif package.kind == "kmod":
                 scripts = {"postinst": "debian/kmod.postinst.j2", "postrm": "debian/kmod.postrm.j2"}
             for script, name in scripts.items():
-                out[f"debian/{package.name}.{script}"] = RenderedFile(
-                    env.get_template(name).render(pctx), 0o755
-                )
+                out[f"debian/{package.name}.{script}"] = RenderedFile(env.get_template(name).render(pctx), 0o755)
             if package.kind == "dkms":
-                out[f"debian/{package.name}.triggers"] = RenderedFile(env.get_template("debian/dkms.triggers.j2").render(pctx))
+                out[f"debian/{package.name}.triggers"] = RenderedFile(
+                    env.get_template("debian/dkms.triggers.j2").render(pctx)
+                )
                 # Removes the reference GDRCopy's SysV script on upgrade.
                 out[f"debian/{package.name}.maintscript"] = RenderedFile(
                     env.get_template("debian/dkms.maintscript.j2").render(pctx)

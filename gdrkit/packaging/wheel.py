@@ -32,18 +32,23 @@ def metadata(description: model.Description, package_version: str) -> str:
     """The METADATA file's text (pure)."""
     python = description.python
     values = {"lib_major": str(version.MAJOR)}
-    return render.environment().get_template("python/METADATA.j2").render(
-        python=python,
-        project=description.project,
-        version=package_version,
-        description=model.fill(python.description, values).strip(),
+    return (
+        render.environment()
+        .get_template("python/METADATA.j2")
+        .render(
+            python=python,
+            project=description.project,
+            version=package_version,
+            description=model.fill(python.description, values).strip(),
+        )
     )
 
 
 def module_files(source: Source, source_dir: str) -> dict[str, bytes]:
     """The module's files at the commit: path inside the wheel -> content."""
-    listing = run(["git", "-C", source.repo, "ls-tree", "-r", "--name-only", source.commit, "--", source_dir],
-                  capture=True).stdout.split()
+    listing = run(
+        ["git", "-C", source.repo, "ls-tree", "-r", "--name-only", source.commit, "--", source_dir], capture=True
+    ).stdout.split()
     if not listing:
         raise die(f"{source_dir} has no files at {source.commit[:12]}", "commit the Python package first")
     parent = str(Path(source_dir).parent)
@@ -64,7 +69,9 @@ def build_wheel(source: Source, output: Path, description: model.Description | N
         files[f"{name}/_version.py"] = f'__version__ = "{ver}"\n'.encode()
     info = f"{name}-{ver}.dist-info"
     files[f"{info}/METADATA"] = metadata(desc, ver).encode()
-    files[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: gdrkit {ver}\nRoot-Is-Purelib: true\nTag: {TAG}\n").encode()
+    files[f"{info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: gdrkit {ver}\nRoot-Is-Purelib: true\nTag: {TAG}\n"
+    ).encode()
     files[f"{info}/top_level.txt"] = f"{name}\n".encode()
     record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in sorted(files.items()))
     files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()

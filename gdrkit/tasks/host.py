@@ -27,11 +27,19 @@ from gdrkit.system import log
         "dry_run": "print the commands, run none",
     }
 )
-def insmod(c: Context, from_build: bool = False, module_path: str = "", params: str = "", mode: str = "",
-           group: str = "", dry_run: bool = False) -> None:
+def insmod(
+    c: Context,
+    from_build: bool = False,
+    module_path: str = "",
+    params: str = "",
+    mode: str = "",
+    group: str = "",
+    dry_run: bool = False,
+) -> None:
     """(Re)load gdrdrv with its parameters and give /dev/gdrdrv the configured mode and group."""
-    options = module.LoadOptions(from_build=from_build, module_path=module_path,
-                                 params=module.parse_params(params), mode=mode, group=group)
+    options = module.LoadOptions(
+        from_build=from_build, module_path=module_path, params=module.parse_params(params), mode=mode, group=group
+    )
     module.load(options, dry_run=dry_run)
 
 

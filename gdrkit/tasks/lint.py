@@ -37,9 +37,11 @@ def lint(c: Context, only: str = "", update_abi: bool = False, dry_run: bool = F
     results = checks.lint(REPO_ROOT, selected)
     failed = [name for name, findings in results.items() if findings]
     if failed:
-        raise die(f"lint found problems in: {', '.join(failed)}",
-                  "fix each finding printed above (or, for a deliberate departure, record it where the check "
-                  "documents exceptions: pyproject.toml, a shellcheck directive, CHECKPATCH_IGNORE in gdrkit/lint.py)")
+        raise die(
+            f"lint found problems in: {', '.join(failed)}",
+            "fix each finding printed above (or, for a deliberate departure, record it where the check "
+            "documents exceptions: pyproject.toml, a shellcheck directive, CHECKPATCH_IGNORE in gdrkit/lint.py)",
+        )
     log(f"lint: all {len(results)} checks pass")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from invoke.context import Context
 from invoke.tasks import Task, task
 
+from gdrkit import system
 from gdrkit.packaging import pipeline
 from gdrkit.packaging.build import DIST
 
@@ -75,7 +76,12 @@ _ONLY_FOR = {"suite": "deb", "family": "rpm"}
 
 def _build(request: pipeline.Request) -> None:
     plan = pipeline.plan_request(request)
-    rows = pipeline.execute(plan)
+    first = len(system.STEPS)
+    try:
+        rows = pipeline.execute(plan)
+    finally:
+        if len(system.STEPS) > first:
+            print("steps:\n" + system.step_summary(first), flush=True)
     if rows:
         print(pipeline.summary_table(rows))
     pipeline.check_rows(rows)
@@ -99,22 +105,29 @@ def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[.
     return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)  # type: ignore[no-any-return]
 
 
-@task(help={"kernel": "kernel release to build gdrdrv for", "driver": "also build gdrdrv (--no-driver: skip)",
-            "dry_run": "print what would be built, change nothing"})
+@task(
+    help={
+        "kernel": "kernel release to build gdrdrv for",
+        "driver": "also build gdrdrv (--no-driver: skip)",
+        "dry_run": "print what would be built, change nothing",
+    }
+)
 def build(c: Context, kernel: str = "", driver: bool = True, dry_run: bool = False) -> None:
     """Build the library, test programs and gdrdrv (for the running or a given kernel) in the tree."""
     pipeline.build_tree(kernel, with_driver=driver, dry_run=dry_run)
 
 
 build_deb = package_task(
-    "build-deb", ("deb",),
+    "build-deb",
+    ("deb",),
     "Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy).",
 )
 build_rpm = package_task(
     "build-rpm", ("rpm",), "Build the .rpm packages (gdrcopy, gdrcopy-devel, gdrcopy-kmod, gdrcopy-kmod-<kver>)."
 )
 build_packages = package_task(
-    "build-packages", ("deb", "rpm"),
+    "build-packages",
+    ("deb", "rpm"),
     "Build every package, deb and rpm, into dist/ (installs the build dependencies first).",
 )
 

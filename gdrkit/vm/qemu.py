@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gdrkit.system import UserError, apt_install_hint, die, log, run
+from gdrkit.system import UserError, apt_install_hint, die, log, run_step
 from gdrkit.vm import initramfs, klog
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 
@@ -145,9 +145,7 @@ class VmResult:
         the console: no marker, no `done`, and qemu exited on its own.
         """
         return (
-            not self.timed_out
-            and self.results.get("done") != "1"
-            and self.results.get(initramfs.OURS_STARTED) != "1"
+            not self.timed_out and self.results.get("done") != "1" and self.results.get(initramfs.OURS_STARTED) != "1"
         )
 
     def attempt_lines(self) -> list[str]:
@@ -243,7 +241,11 @@ def boot(
     `early_death_retries` times (see the module docstring); the result is
     the last boot's, with the others in `earlier_attempts`.
     """
-    for path, what in ((kernel_image, "kernel image"), (root_dir, "root directory"), (modules_dir, "modules directory")):
+    for path, what in (
+        (kernel_image, "kernel image"),
+        (root_dir, "root directory"),
+        (modules_dir, "modules directory"),
+    ):
         if not path.exists():
             raise die(f"{what} {path} does not exist")
     if not shutil.which(QEMU):
@@ -258,7 +260,7 @@ def boot(
             extra_kernel_args=extra_kernel_args,
         )  # fmt: skip
         while True:
-            result = _boot_once(argv, paths, timeout, vram_copy)
+            result = _boot_once(argv, paths, timeout, vram_copy, f"booting {kernel_image.name} with {root_dir.name}")
             if not result.died_before_ours() or len(earlier) >= early_death_retries:
                 break
             earlier.append(_set_aside(result, paths, len(earlier) + 1))
@@ -277,11 +279,11 @@ def boot(
     return result
 
 
-def _boot_once(argv: Sequence[str], paths: VmPaths, timeout: float, vram_copy: Path | None) -> VmResult:
+def _boot_once(argv: Sequence[str], paths: VmPaths, timeout: float, vram_copy: Path | None, title: str) -> VmResult:
     """One run of qemu; the BAR file is copied (if asked) and removed whatever happens."""
     start = time.monotonic()
     try:
-        timed_out = _run_qemu(argv, timeout)
+        timed_out = _run_qemu(argv, timeout, paths.console_log.parent, title)
     finally:
         if vram_copy is not None and paths.vram.exists():
             shutil.copyfile(paths.vram, vram_copy)
@@ -301,12 +303,12 @@ def _set_aside(result: VmResult, paths: VmPaths, number: int) -> VmResult:
     return replace(result, console_log=folder / paths.console_log.name, kernel_log=kernel_log)
 
 
-def _run_qemu(argv: Sequence[str], timeout: float) -> bool:
-    """Run qemu to the end; True if it ran past `timeout` and was killed."""
+def _run_qemu(argv: Sequence[str], timeout: float, log_dir: Path, title: str) -> bool:
+    """Run qemu to the end as one step (its console in the step's log); True if it ran past `timeout` and was killed."""
     start = time.monotonic()
     try:
-        # stdin is an empty pipe: qemu then leaves the terminal's modes alone.
-        run(argv, input_text="", timeout=timeout)
+        # stdin is not a terminal: qemu then leaves the terminal's modes alone.
+        run_step(title, argv, log_dir=log_dir, timeout=timeout)
     except UserError:
         if time.monotonic() - start >= timeout:
             log(f"qemu ran past {timeout:.0f}s and was killed")

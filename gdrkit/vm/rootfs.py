@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run
+from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
@@ -208,7 +208,9 @@ def prepare_suite_root(
         )
         older = sorted(p.name for p in roots_dir().glob(f"{root.suite}-*") if p.is_dir() and p != root.root_dir)
         if older:
-            log(f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)")
+            log(
+                f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)"
+            )
     if not root.kernel_image.exists():
         raise die(f"the root {root.root_dir} has no {root.kernel_image.name}", "rebuild it with --rebuild")
     return root
@@ -271,16 +273,18 @@ def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str
     partial = target.with_name(f".{target.name}.partial")
     remove_tree(partial)
     remove_tree(target)
-    log(f"building the {choice.suite.name} root with kernel {choice.abi} (once; cached in {target})")
     start = time.monotonic()
     try:
-        run(mmdebstrap_command(choice, partial, extra_packages), timeout=ROOT_BUILD_TIMEOUT_S)
+        run_step(
+            f"building the {choice.suite.name} root with kernel {choice.abi} (mmdebstrap; once, cached in {target})",
+            mmdebstrap_command(choice, partial, extra_packages),
+            timeout=ROOT_BUILD_TIMEOUT_S,
+            hint="see the log; a mirror that is out of reach or a package missing from the suite are the usual causes",
+        )
         partial.rename(target)
     finally:
         remove_tree(partial)
-    seconds = time.monotonic() - start
-    log(f"root {target.name} built in {seconds:.0f}s")
-    return seconds
+    return time.monotonic() - start
 
 
 # --- running things inside a root ---------------------------------------------

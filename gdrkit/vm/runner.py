@@ -121,14 +121,22 @@ def plan(options: VmTestOptions) -> list[str]:
     check_kernel_spec(options.kernel)
     lines = []
     missing = missing_debian_packages(HOST_PACKAGES)
-    lines.append(f"install host packages: {' '.join(missing)}" if missing else f"host packages present: {' '.join(HOST_PACKAGES)}")
+    lines.append(
+        f"install host packages: {' '.join(missing)}"
+        if missing
+        else f"host packages present: {' '.join(HOST_PACKAGES)}"
+    )
     root = None if options.rebuild else cached_suite_root(options.kernel)
     if root is None:
         how = "rebuild" if options.rebuild else "build"
         lines.append(f"{how} the root of {options.kernel} with mmdebstrap (its kernel from the suite's package lists)")
         where, abi = f"the {options.kernel} root", "<the suite's kernel>"
     else:
-        moved = "; a newer kernel in the suite's lists builds a new root" if options.kernel.strip().lower() == root.suite else ""
+        moved = (
+            "; a newer kernel in the suite's lists builds a new root"
+            if options.kernel.strip().lower() == root.suite
+            else ""
+        )
         lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
         where, abi = str(root.root_dir), root.abi
     if options.build:

@@ -59,7 +59,7 @@ def normalize_abi(spec: str) -> str:
     abi = spec.strip()
     for prefix in ("linux-image-", "linux-headers-"):
         if abi.startswith(prefix):
-            abi = abi[len(prefix):]
+            abi = abi[len(prefix) :]
     if not abi.endswith("-amd64"):
         abi += "-amd64"
     return abi
@@ -150,7 +150,9 @@ class AptLists:
         # The file name apt gives it: the epoch's colon is written %3a.
         deb = archives / f"{package}_{version.group(1).replace(':', '%3a')}_amd64.deb"
         if not deb.exists():
-            result = run(["apt-get", "-q", "download", *self.options(), package], cwd=archives, capture=True, check=False)
+            result = run(
+                ["apt-get", "-q", "download", *self.options(), package], cwd=archives, capture=True, check=False
+            )
             if result.returncode != 0 or not deb.exists():
                 raise die(
                     f"downloading {package} from {self.suite.name} failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}",

@@ -128,8 +128,11 @@ def main(argv: list[str]) -> int:
     for group in found:
         print(f"circle: {' <-> '.join(group)}")
     if found:
-        print("error: libgdrapi has a dependency circle; a backend reaches the core only through backend.h "
-              "and internal.h, and the core reaches a backend only through its ops", file=sys.stderr)
+        print(
+            "error: libgdrapi has a dependency circle; a backend reaches the core only through backend.h "
+            "and internal.h, and the core reaches a backend only through its ops",
+            file=sys.stderr,
+        )
         return 1
     print("no circle")
     return 0

@@ -197,19 +197,28 @@ class _Resource:
         self._live()
         return self
 
-    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
+    def __exit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
         self.close()
 
 
 # ---- host buffers ----------------------------------------------------------
 
+
 class _PyBuffer(ctypes.Structure):
     _fields_ = [
-        ("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
-        ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
-        ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-        ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.c_void_p),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
     ]
 
 
@@ -272,8 +281,12 @@ class Gdr(_Resource):
         else:
             raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)} or 'auto'")
         if wanted is not None and wanted != "gdrdrv" and not lib.has("gdr_get_backend_name"):
-            raise GdrError(95, "gdr_open", f"backend {wanted!r}",
-                           f"{lib.path} is a GDRCopy 2.6 library without backends; use ours (GDRCOPY_LIBRARY)")
+            raise GdrError(
+                95,
+                "gdr_open",
+                f"backend {wanted!r}",
+                f"{lib.path} is a GDRCopy 2.6 library without backends; use ours (GDRCOPY_LIBRARY)",
+            )
         with _env_lock, captured_log() as log:
             # The library reads GDRCOPY_BACKEND in gdr_open() and nowhere else.
             saved = os.environ.get("GDRCOPY_BACKEND")
@@ -310,7 +323,7 @@ class Gdr(_Resource):
 
     @property
     def backend_name(self) -> str:
-        """"gdrdrv", "dmabuf" or "vulkan"."""
+        """ "gdrdrv", "dmabuf" or "vulkan"."""
         self._live()
         get = self._lib.fn["gdr_get_backend_name"]
         if get is not None:
@@ -356,8 +369,11 @@ class Gdr(_Resource):
             out["driver_version"] = "%d.%d" % self.driver_version()
         except GdrError as error:
             out["driver_version"] = f"unavailable ({os.strerror(error.errno or 0)})"
-        for name, attr in (("persistent_mapping", _ATTR_PERSISTENT), ("supports_force_pcie", _ATTR_FORCE_PCIE),
-                           ("using_dma_buf_mmap", _ATTR_DMA_BUF)):
+        for name, attr in (
+            ("persistent_mapping", _ATTR_PERSISTENT),
+            ("supports_force_pcie", _ATTR_FORCE_PCIE),
+            ("using_dma_buf_mmap", _ATTR_DMA_BUF),
+        ):
             try:
                 out[name] = bool(self.attribute(attr))
             except GdrError:
@@ -391,6 +407,7 @@ def open(backend: Optional[str] = None) -> Gdr:  # noqa: A001 - the library's ow
 
 # ---- pins ------------------------------------------------------------------
 
+
 class Pin(_Resource):
     """A pinned GPU buffer (gdr_mh_t)."""
 
@@ -410,8 +427,9 @@ class Pin(_Resource):
         handle = ctypes.c_ulong()
         parent = buffer._node if isinstance(buffer, Allocation) else gdr._node
         with captured_log() as log:
-            rc = fn["gdr_pin_buffer_v2"](gdr._g, base, self._delta + nbytes, 1 if force_pcie else 0,
-                                         ctypes.byref(handle))
+            rc = fn["gdr_pin_buffer_v2"](
+                gdr._g, base, self._delta + nbytes, 1 if force_pcie else 0, ctypes.byref(handle)
+            )
         check(rc, "gdr_pin_buffer_v2", log, f"pin {nbytes} bytes at GPU address {pointer:#x}")
         self._mh = handle.value
         g, mh, unpin = gdr._g, self._mh, fn["gdr_unpin_buffer"]
@@ -448,15 +466,21 @@ class Pin(_Resource):
     def check(self) -> None:
         """Raise InvalidatedError if the GPU memory behind the pin was freed."""
         if self.invalidated:
-            raise InvalidatedError(14, "gdr_get_callback_flag",
-                                   f"{self._node.what}: the GPU memory was freed while pinned; unpin it")
+            raise InvalidatedError(
+                14, "gdr_get_callback_flag", f"{self._node.what}: the GPU memory was freed while pinned; unpin it"
+            )
 
     def info(self) -> Info:
         self._live()
         raw = _lib_info(self.gdr, self._mh)
-        return Info(va=raw.va + self._delta, mapped_size=raw.mapped_size, page_size=raw.page_size,
-                    mapped=bool(raw.mapped), wc_mapping=bool(raw.wc_mapping),
-                    mapping_type=MappingType(raw.mapping_type))
+        return Info(
+            va=raw.va + self._delta,
+            mapped_size=raw.mapped_size,
+            page_size=raw.page_size,
+            mapped=bool(raw.mapped),
+            wc_mapping=bool(raw.wc_mapping),
+            mapping_type=MappingType(raw.mapping_type),
+        )
 
     def map(self, mapping: str = "default") -> "Mapping":
         """Map the pinned buffer into this process (once at a time)."""
@@ -484,6 +508,7 @@ def _lib_info(gdr: Gdr, mh: int) -> Any:
 
 # ---- mappings ----------------------------------------------------------------
 
+
 class _View:
     """The owner of NumPy views: counts them for close()."""
 
@@ -491,8 +516,12 @@ class _View:
         self._node = node
         self._keep = keep
         self.__array_interface__ = {
-            "version": 3, "data": (address, False), "shape": shape,
-            "typestr": dtype.str, "descr": dtype.descr, "strides": None,
+            "version": 3,
+            "data": (address, False),
+            "shape": shape,
+            "typestr": dtype.str,
+            "descr": dtype.descr,
+            "strides": None,
         }
         with _tree_lock:
             node.views += 1
@@ -502,8 +531,7 @@ class _View:
             self._node.views -= 1
 
 
-def _ndarray(node: _Node, keep: object, address: int, nbytes: int, dtype: Any, shape: Any,
-             offset: int) -> Any:
+def _ndarray(node: _Node, keep: object, address: int, nbytes: int, dtype: Any, shape: Any, offset: int) -> Any:
     try:
         import numpy
     except ImportError:
@@ -682,6 +710,7 @@ class Mapping(_Resource):
 
 # ---- Vulkan allocations ----------------------------------------------------
 
+
 class Allocation(_Resource):
     """GPU memory from gdr_alloc_mapped(): a CUDA pointer and a CPU mapping of it.
 
@@ -696,15 +725,24 @@ class Allocation(_Resource):
         fn = gdr._lib.fn
         alloc, free = fn["gdr_alloc_mapped"], fn["gdr_free_mapped"]
         if alloc is None or free is None:
-            raise GdrError(95, "gdr_alloc_mapped", "alloc_mapped",
-                           f"{gdr._lib.path} has no gdr_alloc_mapped (a GDRCopy 2.6 library); use ours")
+            raise GdrError(
+                95,
+                "gdr_alloc_mapped",
+                "alloc_mapped",
+                f"{gdr._lib.path} has no gdr_alloc_mapped (a GDRCopy 2.6 library); use ours",
+            )
         self.gdr = gdr
         gpu = ctypes.c_uint64()
         cpu = ctypes.c_void_p()
         with captured_log() as log:
             rc = alloc(gdr._g, nbytes, ctypes.byref(gpu), ctypes.byref(cpu))
-        check(rc, "gdr_alloc_mapped", log, f"alloc_mapped({nbytes}) on the {gdr.backend_name} backend"
-              + ("" if gdr.backend_name == "vulkan" else " (only the vulkan backend allocates)"))
+        check(
+            rc,
+            "gdr_alloc_mapped",
+            log,
+            f"alloc_mapped({nbytes}) on the {gdr.backend_name} backend"
+            + ("" if gdr.backend_name == "vulkan" else " (only the vulkan backend allocates)"),
+        )
         self.gpu_ptr = gpu.value
         self.cpu_ptr = cpu.value or 0
         self.nbytes = nbytes
@@ -725,8 +763,14 @@ class Allocation(_Resource):
     @property
     def __cuda_array_interface__(self) -> dict[str, object]:
         self._live()
-        return {"version": 3, "shape": (self.nbytes,), "typestr": "|u1", "data": (self.gpu_ptr, False),
-                "strides": None, "stream": None}
+        return {
+            "version": 3,
+            "shape": (self.nbytes,),
+            "typestr": "|u1",
+            "data": (self.gpu_ptr, False),
+            "strides": None,
+            "stream": None,
+        }
 
     def ndarray(self, dtype: Any = "uint8", shape: Any = None, offset: int = 0) -> Any:
         """A NumPy view of the CPU mapping (write-combined: reads are slow)."""

@@ -110,12 +110,17 @@ class _Ctypes(Driver):
         self.name = "libcuda.so.1 through ctypes"
         u64, sz, vp = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
         sigs: dict[str, list[Any]] = {
-            "cuInit": [ctypes.c_uint], "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
-            "cuDevicePrimaryCtxRetain": [ctypes.POINTER(vp), ctypes.c_int], "cuCtxSetCurrent": [vp],
-            "cuMemAlloc_v2": [ctypes.POINTER(u64), sz], "cuMemFree_v2": [u64],
+            "cuInit": [ctypes.c_uint],
+            "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+            "cuDevicePrimaryCtxRetain": [ctypes.POINTER(vp), ctypes.c_int],
+            "cuCtxSetCurrent": [vp],
+            "cuMemAlloc_v2": [ctypes.POINTER(u64), sz],
+            "cuMemFree_v2": [u64],
             "cuMemHostAlloc": [ctypes.POINTER(vp), sz, ctypes.c_uint],
-            "cuMemcpyHtoD_v2": [u64, vp, sz], "cuMemcpyDtoH_v2": [vp, u64, sz],
-            "cuMemsetD8_v2": [u64, ctypes.c_ubyte, sz], "cuCtxSynchronize": [],
+            "cuMemcpyHtoD_v2": [u64, vp, sz],
+            "cuMemcpyDtoH_v2": [vp, u64, sz],
+            "cuMemsetD8_v2": [u64, ctypes.c_ubyte, sz],
+            "cuCtxSynchronize": [],
             "cuDriverGetVersion": [ctypes.POINTER(ctypes.c_int)],
         }
         self.fn: dict[str, Any] = {}

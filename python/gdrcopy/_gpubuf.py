@@ -88,7 +88,9 @@ def _from_cuda_array_interface(cai: Any, what: str) -> tuple[int, int]:
     if itemsize <= 0:
         raise TypeError(f"{what}: __cuda_array_interface__ typestr {typestr!r} has no item size")
     if strides is not None and not _contiguous(shape, tuple(int(s) for s in strides), itemsize):
-        raise ValueError(f"{what}: the GPU array is not contiguous; pin a contiguous copy (e.g. cupy.ascontiguousarray)")
+        raise ValueError(
+            f"{what}: the GPU array is not contiguous; pin a contiguous copy (e.g. cupy.ascontiguousarray)"
+        )
     if cai.get("mask") is not None:
         raise ValueError(f"{what}: masked GPU arrays cannot be pinned")
     return pointer, math.prod(shape) * itemsize
@@ -124,7 +126,9 @@ def _from_capsule(capsule: object, what: str) -> tuple[int, int]:
         address = _capsule_pointer(capsule, name)
         managed = _DLManagedTensorVersioned.from_address(address)
         if managed.version.major != 1:
-            raise ValueError(f"{what}: DLPack version {managed.version.major}.{managed.version.minor} is not understood (1.x is)")
+            raise ValueError(
+                f"{what}: DLPack version {managed.version.major}.{managed.version.minor} is not understood (1.x is)"
+            )
         return _tensor_extent(managed.dl_tensor, what)
     raise TypeError(f"{what}: capsule {name!r} is not a DLPack tensor (or was already consumed)")
 

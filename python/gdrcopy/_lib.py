@@ -120,8 +120,7 @@ class Library:
                 func = getattr(cdll, name)
             except AttributeError:
                 raise LibraryNotFound(
-                    f"{path} has no {name}: it is not a GDRCopy 2.x libgdrapi; "
-                    f"point {LIBRARY_ENV} at libgdrapi.so.2"
+                    f"{path} has no {name}: it is not a GDRCopy 2.x libgdrapi; point {LIBRARY_ENV} at libgdrapi.so.2"
                 ) from None
             func.restype = restype
             func.argtypes = argtypes
@@ -226,7 +225,7 @@ def captured_log() -> Iterator[list[str]]:
             os.write(2, data)
             for line in data.decode(errors="replace").splitlines():
                 if line.startswith(_LOG_PREFIXES):
-                    lines.append(line[len(_LOG_PREFIXES[0]):].strip())
+                    lines.append(line[len(_LOG_PREFIXES[0]) :].strip())
 
 
 def check(rc: int, function: str, log: list[str], what: str = "") -> None:

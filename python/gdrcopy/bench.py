@@ -43,16 +43,24 @@ def _time_calls(call: tuple[Callable[..., Any], tuple[Any, ...]], calls: int) ->
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gdrcopy.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m gdrcopy.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backend", default=None, help="gdrdrv, dmabuf or vulkan (default: the library's choice)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=2000, help="calls per case per round")
-    parser.add_argument("--cuda", default="auto", choices=("auto", "cuda-python", "ctypes"),
-                        help="how cuMemcpy is called (default: cuda-python if installed)")
-    parser.add_argument("--check-targets", action="store_true",
-                        help=f"exit 1 unless a 64 B write takes <= {TARGET_WRITE_US} us median "
-                             f"and is >= {TARGET_SPEEDUP}x faster than cuMemcpyHtoD")
+    parser.add_argument(
+        "--cuda",
+        default="auto",
+        choices=("auto", "cuda-python", "ctypes"),
+        help="how cuMemcpy is called (default: cuda-python if installed)",
+    )
+    parser.add_argument(
+        "--check-targets",
+        action="store_true",
+        help=f"exit 1 unless a 64 B write takes <= {TARGET_WRITE_US} us median "
+        f"and is >= {TARGET_SPEEDUP}x faster than cuMemcpyHtoD",
+    )
     args = parser.parse_args(argv)
 
     cuda = _cuda.driver(args.cuda)
@@ -93,30 +101,48 @@ def main(argv: Optional[list[str]] = None) -> int:
             cuda.mem_free(gpu_ptr)
 
     header = {
-        "backend": backend, "mapping_type": mapping_type, "cuda": cuda.name,
-        "cuda_driver_version": cuda.driver_version(), "library": gdrcopy.library_path(),
-        "library_version": gdrcopy.library_version(), "gdrcopy": gdrcopy.__version__,
-        "python": platform.python_version(), "rounds": args.rounds, "calls": args.calls,
+        "backend": backend,
+        "mapping_type": mapping_type,
+        "cuda": cuda.name,
+        "cuda_driver_version": cuda.driver_version(),
+        "library": gdrcopy.library_path(),
+        "library_version": gdrcopy.library_version(),
+        "gdrcopy": gdrcopy.__version__,
+        "python": platform.python_version(),
+        "rounds": args.rounds,
+        "calls": args.calls,
     }
     medians: dict[tuple[str, str, int], float] = {}
     records = []
     for (method, direction, size, _), times in zip(cases, samples):
         us = [t * 1e6 for t in times]
         medians[(method, direction, size)] = statistics.median(us)
-        records.append(dict(header, method=method, direction=direction, size=size,
-                            median_us=round(statistics.median(us), 4), min_us=round(min(us), 4),
-                            max_us=round(max(us), 4)))
+        records.append(
+            dict(
+                header,
+                method=method,
+                direction=direction,
+                size=size,
+                median_us=round(statistics.median(us), 4),
+                min_us=round(min(us), 4),
+                max_us=round(max(us), 4),
+            )
+        )
 
-    print(f"gdrcopy {gdrcopy.__version__} from Python {header['python']}: {backend} backend "
-          f"({mapping_type} mapping), cuMemcpy via {cuda.name} (CUDA driver {header['cuda_driver_version']}); "
-          f"per-call time in us, median [min-max] of {args.rounds} rounds x {args.calls} calls")
+    print(
+        f"gdrcopy {gdrcopy.__version__} from Python {header['python']}: {backend} backend "
+        f"({mapping_type} mapping), cuMemcpy via {cuda.name} (CUDA driver {header['cuda_driver_version']}); "
+        f"per-call time in us, median [min-max] of {args.rounds} rounds x {args.calls} calls"
+    )
     print(f"{'size':>6} {'direction':<9} {'gdrcopy':>24} {'cuMemcpy':>24} {'speedup':>8}")
     for size in SIZES:
         for direction in ("write", "read"):
-            ours = next(r for r in records if r["method"] == "gdrcopy" and r["direction"] == direction
-                        and r["size"] == size)
-            theirs = next(r for r in records if r["method"] == "cuMemcpy" and r["direction"] == direction
-                          and r["size"] == size)
+            ours = next(
+                r for r in records if r["method"] == "gdrcopy" and r["direction"] == direction and r["size"] == size
+            )
+            theirs = next(
+                r for r in records if r["method"] == "cuMemcpy" and r["direction"] == direction and r["size"] == size
+            )
             cell = "{median_us:8.3f} [{min_us:.3f}-{max_us:.3f}]"
             speedup = theirs["median_us"] / ours["median_us"]
             print(f"{size:>6} {direction:<9} {cell.format(**ours):>24} {cell.format(**theirs):>24} {speedup:7.1f}x")
@@ -126,8 +152,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     write64 = medians[("gdrcopy", "write", 64)]
     speedup64 = medians[("cuMemcpy", "write", 64)] / write64
     met = write64 <= TARGET_WRITE_US and speedup64 >= TARGET_SPEEDUP
-    print(f"target: 64 B write <= {TARGET_WRITE_US} us and >= {TARGET_SPEEDUP:.0f}x cuMemcpyHtoD: "
-          f"{write64:.3f} us, {speedup64:.1f}x: {'met' if met else 'MISSED'}")
+    print(
+        f"target: 64 B write <= {TARGET_WRITE_US} us and >= {TARGET_SPEEDUP:.0f}x cuMemcpyHtoD: "
+        f"{write64:.3f} us, {speedup64:.1f}x: {'met' if met else 'MISSED'}"
+    )
     return 1 if args.check_targets and not met else 0
 
 

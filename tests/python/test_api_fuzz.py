@@ -91,8 +91,9 @@ def fuzzer() -> Path:
     """The harness, built with clang; clang and its libFuzzer runtime are installed if missing."""
     ensure_debian_packages(["clang", "make"])
     ensure_debian_packages([f"libclang-rt-{clang_major()}-dev"])
-    result = subprocess.run(["make", "-C", str(UNIT), "-j2", "fuzz-build", "FUZZ_CC=clang"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["make", "-C", str(UNIT), "-j2", "fuzz-build", "FUZZ_CC=clang"], capture_output=True, text=True
+    )
     assert result.returncode == 0, f"building the fuzzer failed:\n{(result.stdout + result.stderr)[-6000:]}"
     return FUZZER
 
@@ -102,12 +103,26 @@ def run_fuzzer(name: str, args: list[str], timeout: float, extra_env: dict[str, 
     prefix = ARTIFACTS / f"{name}-"
     before = set(ARTIFACTS.iterdir())
     env = dict(SANITIZERS, **(extra_env or {}))
-    command = [str(FUZZER), f"-artifact_prefix={prefix}", f"-max_len={MAX_LEN}", "-timeout=60",
-               "-rss_limit_mb=4096", "-print_final_stats=1", *args]
+    command = [
+        str(FUZZER),
+        f"-artifact_prefix={prefix}",
+        f"-max_len={MAX_LEN}",
+        "-timeout=60",
+        "-rss_limit_mb=4096",
+        "-print_final_stats=1",
+        *args,
+    ]
     start = time.monotonic()
     try:
-        proc = subprocess.run(command, cwd=UNIT, env=dict(os.environ, **env), capture_output=True, text=True,
-                              errors="replace", timeout=timeout)
+        proc = subprocess.run(
+            command,
+            cwd=UNIT,
+            env=dict(os.environ, **env),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+        )
         returncode, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as expired:
         returncode = -1
@@ -138,12 +153,16 @@ def test_corpus_is_committed_and_small() -> None:
 def test_api_fuzz_corpus_then_new_inputs(fuzzer: Path, tmp_path: Path) -> None:
     """Every committed input once, with the library logging all it does, then a bounded run of new ones."""
     inputs = sum(1 for _ in CORPUS.iterdir())
-    replay = run_fuzzer("replay", ["-runs=0", "-close_fd_mask=2", str(CORPUS)], timeout=600,
-                        extra_env={"GDRFUZZ_LOG": "1"})
+    replay = run_fuzzer(
+        "replay", ["-runs=0", "-close_fd_mask=2", str(CORPUS)], timeout=600, extra_env={"GDRFUZZ_LOG": "1"}
+    )
     assert not replay.failed(), replay.report()
     assert replay.executions >= inputs, replay.report()
-    fresh = run_fuzzer("short", [f"-runs={SHORT_RUNS}", f"-max_total_time={SHORT_SECONDS}",
-                                 str(corpus_copy(tmp_path / "corpus"))], timeout=SHORT_SECONDS + 300)
+    fresh = run_fuzzer(
+        "short",
+        [f"-runs={SHORT_RUNS}", f"-max_total_time={SHORT_SECONDS}", str(corpus_copy(tmp_path / "corpus"))],
+        timeout=SHORT_SECONDS + 300,
+    )
     assert not fresh.failed(), fresh.report()
     # On a loaded machine the time cap may come first; new inputs must have run all the same.
     assert fresh.executions >= inputs + 2_000, fresh.report()
@@ -169,8 +188,9 @@ def test_api_fuzz_a_million(fuzzer: Path, tmp_path: Path) -> None:
     def one(job: tuple[str, int, dict[str, str], list[str]]) -> FuzzRun:
         name, runs, env, flags = job
         corpus = corpus_copy(tmp_path / name)
-        return run_fuzzer(name, [f"-runs={runs}", "-max_total_time=14400", *flags, str(corpus)],
-                          timeout=15000, extra_env=env)
+        return run_fuzzer(
+            name, [f"-runs={runs}", "-max_total_time=14400", *flags, str(corpus)], timeout=15000, extra_env=env
+        )
 
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=parallel) as pool:

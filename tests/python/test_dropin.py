@@ -30,8 +30,11 @@ from gdrkit.packaging import model, render
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
-SCRIPTS = [REPO_ROOT / "insmod.sh", REPO_ROOT / "packages" / "build-deb-packages.sh",
-           REPO_ROOT / "packages" / "build-rpm-packages.sh"]
+SCRIPTS = [
+    REPO_ROOT / "insmod.sh",
+    REPO_ROOT / "packages" / "build-deb-packages.sh",
+    REPO_ROOT / "packages" / "build-rpm-packages.sh",
+]
 SERVICE_SCRIPT = render.GDRCOPY_SERVICE_SCRIPT
 
 
@@ -67,8 +70,11 @@ def test_gdrapi_h_does_not_compile_when_its_version_drifts(tmp_path: Path) -> No
     compile_it = ["cc", "-fsyntax-only", f"-I{include}", str(program)]
     assert subprocess.run(compile_it, capture_output=True).returncode == 0
     drifted = include / "gdrcopy_version.h"
-    drifted.write_text(drifted.read_text().replace(
-        f"#define GDRCOPY_VERSION_MINOR {version.MINOR}\n", f"#define GDRCOPY_VERSION_MINOR {version.MINOR + 1}\n"))
+    drifted.write_text(
+        drifted.read_text().replace(
+            f"#define GDRCOPY_VERSION_MINOR {version.MINOR}\n", f"#define GDRCOPY_VERSION_MINOR {version.MINOR + 1}\n"
+        )
+    )
     result = subprocess.run(compile_it, capture_output=True, text=True)
     assert result.returncode != 0 and "differ from gdrcopy_version.h" in result.stderr, result.stderr
 
@@ -103,12 +109,29 @@ def test_reference_build_and_install_targets_with_a_relative_destdir(tmp_path: P
     assert (prefix / "lib" / "libgdrapi.so").is_symlink() and (prefix / "include" / "gdrapi.h").is_file()
     # Ansible-style install into a staging directory given relative to the tree.
     stage = Path(os.path.relpath(tmp_path / "stage", REPO_ROOT))
-    result = _make("-j2", "prefix=/opt/gdrcopy", f"DESTDIR={stage}", "CUDA=/nonexistent/cuda", "KDIR=/nonexistent",
-                   "all", "install", "lib_install", "exes_install")
+    result = _make(
+        "-j2",
+        "prefix=/opt/gdrcopy",
+        f"DESTDIR={stage}",
+        "CUDA=/nonexistent/cuda",
+        "KDIR=/nonexistent",
+        "all",
+        "install",
+        "lib_install",
+        "exes_install",
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     root = tmp_path / "stage" / "opt" / "gdrcopy"
-    for rel in ("lib/libgdrapi.so", f"lib/libgdrapi.so.{version.MAJOR}", "include/gdrapi.h",
-                "bin/gdrcopy_sanity", "bin/gdrcopy_copybw", "bin/gdrcopy_pplat", "bin/sanity", "bin/copylat"):
+    for rel in (
+        "lib/libgdrapi.so",
+        f"lib/libgdrapi.so.{version.MAJOR}",
+        "include/gdrapi.h",
+        "bin/gdrcopy_sanity",
+        "bin/gdrcopy_copybw",
+        "bin/gdrcopy_pplat",
+        "bin/sanity",
+        "bin/copylat",
+    ):
         assert (root / rel).exists(), rel
     assert not (REPO_ROOT / stage).exists() or (REPO_ROOT / stage).resolve() == (tmp_path / "stage").resolve()
 
@@ -180,7 +203,9 @@ for name in $FAKE_PACKAGES; do echo "$name" > "$out/$name"; done
 """
 
 
-def _fake_tree(tmp_path: Path, packages: list[str], path_bin: dict[str, str] | None = None) -> tuple[Path, dict[str, str]]:
+def _fake_tree(
+    tmp_path: Path, packages: list[str], path_bin: dict[str, str] | None = None
+) -> tuple[Path, dict[str, str]]:
     top = tmp_path / "tree"
     (top / "packages").mkdir(parents=True)
     for script in SCRIPTS[1:]:
@@ -200,14 +225,19 @@ def _fake_tree(tmp_path: Path, packages: list[str], path_bin: dict[str, str] | N
 
 def _run(top: Path, script: str, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     cwd.mkdir(exist_ok=True)
-    result = subprocess.run(["bash", str(top / "packages" / script), *args], cwd=cwd, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["bash", str(top / "packages" / script), *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
 
-DEBS = ["gdrdrv-dkms_2.6.1-1_all.deb", "libgdrapi_2.6.1-1_amd64.deb", "gdrcopy-tests_2.6.1-1_amd64.deb",
-        "gdrcopy_2.6.1-1_all.deb"]
+DEBS = [
+    "gdrdrv-dkms_2.6.1-1_all.deb",
+    "libgdrapi_2.6.1-1_amd64.deb",
+    "gdrcopy-tests_2.6.1-1_amd64.deb",
+    "gdrcopy_2.6.1-1_all.deb",
+]
 LSB = 'case "$1" in -is) echo Ubuntu ;; -rs) echo 22.04 ;; esac\n'
 
 
@@ -224,13 +254,15 @@ def test_build_deb_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) ->
     out = tmp_path / "out"
     _run(top, "build-deb-packages.sh", [], dict(env, CUDA=str(cuda)), out)
     arch = _dpkg_arch()
-    assert sorted(p.name for p in out.iterdir()) == sorted([
-        f"gdrdrv-dkms_2.6.1-1_{arch}.Ubuntu22_04.deb",
-        "libgdrapi_2.6.1-1_amd64.Ubuntu22_04.deb",
-        "gdrcopy-tests_2.6.1-1_amd64.Ubuntu22_04.deb",
-        "gdrcopy-tests_2.6.1-1_amd64.Ubuntu22_04+cuda12.4.deb",
-        f"gdrcopy_2.6.1-1_{arch}.Ubuntu22_04.deb",
-    ])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [
+            f"gdrdrv-dkms_2.6.1-1_{arch}.Ubuntu22_04.deb",
+            "libgdrapi_2.6.1-1_amd64.Ubuntu22_04.deb",
+            "gdrcopy-tests_2.6.1-1_amd64.Ubuntu22_04.deb",
+            "gdrcopy-tests_2.6.1-1_amd64.Ubuntu22_04+cuda12.4.deb",
+            f"gdrcopy_2.6.1-1_{arch}.Ubuntu22_04.deb",
+        ]
+    )
     assert sorted(p.name for p in (top / "dist").iterdir()) == sorted(DEBS)
     args = (top / "toolkit.args").read_text().split()
     assert args[:3] == ["build-deb", "--no-kmod", "--no-lint"] and "--no-deps" not in args
@@ -245,9 +277,13 @@ def test_build_deb_packages_options_skip_and_no_lsb_release(tmp_path: Path) -> N
     _run(top, "build-deb-packages.sh", ["-d", "-t", "-k"], env, out)
     arch = _dpkg_arch()
     # No lsb_release: GDRCopy adds no distribution suffix either.
-    assert sorted(p.name for p in out.iterdir()) == sorted(["libgdrapi_2.6.1-1_amd64.deb", f"gdrcopy_2.6.1-1_{arch}.deb"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["libgdrapi_2.6.1-1_amd64.deb", f"gdrcopy_2.6.1-1_{arch}.deb"]
+    )
     assert "--no-deps" in (top / "toolkit.args").read_text().split()
-    usage = subprocess.run(["bash", str(top / "packages" / "build-deb-packages.sh"), "-h"], capture_output=True, text=True)
+    usage = subprocess.run(
+        ["bash", str(top / "packages" / "build-deb-packages.sh"), "-h"], capture_output=True, text=True
+    )
     assert usage.returncode == 0 and "[-d] [-t] [-k] [-h]" in usage.stdout
 
 
@@ -285,12 +321,14 @@ def test_build_rpm_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) ->
     out = tmp_path / "out"
     _run(top, "build-rpm-packages.sh", ["-m"], dict(env, NVIDIA_SRC_DIR="/usr/src/nvidia-550/nvidia"), out)
     tag = _rpm_tag()
-    assert sorted(p.name for p in out.iterdir()) == sorted([
-        f"gdrcopy-2.6.1-1{tag}.x86_64.rpm",
-        f"gdrcopy-devel-2.6.1-1{tag}.noarch.rpm",
-        f"gdrcopy-kmod-2.6.1-1dkms{tag}.noarch.rpm",
-        f"gdrcopy-kmod-6.1.0-57-amd64-2.6.1-1{tag}.x86_64.rpm",
-    ])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [
+            f"gdrcopy-2.6.1-1{tag}.x86_64.rpm",
+            f"gdrcopy-devel-2.6.1-1{tag}.noarch.rpm",
+            f"gdrcopy-kmod-2.6.1-1dkms{tag}.noarch.rpm",
+            f"gdrcopy-kmod-6.1.0-57-amd64-2.6.1-1{tag}.x86_64.rpm",
+        ]
+    )
     args = (top / "toolkit.args").read_text().split()
     assert args[:3] == ["build-rpm", "--family", "rhel"]
     assert "--no-kmod" not in args and args[args.index("--nvidia-src-dir") + 1] == "/usr/src/nvidia-550/nvidia"
@@ -334,7 +372,9 @@ def test_fresh_clone_builds_gdrcopys_file_names_and_the_rpm_has_gdrcopy_service(
     assert os.access(root / SERVICE_SCRIPT.lstrip("/"), os.X_OK)
     if shutil.which("systemctl") is None:
         pytest.fail("systemctl is missing: cannot check `systemctl enable gdrcopy` (apt-get install systemd)")
-    enabled = subprocess.run(["systemctl", f"--root={root}", "enable", "gdrcopy.service"], capture_output=True, text=True)
+    enabled = subprocess.run(
+        ["systemctl", f"--root={root}", "enable", "gdrcopy.service"], capture_output=True, text=True
+    )
     assert enabled.returncode == 0, enabled.stderr
     link = root / "etc/systemd/system/multi-user.target.wants/gdrcopy.service"
     assert os.readlink(link) == "/usr/lib/systemd/system/gdrcopy.service"
@@ -360,8 +400,13 @@ def test_insmod_sh_and_the_service_script_in_a_vm() -> None:
     script.write_text(_service_script().text)
     script.chmod(0o755)
     loads = default_loads()
-    result = boot(root.kernel_image, root.modules_dir, root.root_dir,
-                  "bash /src/tests/python/dropin_guest.sh /opt/gdrcopy-dropin/gdrcopy", loads=loads)
+    result = boot(
+        root.kernel_image,
+        root.modules_dir,
+        root.root_dir,
+        "bash /src/tests/python/dropin_guest.sh /opt/gdrcopy-dropin/gdrcopy",
+        loads=loads,
+    )
     console = result.console_log.read_text(errors="replace")
     print("\n".join(line for line in console.splitlines() if line.startswith(("CHECK:", "FAILED:"))))
     assert result.status == 0, console[-6000:]

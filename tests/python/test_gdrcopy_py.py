@@ -41,25 +41,41 @@ needs_numpy = pytest.mark.skipif(numpy is None, reason="NumPy is not installed i
 
 class GdrdrvConfig(ctypes.Structure):
     _fields_ = [
-        ("open_errno", ctypes.c_int), ("version_errno", ctypes.c_int), ("version", ctypes.c_uint32),
-        ("minimum_api", ctypes.c_uint32), ("default_type", ctypes.c_uint32),
-        ("unsupported_types", ctypes.c_uint32), ("pin_errno", ctypes.c_int), ("attr_errno", ctypes.c_int),
-        ("persistent", ctypes.c_bool), ("force_pcie", ctypes.c_bool), ("tsc_khz", ctypes.c_uint32),
+        ("open_errno", ctypes.c_int),
+        ("version_errno", ctypes.c_int),
+        ("version", ctypes.c_uint32),
+        ("minimum_api", ctypes.c_uint32),
+        ("default_type", ctypes.c_uint32),
+        ("unsupported_types", ctypes.c_uint32),
+        ("pin_errno", ctypes.c_int),
+        ("attr_errno", ctypes.c_int),
+        ("persistent", ctypes.c_bool),
+        ("force_pcie", ctypes.c_bool),
+        ("tsc_khz", ctypes.c_uint32),
     ]
 
 
 class CudaConfig(ctypes.Structure):
     _fields_ = [
-        ("present", ctypes.c_bool), ("driver_version", ctypes.c_int), ("dmabuf_supported", ctypes.c_bool),
-        ("coherent", ctypes.c_bool), ("mmap_errno", ctypes.c_int), ("have_context", ctypes.c_bool),
+        ("present", ctypes.c_bool),
+        ("driver_version", ctypes.c_int),
+        ("dmabuf_supported", ctypes.c_bool),
+        ("coherent", ctypes.c_bool),
+        ("mmap_errno", ctypes.c_int),
+        ("have_context", ctypes.c_bool),
     ]
 
 
 class VulkanConfig(ctypes.Structure):
     _fields_ = [
-        ("present", ctypes.c_bool), ("bar1_visible", ctypes.c_bool), ("host_cached", ctypes.c_bool),
-        ("heap_size", ctypes.c_uint64), ("create_device_fails", ctypes.c_bool), ("export_fails", ctypes.c_bool),
-        ("import_fails", ctypes.c_bool), ("misaligned_import", ctypes.c_bool),
+        ("present", ctypes.c_bool),
+        ("bar1_visible", ctypes.c_bool),
+        ("host_cached", ctypes.c_bool),
+        ("heap_size", ctypes.c_uint64),
+        ("create_device_fails", ctypes.c_bool),
+        ("export_fails", ctypes.c_bool),
+        ("import_fails", ctypes.c_bool),
+        ("misaligned_import", ctypes.c_bool),
     ]
 
 
@@ -76,8 +92,23 @@ def fake_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sources = sorted(str(p) for p in (REPO / "libgdrapi" / "src").glob("*.c"))
     sources += [str(REPO / "tests" / "unit" / "fakes.c"), str(REPO / "tests" / "unit" / "fake_vulkan.c")]
     wraps = [f"-Wl,--wrap={f}" for f in ("open", "close", "ioctl", "mmap", "munmap", "dlopen", "dlsym", "dlclose")]
-    argv = [cc, "-O1", "-g", "-fPIC", "-shared", "-std=gnu11", "-pthread", "-D_GNU_SOURCE",
-            f"-I{REPO / 'include'}", f"-I{REPO / 'libgdrapi' / 'src'}", "-o", str(out), *sources, *wraps, "-ldl"]
+    argv = [
+        cc,
+        "-O1",
+        "-g",
+        "-fPIC",
+        "-shared",
+        "-std=gnu11",
+        "-pthread",
+        "-D_GNU_SOURCE",
+        f"-I{REPO / 'include'}",
+        f"-I{REPO / 'libgdrapi' / 'src'}",
+        "-o",
+        str(out),
+        *sources,
+        *wraps,
+        "-ldl",
+    ]
     result = subprocess.run(argv, capture_output=True, text=True)
     assert result.returncode == 0, f"building the fake library failed:\n{result.stderr[-4000:]}"
     return out
@@ -116,8 +147,11 @@ def pattern(n: int, seed: int = 1) -> bytes:
 
 def test_version_is_the_projects() -> None:
     header = (REPO / "include" / "gdrcopy_version.h").read_text()
-    parts = [line.split()[2] for line in header.splitlines()
-             if line.startswith("#define GDRCOPY_VERSION_") and line.split()[1][-5:] in ("MAJOR", "MINOR", "PATCH")]
+    parts = [
+        line.split()[2]
+        for line in header.splitlines()
+        if line.startswith("#define GDRCOPY_VERSION_") and line.split()[1][-5:] in ("MAJOR", "MINOR", "PATCH")
+    ]
     assert gdrcopy.__version__ == ".".join(parts)
 
 
@@ -193,6 +227,7 @@ def test_host_buffers_of_every_kind(fakes: ctypes.CDLL) -> None:
         m.copy_to(bytearray(b"bytearray"), 0)
         m.copy_to(memoryview(b"--memoryview--")[2:-2], 20)
         import array
+
         m.copy_to(array.array("I", [0x01020304]), 40)
         assert m.read(0, 9) == b"bytearray"
         assert m.read(20, 10) == b"memoryview"
@@ -227,8 +262,13 @@ def test_range_and_type_errors_are_clear(fakes: ctypes.CDLL) -> None:
 def test_gpu_buffer_spellings(fakes: ctypes.CDLL) -> None:
     class CuPyLike:
         def __init__(self, ptr: int, shape: tuple[int, ...], strides: Any = None) -> None:
-            self.__cuda_array_interface__ = {"version": 3, "data": (ptr, False), "shape": shape,
-                                             "typestr": "<f4", "strides": strides}
+            self.__cuda_array_interface__ = {
+                "version": 3,
+                "data": (ptr, False),
+                "shape": shape,
+                "typestr": "<f4",
+                "strides": strides,
+            }
 
     with gdrcopy.open() as g:
         with g.map(CuPyLike(FAKE_VA, (16, 16))) as m:
@@ -423,8 +463,9 @@ def test_alloc_mapped_needs_vulkan(fakes: ctypes.CDLL) -> None:
 
 
 def test_dmabuf_backend(fakes: ctypes.CDLL) -> None:
-    fakes.fake_cuda_set(ctypes.byref(CudaConfig(present=True, driver_version=13030, dmabuf_supported=True,
-                                                have_context=True)))
+    fakes.fake_cuda_set(
+        ctypes.byref(CudaConfig(present=True, driver_version=13030, dmabuf_supported=True, have_context=True))
+    )
     fakes.fake_cuda_add_range(FAKE_VA, 4 * GPU_PAGE)
     with gdrcopy.open(backend="dmabuf") as g:
         assert g.backend_name == "dmabuf" and g.using_dma_buf_mmap
@@ -467,8 +508,9 @@ class HostCuda:
         return 0
 
 
-def test_bench_prints_a_table_and_json_lines(fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_prints_a_table_and_json_lines(
+    fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from gdrcopy import _cuda, bench
@@ -478,7 +520,8 @@ def test_bench_prints_a_table_and_json_lines(fakes: ctypes.CDLL, monkeypatch: py
     out = capsys.readouterr().out.splitlines()
     records = [json.loads(line) for line in out if line.startswith("{")]
     assert {(r["method"], r["direction"], r["size"]) for r in records} == {
-        (m, d, s) for m in ("gdrcopy", "cuMemcpy") for d in ("write", "read") for s in (64, 4096)}
+        (m, d, s) for m in ("gdrcopy", "cuMemcpy") for d in ("write", "read") for s in (64, 4096)
+    }
     assert all(r["min_us"] <= r["median_us"] <= r["max_us"] and r["backend"] == "gdrdrv" for r in records)
     table = [line for line in out if line.lstrip().startswith(("64 ", "4096 "))]
     assert len(table) == 4 and all(line.rstrip().endswith("x") for line in table)
@@ -507,8 +550,9 @@ def test_wheel_is_pure_python_and_carries_the_description(tmp_path: Path) -> Non
     assert again.read_bytes() == path.read_bytes()
 
 
-def test_a_repeated_copy_from_the_same_buffer_exports_it_once(fakes: ctypes.CDLL,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeated_copy_from_the_same_buffer_exports_it_once(
+    fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The fast path of a polling loop: one C call per copy, no buffer export (it once cost 2 us a call).
     from gdrcopy import _core
 

@@ -22,12 +22,16 @@ def test_nvidia_driver_missing_says_how_to_load_it() -> None:
 
 
 def test_nvidia_driver_flavour_from_modinfo_license() -> None:
-    probe = FakeProbe(files={"/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.1\n"},
-                      commands={"modinfo -F license nvidia": Output(0, "NVIDIA\n")})
+    probe = FakeProbe(
+        files={"/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.1\n"},
+        commands={"modinfo -F license nvidia": Output(0, "NVIDIA\n")},
+    )
     finding = doctor.check_nvidia_driver(probe)
     assert finding.status == doctor.OK and "proprietary" in finding.detail and "535.1" in finding.detail
-    probe = FakeProbe(files={"/proc/driver/nvidia/version": NV_VERSION},
-                      commands={"modinfo -F license nvidia": Output(0, "Dual MIT/GPL\n")})
+    probe = FakeProbe(
+        files={"/proc/driver/nvidia/version": NV_VERSION},
+        commands={"modinfo -F license nvidia": Output(0, "Dual MIT/GPL\n")},
+    )
     assert "open" in doctor.check_nvidia_driver(probe).detail
 
 
@@ -43,13 +47,18 @@ def test_missing_headers_names_the_distribution_package() -> None:
     assert finding.status == doctor.FAIL and finding.fix == f"apt-get install linux-headers-{KVER}"
     rocky = {"/etc/os-release": 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'}
     # Quoted: the spaces of the capability belong to one argument.
-    assert f"dnf install 'kernel-devel-uname-r = {KVER}'" in doctor.check_kernel_headers(FakeProbe(files=rocky, kernel=KVER)).fix
+    assert (
+        f"dnf install 'kernel-devel-uname-r = {KVER}'"
+        in doctor.check_kernel_headers(FakeProbe(files=rocky, kernel=KVER)).fix
+    )
     ok = FakeProbe(files={**DEBIAN, f"/lib/modules/{KVER}/build/Makefile": ""})
     assert doctor.check_kernel_headers(ok).status == doctor.OK
 
 
 def test_dkms_built_but_not_installed_for_running_kernel() -> None:
-    probe = FakeProbe(commands={"dkms status -m gdrdrv": Output(0, "gdrdrv/2.6.1, 6.1.0-50-amd64, x86_64: installed\n")})
+    probe = FakeProbe(
+        commands={"dkms status -m gdrdrv": Output(0, "gdrdrv/2.6.1, 6.1.0-50-amd64, x86_64: installed\n")}
+    )
     finding = doctor.check_dkms(probe)
     assert finding.status == doctor.FAIL and f"dkms autoinstall -k {KVER}" in finding.fix
     probe = FakeProbe(commands={"dkms status -m gdrdrv": Output(0, f"gdrdrv/2.6.1, {KVER}, x86_64: installed\n")})
@@ -69,8 +78,9 @@ def test_versions_agree_and_disagree() -> None:
 
 def _loaded(node: Node | None, dev: str = "10:121\n") -> FakeProbe:
     nodes = {"/dev/gdrdrv": node} if node else {}
-    return FakeProbe(files={"/sys/module/gdrdrv/refcnt": "0", "/sys/class/misc/gdrdrv/dev": dev},
-                     nodes=nodes, groups={44: "video"})
+    return FakeProbe(
+        files={"/sys/module/gdrdrv/refcnt": "0", "/sys/class/misc/gdrdrv/dev": dev}, nodes=nodes, groups={44: "video"}
+    )
 
 
 def test_device_node_checks() -> None:
@@ -86,7 +96,9 @@ def test_device_node_checks() -> None:
 
 def _node(mode: int, gid: int, module_mode: str | None = None) -> FakeProbe:
     files = {} if module_mode is None else {"/sys/module/gdrdrv/parameters/node_mode": module_mode}
-    return FakeProbe(files=files, nodes={"/dev/gdrdrv": Node(True, 10, 121, mode, gid)}, groups={0: "root", 44: "video"})
+    return FakeProbe(
+        files=files, nodes={"/dev/gdrdrv": Node(True, 10, 121, mode, gid)}, groups={0: "root", 44: "video"}
+    )
 
 
 def test_a_world_accessible_node_is_a_warning_that_says_what_it_means_and_how_to_harden() -> None:
@@ -95,8 +107,13 @@ def test_a_world_accessible_node_is_a_warning_that_says_what_it_means_and_how_to
     assert finding.detail.startswith("/dev/gdrdrv mode 0666, group root: any local user can")
     assert "pin and map" in finding.detail and "its own CUDA contexts" in finding.detail
     assert "reference GDRCopy's default" in finding.detail
-    for fix in ("options gdrdrv node_mode=0660 node_gid=44", "/etc/modprobe.d/gdrdrv.conf", "60-gdrdrv.rules",
-                "usermod -aG video", "docker run --device /dev/gdrdrv"):
+    for fix in (
+        "options gdrdrv node_mode=0660 node_gid=44",
+        "/etc/modprobe.d/gdrdrv.conf",
+        "60-gdrdrv.rules",
+        "usermod -aG video",
+        "docker run --device /dev/gdrdrv",
+    ):
         assert fix in finding.fix, fix
     # World-readable alone is enough: ioctls need no write access to the file.
     assert doctor.check_node_access(_node(0o664, 44)).status == doctor.WARN
@@ -137,28 +154,38 @@ def test_the_hardened_group_is_the_packages_group() -> None:
 
 
 def test_major_from_proc_devices_when_not_a_misc_device() -> None:
-    probe = FakeProbe(files={"/sys/module/gdrdrv/refcnt": "0", "/proc/devices": "Character devices:\n240 gdrdrv\n"},
-                      nodes={"/dev/gdrdrv": Node(True, 240, 0, 0o660, 44)})
+    probe = FakeProbe(
+        files={"/sys/module/gdrdrv/refcnt": "0", "/proc/devices": "Character devices:\n240 gdrdrv\n"},
+        nodes={"/dev/gdrdrv": Node(True, 240, 0, 0o660, 44)},
+    )
     assert doctor.check_device_node(probe).status == doctor.OK
 
 
 def test_gpudirect_and_bar1_from_nvidia_smi() -> None:
-    smi = {"nvidia-smi --query-gpu=name --format=csv,noheader": Output(0, "NVIDIA GeForce RTX 3090\n"),
-           "nvidia-smi -q -d MEMORY": Output(0, "BAR1 Memory Usage\n    Total : 256 MiB\n    Used : 2 MiB\n")}
+    smi = {
+        "nvidia-smi --query-gpu=name --format=csv,noheader": Output(0, "NVIDIA GeForce RTX 3090\n"),
+        "nvidia-smi -q -d MEMORY": Output(0, "BAR1 Memory Usage\n    Total : 256 MiB\n    Used : 2 MiB\n"),
+    }
     probe = FakeProbe(commands=smi)
     assert doctor.check_gpudirect(probe).status == doctor.FAIL
     assert doctor.check_bar1(probe).status == doctor.WARN
-    smi = {"nvidia-smi --query-gpu=name --format=csv,noheader": Output(0, "NVIDIA H200\n"),
-           "nvidia-smi -q -d MEMORY": Output(0, "BAR1 Memory Usage\n    Total : 262144 MiB\n")}
+    smi = {
+        "nvidia-smi --query-gpu=name --format=csv,noheader": Output(0, "NVIDIA H200\n"),
+        "nvidia-smi -q -d MEMORY": Output(0, "BAR1 Memory Usage\n    Total : 262144 MiB\n"),
+    }
     assert doctor.check_gpudirect(FakeProbe(commands=smi)).status == doctor.OK
     assert doctor.check_bar1(FakeProbe(commands=smi)).status == doctor.OK
     assert doctor.check_bar1(FakeProbe()).status == doctor.SKIP
 
 
 def test_secure_boot_with_unenrolled_dkms_key() -> None:
-    probe = FakeProbe(commands={"mokutil --sb-state": Output(0, "SecureBoot enabled\n"),
-                                "mokutil --test-key /var/lib/dkms/mok.pub": Output(1, "/var/lib/dkms/mok.pub is not enrolled\n"),
-                                "modinfo -F signer gdrdrv": Output(0, "DKMS module signing key\n")})
+    probe = FakeProbe(
+        commands={
+            "mokutil --sb-state": Output(0, "SecureBoot enabled\n"),
+            "mokutil --test-key /var/lib/dkms/mok.pub": Output(1, "/var/lib/dkms/mok.pub is not enrolled\n"),
+            "modinfo -F signer gdrdrv": Output(0, "DKMS module signing key\n"),
+        }
+    )
     finding = doctor.check_secure_boot(probe)
     assert finding.status == doctor.FAIL and "mokutil --import /var/lib/dkms/mok.pub" in finding.fix
     off = FakeProbe(commands={"mokutil --sb-state": Output(0, "SecureBoot disabled\n")})
@@ -199,8 +226,9 @@ def _smi_probe(driver: str, case: str = "no-driver", files: dict[str, str] | Non
     commands = {}
     for path in sorted(SMI_GOLDEN.glob(f"{driver}-{case}-*.json")):
         captured = json.loads(path.read_text())
-        commands[" ".join(["nvidia-smi", *captured["args"]])] = Output(captured["returncode"],
-                                                                       captured["stdout"] + captured["stderr"])
+        commands[" ".join(["nvidia-smi", *captured["args"]])] = Output(
+            captured["returncode"], captured["stdout"] + captured["stderr"]
+        )
     assert commands, f"no captured nvidia-smi output {driver}-{case}-*.json in {SMI_GOLDEN}"
     return FakeProbe(files=files or {}, commands=commands)
 
@@ -237,8 +265,13 @@ def test_real_nvidia_smi_without_its_management_library(driver: str) -> None:
 
 
 def test_nvidia_smi_on_a_working_host_and_absent() -> None:
-    probe = FakeProbe(commands={"nvidia-smi --query-gpu=driver_version,name --format=csv,noheader":
-                                Output(0, "580.159.04, NVIDIA H200\n580.159.04, NVIDIA H200\n")})
+    probe = FakeProbe(
+        commands={
+            "nvidia-smi --query-gpu=driver_version,name --format=csv,noheader": Output(
+                0, "580.159.04, NVIDIA H200\n580.159.04, NVIDIA H200\n"
+            )
+        }
+    )
     finding = doctor.check_nvidia_smi(probe)
     assert finding.status == doctor.OK and finding.detail == "driver 580.159.04, 2 GPUs"
     absent = doctor.check_nvidia_smi(FakeProbe())

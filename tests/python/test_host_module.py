@@ -35,14 +35,23 @@ def test_bad_param_is_a_user_error() -> None:
 def test_node_created_when_udev_did_not() -> None:
     probe = FakeProbe(files={"/sys/class/misc/gdrdrv/dev": "10:121\n"})
     assert module.plan_node(probe, "0660", "video") == [
-        ["mknod", "/dev/gdrdrv", "c", "10", "121"], ["chmod", "0660", "/dev/gdrdrv"], ["chgrp", "video", "/dev/gdrdrv"]]
+        ["mknod", "/dev/gdrdrv", "c", "10", "121"],
+        ["chmod", "0660", "/dev/gdrdrv"],
+        ["chgrp", "video", "/dev/gdrdrv"],
+    ]
 
 
 def test_stale_node_replaced_and_good_node_only_chmodded() -> None:
     stale = FakeProbe(files={"/proc/devices": "240 gdrdrv\n"}, nodes={"/dev/gdrdrv": Node(True, 239, 0, 0o666, 0)})
-    assert module.plan_node(stale, "0660", "video")[:2] == [["rm", "-f", "/dev/gdrdrv"], ["mknod", "/dev/gdrdrv", "c", "240", "0"]]
+    assert module.plan_node(stale, "0660", "video")[:2] == [
+        ["rm", "-f", "/dev/gdrdrv"],
+        ["mknod", "/dev/gdrdrv", "c", "240", "0"],
+    ]
     good = FakeProbe(files={"/proc/devices": "240 gdrdrv\n"}, nodes={"/dev/gdrdrv": Node(True, 240, 0, 0o666, 0)})
-    assert module.plan_node(good, "0666", "root") == [["chmod", "0666", "/dev/gdrdrv"], ["chgrp", "root", "/dev/gdrdrv"]]
+    assert module.plan_node(good, "0666", "root") == [
+        ["chmod", "0666", "/dev/gdrdrv"],
+        ["chgrp", "root", "/dev/gdrdrv"],
+    ]
 
 
 def test_rmmod_only_when_loaded() -> None:

@@ -108,7 +108,9 @@ def test_pin_count_benchmark_prints_the_ratio(root: SuiteRoot) -> None:
     # GET_INFO and mmap latency with 1 pinned buffer and with 10,000, and their ratio.
     run = run_in_vm(root, "gdrdrv_pinbench")
     assert_clean(run, "gdrdrv_pinbench")
-    assert re.search(r"ratio 10000 pins / 1 pin \(oldest handle\): get_info [0-9.]+x, mmap\+munmap [0-9.]+x", run.console), run.console[-3000:]
+    assert re.search(
+        r"ratio 10000 pins / 1 pin \(oldest handle\): get_info [0-9.]+x, mmap\+munmap [0-9.]+x", run.console
+    ), run.console[-3000:]
 
 
 SANITIZED_TREE = "/opt/gdrcopy-asan"

@@ -54,6 +54,13 @@ def test_a_planted_ruff_finding_fails(tmp_path: Path) -> None:
     assert any("F401" in line for line in lint.ruff(root))
 
 
+def test_a_planted_formatting_change_fails(tmp_path: Path) -> None:
+    root = copy(("pyproject.toml", "gdrkit"), tmp_path)
+    assert lint.ruff(root) == []
+    (root / "gdrkit" / "planted.py").write_text("x = {  'a':1 }\n")
+    assert any("planted.py" in line for line in lint.ruff(root))
+
+
 def test_a_planted_shellcheck_warning_fails(tmp_path: Path) -> None:
     prepared("shellcheck")
     script = tmp_path / "tools" / "planted"

@@ -16,7 +16,14 @@ def test_the_matrix_file_loads_and_covers_the_distros_users_run() -> None:
     entries = model.load()
     names = {e.name for e in entries}
     assert {"debian-bullseye", "debian-bookworm", "debian-trixie", "debian-sid"} <= names
-    assert {"rockylinux-8", "rockylinux-9", "almalinux-10", "ubuntu-22.04", "ubuntu-24.04", "opensuse-leap-15.6"} <= names
+    assert {
+        "rockylinux-8",
+        "rockylinux-9",
+        "almalinux-10",
+        "ubuntu-22.04",
+        "ubuntu-24.04",
+        "opensuse-leap-15.6",
+    } <= names
     # What .ci/run runs must not need a registry, and must include bookworm and trixie.
     local = {e.name for e in model.select(entries, ci_local=True)}
     assert {"debian-bookworm", "debian-trixie"} <= local
@@ -98,7 +105,7 @@ def test_a_real_nvidia_row_is_read_and_its_impossible_settings_refused(tmp_path:
 
 def test_duplicate_names_and_unknown_selections_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="duplicate"):
-        model.load(write(tmp_path, GOOD + GOOD[len("entries:\n"):]))
+        model.load(write(tmp_path, GOOD + GOOD[len("entries:\n") :]))
     entries = model.load(write(tmp_path, GOOD))
     with pytest.raises(UserError, match="no matrix entry named debian-potato"):
         model.select(entries, only=["debian-potato"])
@@ -166,9 +173,18 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
     entries = {e.name: e for e in model.load()}
     # The installed set is packages/gdrcopy.yaml's: every package but the prebuilt-module ones.
     assert set(runner.install_set(entries["debian-trixie"])) == {
-        "libgdrapi", "gdrcopy-tests", "gdrdrv-dkms", "gdrcopy", "python3-gdrcopy"
+        "libgdrapi",
+        "gdrcopy-tests",
+        "gdrdrv-dkms",
+        "gdrcopy",
+        "python3-gdrcopy",
     }
-    assert set(runner.install_set(entries["rockylinux-9"])) == {"gdrcopy", "gdrcopy-devel", "gdrcopy-kmod", "python3-gdrcopy"}
+    assert set(runner.install_set(entries["rockylinux-9"])) == {
+        "gdrcopy",
+        "gdrcopy-devel",
+        "gdrcopy-kmod",
+        "python3-gdrcopy",
+    }
     debs = [p.name for p in runner.built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
     assert debs == [
         "gdrcopy-tests_2.6.1-1_amd64.deb",
@@ -180,7 +196,9 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
     first = script.splitlines()[0]
     assert first.startswith("set -- 6.12.57+deb13-amd64 --refresh 'apt-get update -q' --install 'apt-get install ")
     assert first.endswith(" -- /src/dist/a.deb") and 'dkms autoinstall -k "$abi"' in script
-    assert "--install 'zypper --non-interactive --no-gpg-checks install'" in runner.install_script("suse", ["a.rpm"], "")
+    assert "--install 'zypper --non-interactive --no-gpg-checks install'" in runner.install_script(
+        "suse", ["a.rpm"], ""
+    )
 
 
 def test_debian_rows_build_for_their_suite_and_lint_there_rpm_rows_do_not_lint() -> None:
@@ -207,9 +225,9 @@ def test_the_image_setup_script_retries_after_enabling_repositories(tmp_path: Pa
 
     manager = tmp_path / "pm"
     manager.write_text(
-        "#!/bin/sh\necho \"$*\" >> \"$(dirname \"$0\")/calls\"\n"
-        "[ \"$1\" = epel ] && touch \"$(dirname \"$0\")/enabled\"\n"
-        "[ -e \"$(dirname \"$0\")/enabled\" ]\n"
+        '#!/bin/sh\necho "$*" >> "$(dirname "$0")/calls"\n'
+        '[ "$1" = epel ] && touch "$(dirname "$0")/enabled"\n'
+        '[ -e "$(dirname "$0")/enabled" ]\n'
     )
     manager.chmod(0o755)
     argv = ["bash", str(runner.SETUP_IMAGE_SCRIPT), "--install", str(manager), "--repos", "epel", "--", "dkms", "git"]
@@ -253,7 +271,9 @@ def test_each_family_reads_its_headers_listing(family: str, listing: str, packag
 
     assert named(family).headers_packages(listing + listing) == packages
     sweep = runner.sweep_command(family, packages).splitlines()[0]
-    assert sweep.endswith(" -- " + " ".join(packages)) and f"--trees {shlex.quote(named(family).headers_trees)}" in sweep
+    assert (
+        sweep.endswith(" -- " + " ".join(packages)) and f"--trees {shlex.quote(named(family).headers_trees)}" in sweep
+    )
 
 
 class FakeEngine:
@@ -346,17 +366,25 @@ class LayerEngine:
         self.removed += 1
 
 
-def test_a_driver_package_that_does_not_build_for_the_kernel_is_a_named_skip(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_driver_package_that_does_not_build_for_the_kernel_is_a_named_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gdrkit import nvidia
     from gdrkit.matrix import runner
 
     entry = next(e for e in REAL_NVIDIA_ROWS if e.name == "debian-bookworm-nvidia-open")
-    monkeypatch.setattr(nvidia, "driver_package", lambda suite, flavour: nvidia.DriverPackage(
-        "bookworm", "open", "nvidia-open-kernel-dkms", "535.261.03-1", "nvidia-current-open"))
+    monkeypatch.setattr(
+        nvidia,
+        "driver_package",
+        lambda suite, flavour: nvidia.DriverPackage(
+            "bookworm", "open", "nvidia-open-kernel-dkms", "535.261.03-1", "nvidia-current-open"
+        ),
+    )
     error = "nv-pci.c:223:9: error: too few arguments to function 'pci_resize_resource'"
-    engine = LayerEngine(runner.DRIVER_DOES_NOT_BUILD,
-                         f"noise\nnvidia_layer: nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64: {error}\n")
+    engine = LayerEngine(
+        runner.DRIVER_DOES_NOT_BUILD,
+        f"noise\nnvidia_layer: nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64: {error}\n",
+    )
     run = runner.EntryRun(entry, engine, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
     run.abi, run.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert run.nvidia_layer(0.0) is False and engine.removed == 1
@@ -376,11 +404,16 @@ def test_a_failing_step_shows_the_compiler_error_first() -> None:
         ["error: command failed (exit 2): dpkg-buildpackage -b -us -uc --no-sign -j2"]
         + ["make -C /lib/modules/6.12.57+deb13-amd64/build M=/src/gdrdrv modules"]
         + [f"  CC [M]  noise {i}" for i in range(50)]
-        + ["/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'", "make: *** [Makefile:90: all] Error 2"]
+        + [
+            "/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'",
+            "make: *** [Makefile:90: all] Error 2",
+        ]
         + [f"packaging noise {i}" for i in range(40)]
     )
     detail = runner.tail(output)
-    assert detail.splitlines()[0] == "/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'"
+    assert (
+        detail.splitlines()[0] == "/src/gdrdrv/gdrdrv.c:812:9: error: implicit declaration of function 'vm_flags_set'"
+    )
     assert detail.splitlines()[-1] == "packaging noise 39"
 
 
@@ -406,12 +439,19 @@ def real_nvidia_step(tmp_path: Path, output: str) -> tuple[report.EntryResult, S
     engine = ScriptEngine(output)
     workspace = runner.Workspace(tmp_path)
     workspace.dist.mkdir(parents=True)
-    for name in ("libgdrapi_2.6.1-1_amd64.deb", "gdrcopy-tests_2.6.1-1_amd64.deb", "gdrdrv-dkms_2.6.1-1_all.deb", "gdrcopy_2.6.1-1_all.deb"):
+    for name in (
+        "libgdrapi_2.6.1-1_amd64.deb",
+        "gdrcopy-tests_2.6.1-1_amd64.deb",
+        "gdrdrv-dkms_2.6.1-1_all.deb",
+        "gdrcopy_2.6.1-1_all.deb",
+    ):
         (workspace.dist / name).write_text("")
     entry_run = runner.EntryRun(entry, engine, workspace, offline=True, refresh=False)  # type: ignore[arg-type]
     entry_run.abi = "6.1.0-57-amd64"
     entry_run.test_image = "gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms:x"
-    entry_run.driver = DriverPackage("bookworm", "proprietary", "nvidia-kernel-dkms", "535.309.01-0+deb12u1", "nvidia-current")
+    entry_run.driver = DriverPackage(
+        "bookworm", "proprietary", "nvidia-kernel-dkms", "535.309.01-0+deb12u1", "nvidia-current"
+    )
     entry_run.step_real_nvidia()
     return entry_run.result, engine
 

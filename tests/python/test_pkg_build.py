@@ -33,7 +33,11 @@ def _kernels() -> tuple[str, ...]:
     return (KERNEL,) if Path(f"/lib/modules/{KERNEL}/build").exists() else ()
 
 
-def _build_all(source: build.Source, out: Path) -> dict[str, tuple[list[Path], float, model.Plan]]:
+# What _build_all returns: per family, its packages, the build's seconds and its plan.
+Builds = dict[str, tuple[list[Path], float, model.Plan]]
+
+
+def _build_all(source: build.Source, out: Path) -> Builds:
     results = {}
     # The .deb packages are for this host's release: its lintian judges them.
     debian = families.DebianFamily(release=pipeline.deb_target_release())
@@ -58,13 +62,15 @@ def fixture_source(tmp_path_factory: pytest.TempPathFactory, build_deps: None) -
 
 
 @pytest.fixture(scope="session")
-def fixture_builds(tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source) -> Iterator[tuple[dict, dict]]:  # type: ignore[type-arg]
+def fixture_builds(
+    tmp_path_factory: pytest.TempPathFactory, fixture_source: build.Source
+) -> Iterator[tuple[Builds, Builds]]:
     first = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-1"))
     second = _build_all(fixture_source, tmp_path_factory.mktemp("fixture-2"))
     yield first, second
 
 
-def _assert_identical(first: dict, second: dict) -> list[str]:  # type: ignore[type-arg]
+def _assert_identical(first: Builds, second: Builds) -> list[str]:
     checked = []
     for kind in ("deb", "rpm"):
         a = sorted(first[kind][0], key=lambda p: p.name)
@@ -76,7 +82,7 @@ def _assert_identical(first: dict, second: dict) -> list[str]:  # type: ignore[t
     return checked
 
 
-def _assert_good(results: dict) -> None:  # type: ignore[type-arg]
+def _assert_good(results: Builds) -> None:
     for kind, (paths, seconds, plan) in results.items():
         assert paths, kind
         assert build.verify_contents(plan, paths) == []
@@ -85,13 +91,13 @@ def _assert_good(results: dict) -> None:  # type: ignore[type-arg]
         assert seconds < BUILD_LIMIT_S, f"{kind} build took {seconds:.0f} s"
 
 
-def test_fixture_packages_are_complete_lint_clean_and_reproducible(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+def test_fixture_packages_are_complete_lint_clean_and_reproducible(fixture_builds: tuple[Builds, Builds]) -> None:
     first, second = fixture_builds
     _assert_good(first)
     print("identical:", _assert_identical(first, second))
 
 
-def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[Builds, Builds]) -> None:
     first, _ = fixture_builds
     for path in first["deb"][0]:
         depends = subprocess.run(["dpkg-deb", "-f", str(path), "Depends"], capture_output=True, text=True).stdout
@@ -101,7 +107,7 @@ def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[dict, dict
         assert "libcuda" not in requires, (path.name, requires)
 
 
-def test_library_has_a_gnu_hash_section(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_library_has_a_gnu_hash_section(fixture_builds: tuple[Builds, Builds], tmp_path: Path) -> None:
     # packages/rpmlintrc filters rpmlint's missing-hash-section on this ground.
     rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-2"))
     subprocess.run(f"rpm2cpio {rpm} | cpio -idm --quiet", shell=True, cwd=tmp_path, check=True)
@@ -126,7 +132,7 @@ def _scratch_root(root: Path) -> Path:
     return root
 
 
-def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_rpm_dkms_scriptlets_in_a_scratch_root(fixture_builds: tuple[Builds, Builds], tmp_path: Path) -> None:
     ensure_debian_packages(["busybox-static"])
     root = _scratch_root(tmp_path / "root")
     rpm = next(p for p in fixture_builds[0]["rpm"][0] if p.name.startswith("gdrcopy-kmod-2"))
@@ -162,7 +168,9 @@ def _directories(root: Path) -> set[str]:
     return {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and not p.is_symlink()}
 
 
-def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds: tuple[dict, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_rpm_erase_leaves_no_directory_that_the_packages_created(
+    fixture_builds: tuple[Builds, Builds], tmp_path: Path
+) -> None:
     ensure_debian_packages(["busybox-static"])
     root = _scratch_root(tmp_path / "root")
     for base in BASE_SYSTEM_DIRS:
@@ -172,7 +180,11 @@ def test_rpm_erase_leaves_no_directory_that_the_packages_created(fixture_builds:
     (root / "sbin/ldconfig").write_text("#!/bin/sh\nexit 0\n")
     (root / "sbin/ldconfig").chmod(0o755)
     before = _directories(root)
-    rpms = [str(p) for p in fixture_builds[0]["rpm"][0] if build.package_name(p) in ("gdrcopy", "gdrcopy-devel", "gdrcopy-kmod")]
+    rpms = [
+        str(p)
+        for p in fixture_builds[0]["rpm"][0]
+        if build.package_name(p) in ("gdrcopy", "gdrcopy-devel", "gdrcopy-kmod")
+    ]
     assert len(rpms) == 3, rpms
     rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins"]
     # Scriptlets included: %posttrans finds no /sys and no gdrdrv to load, and fails nothing.
@@ -193,7 +205,7 @@ def _stub(root: Path, path: str, body: str) -> None:
 
 
 def test_rpm_posttrans_loads_gdrdrv_again_after_the_reference_preun_unloaded_it(
-    fixture_builds: tuple[dict, dict], tmp_path: Path  # type: ignore[type-arg]
+    fixture_builds: tuple[Builds, Builds], tmp_path: Path
 ) -> None:
     # The reference's gdrcopy-kmod 2.6-1dkms is installed and its gdrdrv
     # loaded (not in use), the NVIDIA driver too; /sys is a plain directory
@@ -244,7 +256,7 @@ def test_rpm_posttrans_loads_gdrdrv_again_after_the_reference_preun_unloaded_it(
                      upgrade.stdout + upgrade.stderr, re.MULTILINE)  # fmt: skip
 
 
-def test_rpm_file_lists_match_the_description(fixture_builds: tuple[dict, dict]) -> None:  # type: ignore[type-arg]
+def test_rpm_file_lists_match_the_description(fixture_builds: tuple[Builds, Builds]) -> None:
     paths, _, plan = fixture_builds[0]["rpm"]
     for path in paths:
         package = plan.package(build.package_name(path))
@@ -253,8 +265,10 @@ def test_rpm_file_lists_match_the_description(fixture_builds: tuple[dict, dict])
         assert model.check_contents(package, files, {}) == []
 
 
-@pytest.mark.skipif(not (REPO_ROOT / "gdrdrv" / "Makefile").exists() or not (REPO_ROOT / "libgdrapi" / "Makefile").exists(),
-                    reason="the C parts have no Makefiles yet")
+@pytest.mark.skipif(
+    not (REPO_ROOT / "gdrdrv" / "Makefile").exists() or not (REPO_ROOT / "libgdrapi" / "Makefile").exists(),
+    reason="the C parts have no Makefiles yet",
+)
 def test_real_tree_packages_are_complete_lint_clean_and_reproducible(
     tmp_path_factory: pytest.TempPathFactory, build_deps: None
 ) -> None:
@@ -286,8 +300,12 @@ def test_debs_built_in_a_suite_pass_that_suites_lintian(suite: str, tmp_path: Pa
         built = runner.build_packages(docker, entry_run.image, entry, entry_run.abi, workspace.source)
         assert built.status == 0, runner.tail(built.output)
         # The full report, warnings too (build-deb prints only the errors).
-        linted, _ = docker.run(entry_run.image, "lintian --version && lintian --tag-display-limit 0 /src/dist/*.deb",
-                               mounts={workspace.source: "/src"}, stream=False)
+        linted, _ = docker.run(
+            entry_run.image,
+            "lintian --version && lintian --tag-display-limit 0 /src/dist/*.deb",
+            mounts={workspace.source: "/src"},
+            stream=False,
+        )
     print(f"\n{suite}: lintian on {len(list(workspace.dist.glob('*.deb')))} packages:\n{linted.output}")
     tags = [line for line in linted.output.splitlines() if re.match(r"[EWIPXO]: ", line)]
     assert not [t for t in tags if t.startswith("E: ")], linted.output

@@ -25,7 +25,9 @@ def debs(deb_sets: DebSets) -> tuple[Path, Path, str]:
 
 
 def _report(name: str, outcome: scenarios.Outcome) -> None:
-    checked = [line for line in outcome.output.splitlines() if line.startswith(("CHECK:", "leftover", "checked", "gdrdrv/"))]
+    checked = [
+        line for line in outcome.output.splitlines() if line.startswith(("CHECK:", "leftover", "checked", "gdrdrv/"))
+    ]
     print(f"\n{name}:\n  " + "\n  ".join(checked))
     assert outcome.passed, outcome.output[-6000:]
 
@@ -33,10 +35,13 @@ def _report(name: str, outcome: scenarios.Outcome) -> None:
 def test_install_builds_with_dkms_for_both_kernels_and_purge_leaves_nothing(debs: tuple[Path, Path, str]) -> None:
     new, _, version = debs
     kernels = scenarios.bookworm_kernels()
-    _report("fresh install", scenarios.run_scenario(scenarios.fresh_install_script(version, *kernels), kernels, new))
+    _report("fresh install", scenarios.run_scenario(scenarios.fresh_install_command(version, *kernels), kernels, new))
 
 
 def test_upgrade_from_the_previous_release_then_remove_and_purge(debs: tuple[Path, Path, str]) -> None:
     new, old, version = debs
     kernels = scenarios.bookworm_kernels()
-    _report("upgrade", scenarios.run_scenario(scenarios.upgrade_script(PREVIOUS_RELEASE, version, kernels[0]), kernels, new, old))
+    _report(
+        "upgrade",
+        scenarios.run_scenario(scenarios.upgrade_command(PREVIOUS_RELEASE, version, kernels[0]), kernels, new, old),
+    )

@@ -92,7 +92,12 @@ def rpm_scriptlets(spec: str) -> dict[str, str]:
             continue  # run by another interpreter (ldconfig)
         end = SECTION.search(spec, match.end() + 1)
         body = spec[match.end() : end.start() if end else len(spec)]
-        for macro, value in (("%{gdrdrv_version}", "2.6.1"), ("%{version}", "2.6.1"), ("%{modprobe}", "modprobe"), ("%%", "%")):
+        for macro, value in (
+            ("%{gdrdrv_version}", "2.6.1"),
+            ("%{version}", "2.6.1"),
+            ("%{modprobe}", "modprobe"),
+            ("%%", "%"),
+        ):
             body = body.replace(macro, value)
         found[match.group(0)] = "#!/bin/sh\n" + body
     return found
@@ -184,11 +189,17 @@ def test_unloading_commands_are_told_from_messages() -> None:
 
 
 @pytest.mark.slow
-def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(deb_sets: DebSets, tmp_path: Path) -> None:
+def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(
+    deb_sets: DebSets, tmp_path: Path
+) -> None:
     # Not even through the unit: stopping gdrdrv.service runs `modprobe -r`.
     (deb,) = deb_sets.new.glob("gdrdrv-dkms_*.deb")
     run(["dpkg-deb", "-e", deb, tmp_path / "control"])
-    scripts = {p.name: p.read_text() for p in (tmp_path / "control").iterdir() if p.name in ("preinst", "postinst", "prerm", "postrm")}
+    scripts = {
+        p.name: p.read_text()
+        for p in (tmp_path / "control").iterdir()
+        if p.name in ("preinst", "postinst", "prerm", "postrm")
+    }
     assert {"postinst", "prerm"} <= set(scripts), sorted(scripts)
     print("\nmaintainer scripts of", deb.name, ":", ", ".join(sorted(scripts)))
     for name, text in scripts.items():
@@ -201,7 +212,9 @@ def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["compiler", "everything"])
 def test_a_dkms_build_killed_half_way_is_recovered(deb_sets: DebSets, kernel: str, mode: str) -> None:
-    outcome = faults.run_in_container(kernel, "fault_killed_build.sh", mode, deb_sets.version, kernel, new_debs=deb_sets.new)
+    outcome = faults.run_in_container(
+        kernel, "fault_killed_build.sh", mode, deb_sets.version, kernel, new_debs=deb_sets.new
+    )
     _report(f"(a) DKMS build killed half way ({mode})", outcome)
 
 
@@ -234,7 +247,9 @@ def test_e_upgrade_from_the_reference_packages_then_purge(
     deb_sets: DebSets, reference_debs: Path, kernel: str, init_script: str
 ) -> None:
     args = ["container", deb_sets.version, kernel] + (["modified"] if init_script == "modified" else [])
-    outcome = faults.run_in_container(kernel, "reference_upgrade.sh", *args, new_debs=deb_sets.new, old_debs=reference_debs)
+    outcome = faults.run_in_container(
+        kernel, "reference_upgrade.sh", *args, new_debs=deb_sets.new, old_debs=reference_debs
+    )
     _report(f"(e) upgrade from the reference's 2.6-1 packages ({init_script} init script), container", outcome)
 
 
@@ -265,12 +280,24 @@ def test_e_upgrade_from_the_reference_packages_with_gdrdrv_loaded(
     work = tmp_path_factory.mktemp("reference-upgrade")
     source = build.source_at("HEAD")
     vm_root = faults.prepare_vm_root(
-        kernel, source, reference.VERSION, deb_sets.new, reference_debs, work, old_module_version=reference.MODULE_VERSION
+        kernel,
+        source,
+        reference.VERSION,
+        deb_sets.new,
+        reference_debs,
+        work,
+        old_module_version=reference.MODULE_VERSION,
     )
     try:
         # Two DKMS builds under TCG (the upgrade, then configuring again), 15-25 min each on a busy host.
         outcome, problems = faults.run_in_vm(
-            vm_root, "reference_upgrade.sh", "vm", deb_sets.version, kernel, log_dir=work / "logs", timeout_s=2 * faults.VM_TIMEOUT_S
+            vm_root,
+            "reference_upgrade.sh",
+            "vm",
+            deb_sets.version,
+            kernel,
+            log_dir=work / "logs",
+            timeout_s=2 * faults.VM_TIMEOUT_S,
         )
         _report("(e) upgrade from the reference's 2.6-1 packages with gdrdrv loaded (VM)", outcome)
         assert not problems, f"{problems}\n{outcome.output[-6000:]}"

@@ -50,7 +50,11 @@ def test_os_release_selects_the_debian_release_and_its_layout(os_release: str, c
     fam = families.DebianFamily(release=release)
     below = "/usr/lib" if usr_merged else "/lib"
     assert (fam.unitdir, fam.udevrulesdir, fam.modprobedir, fam.modulesdir) == (
-        f"{below}/systemd/system", f"{below}/udev/rules.d", f"{below}/modprobe.d", f"{below}/modules")
+        f"{below}/systemd/system",
+        f"{below}/udev/rules.d",
+        f"{below}/modprobe.d",
+        f"{below}/modules",
+    )
 
 
 def test_hosts_that_are_no_debian_release_and_unknown_suites_are_told_apart() -> None:
@@ -92,8 +96,15 @@ def test_unknown_placeholder_is_an_error() -> None:
 
 @pytest.mark.parametrize(
     ("release", "supported"),
-    [("3.10.0-1160.el7.x86_64", False), ("4.9.0-19-amd64", False), ("4.18.0-553.el8.x86_64", True),
-     ("5.14.0-427.el9.x86_64", True), ("6.1.0-56-amd64", True), ("6.18.0", True), ("10.2.1", True)],
+    [
+        ("3.10.0-1160.el7.x86_64", False),
+        ("4.9.0-19-amd64", False),
+        ("4.18.0-553.el8.x86_64", True),
+        ("5.14.0-427.el9.x86_64", True),
+        ("6.1.0-56-amd64", True),
+        ("6.18.0", True),
+        ("10.2.1", True),
+    ],
 )
 def test_build_exclusive_kernel_regex(release: str, supported: bool) -> None:
     regex = model.load().kernel_module.build_exclusive_kernel()
@@ -105,8 +116,12 @@ def test_build_exclusive_kernel_regex(release: str, supported: bool) -> None:
 def test_contents_check_reports_both_directions() -> None:
     plan = model.plan(families.family("rhel"))
     devel = plan.package("gdrcopy-devel")
-    files = ["/usr/lib64/libgdrapi.so", "/usr/include/gdrapi.h", "/usr/lib64/pkgconfig/gdrapi.pc",
-             "/usr/lib64/cmake/gdrapi/gdrapiConfig.cmake"]
+    files = [
+        "/usr/lib64/libgdrapi.so",
+        "/usr/include/gdrapi.h",
+        "/usr/lib64/pkgconfig/gdrapi.pc",
+        "/usr/lib64/cmake/gdrapi/gdrapiConfig.cmake",
+    ]
     assert model.check_contents(devel, files, {}) == []
     problems = model.check_contents(devel, files[:-1] + ["/usr/bin/stray"], {})
     assert any("/usr/bin/stray is not in its description" in p for p in problems)
@@ -122,11 +137,18 @@ def _write_dkms_conf(tmp_path: Path) -> Path:
 
 
 def _source(conf: Path, dkms_tree: Path) -> str:
-    script = 'kernelver=6.1.0-56-amd64; kernel_source_dir=/lib/modules/$kernelver/build; . "$1"; ' \
-             'echo "MAKE=${MAKE[0]}"; echo "DEPS=${BUILD_DEPENDS[*]}"; echo "AUTO=$AUTOINSTALL"'
+    script = (
+        'kernelver=6.1.0-56-amd64; kernel_source_dir=/lib/modules/$kernelver/build; . "$1"; '
+        'echo "MAKE=${MAKE[0]}"; echo "DEPS=${BUILD_DEPENDS[*]}"; echo "AUTO=$AUTOINSTALL"'
+    )
     env = {"dkms_tree": str(dkms_tree), "PATH": "/usr/bin:/bin"}
-    return subprocess.run(["bash", "-c", f"dkms_tree={dkms_tree}; {script}", "_", str(conf)],
-                          capture_output=True, text=True, check=True, env=env).stdout
+    return subprocess.run(
+        ["bash", "-c", f"dkms_tree={dkms_tree}; {script}", "_", str(conf)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
 
 
 def test_dkms_conf_orders_after_a_dkms_managed_nvidia_only(tmp_path: Path) -> None:
@@ -173,7 +195,10 @@ def test_deb_prerm_tolerates_a_tree_dkms_does_not_know(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "change, message",
     [
-        (("  - name: libgdrapi\n", "  - name: libgdrapi\n    depend: [libc6]\n"), "unknown key 'depend' in deb package libgdrapi"),
+        (
+            ("  - name: libgdrapi\n", "  - name: libgdrapi\n    depend: [libc6]\n"),
+            "unknown key 'depend' in deb package libgdrapi",
+        ),
         (("device_node:\n", "device_node:\n  owner: root\n"), "unknown key 'owner' in device_node"),
         (("project:\n", "packages: []\nproject:\n"), "unknown key 'packages' in the top level"),
     ],

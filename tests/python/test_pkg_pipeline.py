@@ -42,7 +42,10 @@ def test_nothing_to_build_is_a_user_error() -> None:
 
 
 def test_summary_table_and_failed_rows() -> None:
-    rows = [pipeline.Row("dist/a.deb", 2048, "ok", 0), pipeline.Row("dist/b.rpm", 1024, "b: x is not in its description", 1)]
+    rows = [
+        pipeline.Row("dist/a.deb", 2048, "ok", 0),
+        pipeline.Row("dist/b.rpm", 1024, "b: x is not in its description", 1),
+    ]
     table = pipeline.summary_table(rows)
     assert table.splitlines()[0].startswith("package file") and "dist/b.rpm" in table
     with pytest.raises(UserError, match="1 package"):
@@ -77,9 +80,13 @@ def test_build_dependencies_follow_the_kinds_and_lint(monkeypatch: pytest.Monkey
     assert {"rpm", "rpmlint", "lintian", "linux-headers-6.1.0-56-amd64"} <= set(everything)
 
 
-@pytest.mark.parametrize(("suite", "unitdir"), [("bookworm", "/lib/systemd/system"), ("trixie", "/usr/lib/systemd/system")])
+@pytest.mark.parametrize(
+    ("suite", "unitdir"), [("bookworm", "/lib/systemd/system"), ("trixie", "/usr/lib/systemd/system")]
+)
 def test_the_deb_layout_follows_the_suite_asked_for(suite: str, unitdir: str) -> None:
-    plan = pipeline.plan_request(pipeline.Request(kinds=("deb",), suite=suite, kernels=("6.12.57+deb13-amd64",)), SOURCE)
+    plan = pipeline.plan_request(
+        pipeline.Request(kinds=("deb",), suite=suite, kernels=("6.12.57+deb13-amd64",)), SOURCE
+    )
     deb = plan.jobs[0].plan
     assert deb.family.unitdir == unitdir
     kmod = deb.package("gdrdrv-modules-6.12.57+deb13-amd64")
@@ -89,7 +96,9 @@ def test_the_deb_layout_follows_the_suite_asked_for(suite: str, unitdir: str) ->
 def test_without_a_suite_the_build_hosts_os_release_decides(tmp_path: Path) -> None:
     # build-deb runs in the suite's own container (the matrix), with its debhelper.
     trixie = tmp_path / "os-release"
-    trixie.write_text('PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n')
+    trixie.write_text(
+        'PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n'
+    )
     assert pipeline.deb_target_release("", trixie).codename == "trixie"
     assert pipeline.deb_target_release("bookworm", trixie).codename == "bookworm"  # the option wins
     alpine = tmp_path / "alpine"

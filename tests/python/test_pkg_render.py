@@ -117,8 +117,16 @@ def test_no_dkms_package_means_no_dkms_conf() -> None:
 
 
 @pytest.mark.parametrize(
-    ("suite", "below"), [("bullseye", "/lib"), ("bookworm", "/lib"), ("jammy", "/lib"),
-                         ("trixie", "/usr/lib"), ("forky", "/usr/lib"), ("sid", "/usr/lib"), ("noble", "/usr/lib")]
+    ("suite", "below"),
+    [
+        ("bullseye", "/lib"),
+        ("bookworm", "/lib"),
+        ("jammy", "/lib"),
+        ("trixie", "/usr/lib"),
+        ("forky", "/usr/lib"),
+        ("sid", "/usr/lib"),
+        ("noble", "/usr/lib"),
+    ],
 )
 def test_each_release_gets_its_layout_in_every_file_that_names_one(suite: str, below: str) -> None:
     # trixie's lintian flags /lib paths (aliased-location), bookworm's dpkg and

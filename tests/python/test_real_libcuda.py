@@ -58,7 +58,8 @@ PROGRAMS = [REPO_ROOT / "tests" / "sanity" / "gdrcopy_sanity"] + [
 CUDA_VERSIONS = [major * 1000 + minor * 10 for major in range(2, 14) for minor in range(10)]
 NOT_LOADED = "the NVIDIA kernel driver is not loaded (no /proc/driver/nvidia/version)"
 CUINIT_NO_DEVICE = (
-    "cuInit failed: CUDA_ERROR_NO_DEVICE (error 100: no CUDA-capable device is detected); " + NOT_LOADED
+    "cuInit failed: CUDA_ERROR_NO_DEVICE (error 100: no CUDA-capable device is detected); "
+    + NOT_LOADED
     + ": install the driver for this kernel and load it (modprobe nvidia)"
 )
 # The invocations doctor makes.
@@ -133,13 +134,16 @@ def test_gdr_open_says_why_each_backend_cannot_work(real: DriverLibraries) -> No
     assert set(why) == {"gdrdrv", "dmabuf", "vulkan"}, log
     assert why["gdrdrv"].startswith("the gdrdrv kernel module is not loaded"), log
     assert why["dmabuf"].startswith(
-        f"the CUDA driver is {cuda_text(version)} but mapping dma-buf fds needs 13.3 or newer"), log
+        f"the CUDA driver is {cuda_text(version)} but mapping dma-buf fds needs 13.3 or newer"
+    ), log
     # lavapipe passed the Vulkan side: the rejection is libcuda's, and says why.
     assert why["vulkan"] == CUINIT_NO_DEVICE, log
 
     # Each backend alone, past every check that does not need the kernel driver.
-    for env, backend in (({"GDRCOPY_USE_DMABUF_MMAP": "1", "GDRCOPY_DMABUF_SKIP_VERSION_CHECK": "1"}, "dmabuf"),
-                         ({"GDRCOPY_BACKEND": "vulkan"}, "vulkan")):
+    for env, backend in (
+        ({"GDRCOPY_USE_DMABUF_MMAP": "1", "GDRCOPY_DMABUF_SKIP_VERSION_CHECK": "1"}, "dmabuf"),
+        ({"GDRCOPY_BACKEND": "vulkan"}, "vulkan"),
+    ):
         opened, log = gdr_open(real, **env)
         print(f"{' '.join(f'{k}={v}' for k, v in env.items())}:\n{log}")
         assert not opened["opened"] and opened["errno"] == errno.ENODEV, opened
@@ -302,8 +306,15 @@ def test_every_entry_point_exists_in_the_real_library(every_real: list[DriverLib
             """softgpu says CUDA introduced it after this driver's version."""
             return introduced.get(symbol, 0) > version
 
-        def judge(row: Row, names: set[str], allow_newer: bool, what: str, theirs: set[str] = theirs,
-                  label: str = label, version: int = version) -> None:
+        def judge(
+            row: Row,
+            names: set[str],
+            allow_newer: bool,
+            what: str,
+            theirs: set[str] = theirs,
+            label: str = label,
+            version: int = version,
+        ) -> None:
             missing = sorted(n for n in names if n not in theirs)
             later = [n for n in missing if allow_newer and newer(n)]
             wrong = [n for n in missing if n not in later]
@@ -316,8 +327,10 @@ def test_every_entry_point_exists_in_the_real_library(every_real: list[DriverLib
                 problems.append(f"{label}: {what} missing from the real library: {', '.join(wrong)}")
             if early:
                 cell += f", {len(early)} EARLIER"
-                problems.append(f"{label}: {what} exported by the real library although softgpu's cuGetProcAddress "
-                                f"introduces them after {cuda_text(version)}: {', '.join(early)}")
+                problems.append(
+                    f"{label}: {what} exported by the real library although softgpu's cuGetProcAddress "
+                    f"introduces them after {cuda_text(version)}: {', '.join(early)}"
+                )
             row.cells.append(cell)
 
         judge(rows[0], {i.symbol for i in imports if i.kind == "dlsym"}, False, "libgdrapi's dlsym names")
@@ -326,15 +339,18 @@ def test_every_entry_point_exists_in_the_real_library(every_real: list[DriverLib
         answers = probe("procs", real.libcuda, [[i.name, i.version] for i in procs], env=env)
         mismatched = [f"{i.backend}:{i.name}@{i.version} -> {a['symbol']} (we declare {i.symbol})"
                       for i, a in zip(procs, answers) if a["symbol"] != i.symbol or i.symbol not in theirs]  # fmt: skip
-        rows[1].cells.append(f"{len(procs) - len(mismatched)} same variant" + (f", {len(mismatched)} DIFFER"
-                                                                               if mismatched else ""))
+        rows[1].cells.append(
+            f"{len(procs) - len(mismatched)} same variant" + (f", {len(mismatched)} DIFFER" if mismatched else "")
+        )
         if mismatched:
             problems.append(f"{label}: cuGetProcAddress answers differ from cuda_imports.h: {'; '.join(mismatched)}")
         judge(rows[2], literals, False, "dlsym literals")
         for name, names in programs.items():
             if names - theirs:
-                problems.append(f"{label}: {name} imports what the real library lacks (it would not start): "
-                                f"{', '.join(sorted(names - theirs))}")
+                problems.append(
+                    f"{label}: {name} imports what the real library lacks (it would not start): "
+                    f"{', '.join(sorted(names - theirs))}"
+                )
         judge(rows[3], set().union(*programs.values()), False, "the test programs' imports")
         judge(rows[4], ours, True, "softgpu exports")
         judge(rows[5], required, True, "required-symbols.txt names")
@@ -345,8 +361,9 @@ def test_every_entry_point_exists_in_the_real_library(every_real: list[DriverLib
         differ = [f"{b}@{v}: softgpu {softgpu_map[(b, v)]}, real {real_map.get((b, v))}"
                   for b, v in pairs if real_map.get((b, v)) != softgpu_map[(b, v)]]  # fmt: skip
         rows[7].names = max(rows[7].names, len(pairs))
-        rows[7].cells.append(f"{len(pairs) - len(differ)} of {len(pairs)} same" + (f", {len(differ)} DIFFER"
-                                                                                    if differ else ""))
+        rows[7].cells.append(
+            f"{len(pairs) - len(differ)} of {len(pairs)} same" + (f", {len(differ)} DIFFER" if differ else "")
+        )
         if differ:
             problems.append(f"{label}: softgpu's cuGetProcAddress maps differently: {'; '.join(differ[:20])}")
 
@@ -354,8 +371,10 @@ def test_every_entry_point_exists_in_the_real_library(every_real: list[DriverLib
         real_errors = {e["code"]: (e["name"], e["text"]) for e in probe("errors", real.libcuda, codes, env=env)}
         error_differ = [f"{e['code']}: softgpu {(e['name'], e['text'])}, real {real_errors[e['code']]}"
                         for e in softgpu_errors if (e["name"], e["text"]) != real_errors[e["code"]]]  # fmt: skip
-        rows[8].cells.append(f"{len(softgpu_errors) - len(error_differ)} same" + (f", {len(error_differ)} DIFFER"
-                                                                                 if error_differ else ""))
+        rows[8].cells.append(
+            f"{len(softgpu_errors) - len(error_differ)} same"
+            + (f", {len(error_differ)} DIFFER" if error_differ else "")
+        )
         if error_differ:
             problems.append(f"{label}: error names/strings differ: {'; '.join(error_differ)}")
 

@@ -63,7 +63,9 @@ def test_timeout_kills_the_vm(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
     assert shm_files() == before
 
 
-def test_a_kernel_that_dies_before_init_is_booted_twice_and_both_boots_kept(bookworm: vm.SuiteRoot, tmp_path: Path) -> None:
+def test_a_kernel_that_dies_before_init_is_booted_twice_and_both_boots_kept(
+    bookworm: vm.SuiteRoot, tmp_path: Path
+) -> None:
     # No /init to run: the kernel panics before the guest reports ours_started,
     # as when TCG kills a kernel in its own boot.
     result = vm.boot(

@@ -30,7 +30,9 @@ from gdrkit.vm import SuiteRoot, boot, build_in_root, default_loads, prepare_sui
 SUITES = [s for s in os.environ.get("GDRKIT_VM_SUITES", "bookworm,trixie").split(",") if s]
 FIRST_SEED = int(os.environ.get("GDRKIT_FUZZ_SEED", "1000"))
 
-CONFIG_LINE = re.compile(r"^(ok|not ok) \d+ - softgpu (bar|ram), (persistent|legacy) pins: (\d+) ops(.*)$", re.MULTILINE)
+CONFIG_LINE = re.compile(
+    r"^(ok|not ok) \d+ - softgpu (bar|ram), (persistent|legacy) pins: (\d+) ops(.*)$", re.MULTILINE
+)
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed$", re.MULTILINE)
 
 # The short run: 1,500 ops with 2 threads per configuration (~10 s each, module reloads included).
@@ -101,7 +103,9 @@ def assert_fuzz_clean(run: FuzzRun, expected: set[tuple[str, str]], min_ops: int
     assert seen == expected, f"configurations run: {sorted(seen)}, want {sorted(expected)}\n{report}"
     for config in run.configs:
         assert config.ok, f"softgpu {config.mode}, {config.pins} pins: {config.detail}\n{report}"
-        assert config.ops >= min_ops, f"softgpu {config.mode}, {config.pins} pins ran {config.ops} ops, want >= {min_ops}"
+        assert config.ops >= min_ops, (
+            f"softgpu {config.mode}, {config.pins} pins ran {config.ops} ops, want >= {min_ops}"
+        )
     assert run.status == 0, f"run_fuzz.sh exited {run.status}\n{report}"
     assert not run.problems, f"{run.problems}\n{report}"
 

@@ -1,9 +1,15 @@
-"""The generated initramfs: cpio format, module order, /init script."""
+"""The generated initramfs: cpio format, module order, /init script.
+
+/init is templates/vm/init.sh.j2 rendered; after an intended change update
+its golden copies with
+    GDRKIT_UPDATE_GOLDEN=1 ./toolkit test -k test_vm_initramfs
+"""
 
 from __future__ import annotations
 
 import gzip
 import lzma
+import os
 import shutil
 import stat
 import subprocess
@@ -28,6 +34,8 @@ kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko k
 kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
 kernel/drivers/virtio/virtio_pci_modern_dev.ko:
 """.replace("\\\n", "")
+GOLDEN = Path(__file__).resolve().parent / "golden" / "vm"
+UPDATE = os.environ.get("GDRKIT_UPDATE_GOLDEN") == "1"
 
 
 def parse_newc(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
@@ -52,7 +60,11 @@ def parse_newc(data: bytes) -> dict[str, tuple[int, bytes, tuple[int, int]]]:
 
 def test_cpio_round_trip() -> None:
     archive = initramfs.cpio_archive(
-        [("bin", stat.S_IFDIR | 0o755, b""), ("bin/x", stat.S_IFREG | 0o755, b"abc"), ("init", stat.S_IFREG | 0o755, b"12345")],
+        [
+            ("bin", stat.S_IFDIR | 0o755, b""),
+            ("bin/x", stat.S_IFREG | 0o755, b"abc"),
+            ("init", stat.S_IFREG | 0o755, b"12345"),
+        ],
         devices=[("dev/console", stat.S_IFCHR | 0o600, 5, 1)],
     )
     assert len(archive) % 4 == 0
@@ -171,6 +183,16 @@ def test_module_arguments_are_quoted() -> None:
     assert "in_root modprobe softgpu 'name=a b;reboot'" in script
 
 
+@pytest.mark.parametrize("name", ["init-full.sh", "init-bare.sh"])
+def test_init_script_matches_its_golden_copy(name: str) -> None:
+    script = initramfs.init_script(PLAN if name == "init-full.sh" else GuestPlan(command="true"))
+    golden = GOLDEN / name
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(script)
+    assert script == golden.read_text(), f"/init changed; if intended: GDRKIT_UPDATE_GOLDEN=1 and diff {golden}"
+
+
 def test_init_script_is_valid_shell(tmp_path: Path) -> None:
     initramfs.ensure_busybox()  # installed as vm-test installs it
     path = tmp_path / "init"
@@ -179,7 +201,9 @@ def test_init_script_is_valid_shell(tmp_path: Path) -> None:
 
 
 def test_initramfs_contents() -> None:
-    entries = {name: (mode, data) for name, mode, data in initramfs.initramfs_entries(PLAN, b"BUSYBOX", [("9p.ko", b"ELF")])}
+    entries = {
+        name: (mode, data) for name, mode, data in initramfs.initramfs_entries(PLAN, b"BUSYBOX", [("9p.ko", b"ELF")])
+    }
     assert entries["bin/busybox"][1] == b"BUSYBOX" and entries["bin/busybox"][0] & 0o111
     assert entries["modules/9p.ko"][1] == b"ELF"
     assert entries["gdrkit/command.sh"][1] == b"gdrdrv_ktest --verbose 'a b'\n"

@@ -20,7 +20,10 @@ FAILING_LINES = [
     ("[    8.000000] general protection fault, probably for non-canonical address 0xdead", "gpf"),
     ("[    8.000001] Call Trace:", "call-trace"),
     ("[    8.000001]  <TASK>Call Trace", "call-trace"),
-    ("[    9.000000] x86/PAT: gdrdrv_ktest:120 conflicting memory types e0000000-e0010000 uncached-minus<->write-combining", "pat"),
+    (
+        "[    9.000000] x86/PAT: gdrdrv_ktest:120 conflicting memory types e0000000-e0010000 uncached-minus<->write-combining",
+        "pat",
+    ),
     ("[    9.000000] x86/PAT: gdrdrv_ktest:120 freeing invalid memtype [mem 0xe0000000-0xe000ffff]", "pat"),
     ("[    9.000000] x86/PAT: gdrdrv_ktest:120 map pfn expected mapping type write-combining for [mem 0x1-0x2]", "pat"),
     ("[   10.000000] Kernel panic - not syncing: Fatal exception", "panic"),
@@ -31,7 +34,7 @@ FAILING_LINES = [
 
 CLEAN_LINES = [
     "[    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org)",
-    "[    2.312946] Unstable clock detected, switching default tracing clock to \"global\"",
+    '[    2.312946] Unstable clock detected, switching default tracing clock to "global"',
     "[    3.027666] 9pnet: Installing 9P2000 support",
     "[    4.000000] softgpu: loading out-of-tree module taints kernel.",
     "[    4.000000] softgpu: module verification failed: signature and/or required key missing - tainting kernel",
@@ -43,7 +46,7 @@ CLEAN_LINES = [
     "[    0.200000] AMD-Vi: AMD IOMMUv2 functionality not available on this system - This is not a bug.",
     "[    0.000000] \tRCU CPU stall warnings suppressed (rcu_cpu_stall_suppress).",
     "[    0.000000] x86/PAT: Configuration [0-7]: WB  WC  UC- UC  WB  WP  UC- WT  ",
-    "[    1.746794] PCI: Using host bridge windows from ACPI; if necessary, use \"pci=nocrs\" and report a bug",
+    '[    1.746794] PCI: Using host bridge windows from ACPI; if necessary, use "pci=nocrs" and report a bug',
 ]
 
 

@@ -109,20 +109,22 @@ def test_timeout_is_a_problem() -> None:
 
 
 class FakeQemu:
-    """Stands in for run(qemu...): plays a guest by writing the serial files."""
+    """Stands in for run_step(title, qemu...): plays a guest by writing the serial files."""
 
     def __init__(self, results: str, console: str = "", kernel_log: str = "", exc: BaseException | None = None):
         self.results, self.console, self.kernel_log, self.exc = results, console, kernel_log, exc
         self.argv: list[str] = []
 
-    def __call__(self, argv: Sequence[str], **kwargs: Any) -> None:
+    def __call__(self, title: str, argv: Sequence[str], **kwargs: Any) -> None:
         self.argv = list(argv)
-        assert kwargs["input_text"] == "", "qemu must not get the terminal as stdin"
+        assert title.startswith("booting vmlinuz"), "one progress line per boot, naming the kernel"
         vram = Path(argv[argv.index("-object") + 1].split("mem-path=")[1].split(",")[0])
         vram.write_bytes(b"BAR bytes")  # qemu creates the backing file, the guest writes it
+
         def chardev_path(key: str) -> Path:
             spec = next(a for a in argv if a.startswith(key))
             return Path(spec.split("path=" if "file," in key else "logfile=")[1])
+
         chardev_path("file,id=results").write_text(self.results)
         chardev_path("stdio,id=console").write_text(self.console)
         chardev_path("file,id=kernellog").write_text(self.kernel_log)
@@ -146,13 +148,15 @@ def boot(root: Path, log_dir: Path, **kwargs: Any) -> VmResult:
     return qemu.boot(root / "boot/vmlinuz", root / "lib/modules/1.0", root, "true", log_dir=log_dir, **kwargs)
 
 
-def test_boot_collects_status_findings_and_removes_vram(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_boot_collects_status_findings_and_removes_vram(
+    fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = FakeQemu(
         "booted=1\r\ncommand_status=3\r\ndone=1\r\n",
         console="[ 1.0] Run /init\nWARNING: from a program\n",
         kernel_log="[ 2.0] WARNING: CPU: 0 PID: 1 at x.c:1 f\n",
     )
-    monkeypatch.setattr(qemu, "run", fake)
+    monkeypatch.setattr(qemu, "run_step", fake)
     res = boot(fake_root, tmp_path / "logs")
     assert res.status == 3 and not res.timed_out
     assert [f.rule for f in res.kernel_log_findings] == ["warning"]
@@ -163,14 +167,14 @@ def test_boot_collects_status_findings_and_removes_vram(fake_root: Path, tmp_pat
 
 def test_boot_timeout_is_reported_not_raised(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeQemu("booted=1\r\n", exc=UserError("timed out after 0s: qemu"))
-    monkeypatch.setattr(qemu, "run", fake)
+    monkeypatch.setattr(qemu, "run_step", fake)
     res = boot(fake_root, tmp_path / "logs", timeout=0)
     assert res.timed_out and res.status is None
 
 
 def test_boot_cleans_up_on_ctrl_c(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeQemu("", exc=KeyboardInterrupt())
-    monkeypatch.setattr(qemu, "run", fake)
+    monkeypatch.setattr(qemu, "run_step", fake)
     with pytest.raises(KeyboardInterrupt):
         boot(fake_root, tmp_path / "logs")
     vram = Path(fake.argv[fake.argv.index("-object") + 1].split("mem-path=")[1].split(",")[0])
@@ -178,10 +182,10 @@ def test_boot_cleans_up_on_ctrl_c(fake_root: Path, tmp_path: Path, monkeypatch: 
 
 
 def test_boot_other_qemu_failures_propagate(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(argv: Sequence[str], **kwargs: Any) -> None:
+    def failing(title: str, argv: Sequence[str], **kwargs: Any) -> None:
         raise die("command failed (exit 1): qemu")
 
-    monkeypatch.setattr(qemu, "run", failing)
+    monkeypatch.setattr(qemu, "run_step", failing)
     with pytest.raises(UserError, match="exit 1"):
         boot(fake_root, tmp_path / "logs", timeout=600)
 
@@ -192,7 +196,7 @@ def test_boot_checks_its_inputs(tmp_path: Path) -> None:
 
 
 def test_boot_can_keep_a_copy_of_the_bar(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(qemu, "run", FakeQemu("command_status=0\ndone=1\n"))
+    monkeypatch.setattr(qemu, "run_step", FakeQemu("command_status=0\ndone=1\n"))
     res = boot(fake_root, tmp_path / "logs", vram_copy=tmp_path / "bar.bin")
     assert res.status == 0
     assert (tmp_path / "bar.bin").read_bytes() == b"BAR bytes"
@@ -214,7 +218,7 @@ DIED_IN_OURS = FakeQemu(
 
 
 class Guests:
-    """Stands in for run(qemu...) over several boots: the i-th call plays the i-th guest."""
+    """Stands in for run_step(title, qemu...) over several boots: the i-th call plays the i-th guest."""
 
     def __init__(self, *guests: FakeQemu) -> None:
         self.guests = guests
@@ -224,18 +228,18 @@ class Guests:
     def boots(self) -> int:
         return len(self.vram_files)
 
-    def __call__(self, argv: Sequence[str], **kwargs: Any) -> None:
+    def __call__(self, title: str, argv: Sequence[str], **kwargs: Any) -> None:
         assert self.boots < len(self.guests), "booted more often than expected"
         guest = self.guests[self.boots]
         self.vram_files.append(Path(argv[argv.index("-object") + 1].split("mem-path=")[1].split(",")[0]))
-        guest(argv, **kwargs)
+        guest(title, argv, **kwargs)
 
 
 def test_a_guest_that_died_before_our_modules_is_booted_again_and_both_boots_are_kept(
     fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     guests = Guests(EARLY_DEATH, CLEAN)
-    monkeypatch.setattr(qemu, "run", guests)
+    monkeypatch.setattr(qemu, "run_step", guests)
     res = boot(fake_root, tmp_path / "logs", loads=LOADS, check_refcount=True)
     assert guests.boots == 2
     assert res.status == 0 and res.problems(LOADS) == [], "the second boot passed, so the run does"
@@ -259,7 +263,7 @@ def test_a_guest_that_died_early_twice_fails_with_both_boots_shown(
     fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     guests = Guests(EARLY_DEATH, EARLY_DEATH)
-    monkeypatch.setattr(qemu, "run", guests)
+    monkeypatch.setattr(qemu, "run_step", guests)
     res = boot(fake_root, tmp_path / "logs", loads=LOADS)
     assert guests.boots == 2, "retried once, not more"
     assert res.status is None
@@ -286,7 +290,7 @@ def test_other_boots_are_never_retried(
     guest: FakeQemu, problem: str | None, fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     guests = Guests(guest, CLEAN)
-    monkeypatch.setattr(qemu, "run", guests)
+    monkeypatch.setattr(qemu, "run_step", guests)
     # timeout=0: the faked qemu that raises has then run past it.
     res = boot(fake_root, tmp_path / "logs", loads=LOADS, check_refcount=True, timeout=0)
     assert guests.boots == 1
@@ -302,7 +306,7 @@ def test_other_boots_are_never_retried(
 
 def test_retries_can_be_turned_off(fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     guests = Guests(EARLY_DEATH, CLEAN)
-    monkeypatch.setattr(qemu, "run", guests)
+    monkeypatch.setattr(qemu, "run_step", guests)
     res = boot(fake_root, tmp_path / "logs", early_death_retries=0)
     assert guests.boots == 1 and res.died_before_ours()
     assert "the guest did not finish: it died before our modules loaded" in res.problems()
@@ -311,7 +315,7 @@ def test_retries_can_be_turned_off(fake_root: Path, tmp_path: Path, monkeypatch:
 def test_retry_without_a_log_dir_keeps_both_boots_in_the_scratch_dir(
     fake_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(qemu, "run", Guests(EARLY_DEATH, CLEAN))
+    monkeypatch.setattr(qemu, "run_step", Guests(EARLY_DEATH, CLEAN))
     res = qemu.boot(fake_root / "boot/vmlinuz", fake_root / "lib/modules/1.0", fake_root, "true")
     try:
         [first] = res.earlier_attempts

@@ -62,7 +62,12 @@ def test_default_steps_build_softgpu_before_the_driver_and_install_with_kver() -
 
 
 def test_run_steps_skips_what_depends_on_a_failure() -> None:
-    steps = [BuildStep("a", "good"), BuildStep("b", "bad"), BuildStep("c", "good", ("b",)), BuildStep("d", "good", ("a",))]
+    steps = [
+        BuildStep("a", "good"),
+        BuildStep("b", "bad"),
+        BuildStep("c", "good", ("b",)),
+        BuildStep("d", "good", ("a",)),
+    ]
     ran: list[str] = []
 
     def execute(script: str) -> tuple[int, str]:

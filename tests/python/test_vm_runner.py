@@ -78,7 +78,9 @@ class Fakes:
         return self.result
 
 
-def test_vm_test_returns_the_command_status(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vm_test_returns_the_command_status(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fakes = Fakes(BuildReport([StepResult("driver", "ok")]), vm(5, {**CLEAN, "command_status": "5"}))
     fakes.install(monkeypatch, tmp_path)
     status = runner.vm_test(runner.VmTestOptions(command="exit 5", log_dir=tmp_path / "logs"))
@@ -88,7 +90,9 @@ def test_vm_test_returns_the_command_status(monkeypatch: pytest.MonkeyPatch, tmp
     assert "command status:  5" in capsys.readouterr().out
 
 
-def test_vm_test_stops_on_build_failures_unless_keep_going(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vm_test_stops_on_build_failures_unless_keep_going(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = BuildReport([StepResult("driver", "failed", 1.0, "gdrdrv.c:10: error: unknown type", "exit 2")])
     fakes = Fakes(report, vm(0, CLEAN))
     fakes.install(monkeypatch, tmp_path)
@@ -109,7 +113,9 @@ def test_vm_test_plain_boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert fakes.boot_kwargs["loads"] == () and fakes.boot_kwargs["check_refcount"] is False
 
 
-def test_vm_test_prints_the_kernel_log_tail_on_findings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vm_test_prints_the_kernel_log_tail_on_findings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     kernel_log = tmp_path / "kernel.log"
     kernel_log.write_text("[ 1.0] boot\n[ 2.0] BUG: Bad page state in process x\n")
     result = vm(0, CLEAN, [klog.Finding("bug", "BUG: Bad page state in process x")], kernel_log=kernel_log)
@@ -155,7 +161,9 @@ def test_summary_has_no_boots_line_without_a_retry() -> None:
     assert "boots:" not in "\n".join(runner.summary_lines(root, vm(0, CLEAN), LOADS, 30.0))
 
 
-def test_vm_test_shows_what_killed_a_retried_boot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vm_test_shows_what_killed_a_retried_boot(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = vm(0, CLEAN, earlier_attempts=[early_death(str(tmp_path / "attempt-1"))])
     Fakes(BuildReport(), result).install(monkeypatch, tmp_path)
     assert runner.vm_test(runner.VmTestOptions(build=False, log_dir=tmp_path)) == 0

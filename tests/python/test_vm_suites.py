@@ -100,8 +100,10 @@ def test_unknown_series_says_what_to_do() -> None:
 
 
 def test_similar_abis_keep_flavour_and_order() -> None:
-    names = "linux-headers-6.1.0-9-amd64 linux-headers-6.1.0-10-amd64 linux-headers-6.1.0-10-cloud-amd64 " \
-            "linux-headers-6.1.0-10-common linux-headers-6.12.1+deb12-amd64 linux-headers-amd64"
+    names = (
+        "linux-headers-6.1.0-9-amd64 linux-headers-6.1.0-10-amd64 linux-headers-6.1.0-10-cloud-amd64 "
+        "linux-headers-6.1.0-10-common linux-headers-6.12.1+deb12-amd64 linux-headers-amd64"
+    )
     query = lambda args: (0, names.replace(" ", "\n"))  # noqa: E731
     assert suites.similar_abis(query, "6.1.0-3-amd64") == ["6.1.0-9-amd64", "6.1.0-10-amd64"]
     assert suites.similar_abis(query, "6.1.0-3-cloud-amd64") == ["6.1.0-10-cloud-amd64"]

@@ -12,9 +12,30 @@ import sys
 from pathlib import Path
 
 # Operation codes, in the order of enum opcode in fuzz_api.c.
-(OPEN, CLOSE, PIN, PIN_V2, UNPIN, MAP, UNMAP, INFO, INFO_V1, CB_FLAG, COPY_TO, COPY_FROM, ROUNDTRIP,
- COPY_TYPE, DRIVER_VERSION, ATTR, TYPE_STRING, RUNTIME_VERSION, BACKEND_NAME, ALLOC, FREE,
- INVALIDATE) = range(22)
+(
+    OPEN,
+    CLOSE,
+    PIN,
+    PIN_V2,
+    UNPIN,
+    MAP,
+    UNMAP,
+    INFO,
+    INFO_V1,
+    CB_FLAG,
+    COPY_TO,
+    COPY_FROM,
+    ROUNDTRIP,
+    COPY_TYPE,
+    DRIVER_VERSION,
+    ATTR,
+    TYPE_STRING,
+    RUNTIME_VERSION,
+    BACKEND_NAME,
+    ALLOC,
+    FREE,
+    INVALIDATE,
+) = range(22)
 
 GDRDRV, DMABUF, VULKAN = 0, 2, 3
 NULL_G = 2  # g index NG: a NULL gdr_t
@@ -24,8 +45,17 @@ HUGE = 0xA0  # size selector: SIZE_MAX and friends
 BIG = 0xC0  # size selector: (raw & (4 MiB - 1)) + 1
 
 
-def op(code: int, g: int = 0, h: int = 0, flags: int = 0, size_sel: int = ONE_GPU_PAGE, off_sel: int = 0,
-       aux: int = 0, aux2: int = 0, raw: int = 0) -> bytes:
+def op(
+    code: int,
+    g: int = 0,
+    h: int = 0,
+    flags: int = 0,
+    size_sel: int = ONE_GPU_PAGE,
+    off_sel: int = 0,
+    aux: int = 0,
+    aux2: int = 0,
+    raw: int = 0,
+) -> bytes:
     return struct.pack("<8BQ", code, g, h, flags, size_sel, off_sel, aux, aux2, raw & (2**64 - 1))
 
 
@@ -121,20 +151,34 @@ def bad_arguments() -> list[bytes]:
         op(DRIVER_VERSION),
         op(DRIVER_VERSION, flags=1),
         op(DRIVER_VERSION, g=NULL_G),
-        op(ATTR, aux=1), op(ATTR, aux=2), op(ATTR, aux=3), op(ATTR, aux=4), op(ATTR, aux=0),
+        op(ATTR, aux=1),
+        op(ATTR, aux=2),
+        op(ATTR, aux=3),
+        op(ATTR, aux=4),
+        op(ATTR, aux=0),
         op(ATTR, flags=0x80, raw=-5),
-        op(TYPE_STRING, aux=0), op(TYPE_STRING, aux=4), op(TYPE_STRING, flags=0x80, raw=2**31),
-        op(RUNTIME_VERSION), op(RUNTIME_VERSION, flags=0x71),
-        op(BACKEND_NAME), op(BACKEND_NAME, g=NULL_G),
-        op(ALLOC, g=NULL_G), op(ALLOC, flags=0x70), op(ALLOC, size_sel=0), op(ALLOC, aux2=1, size_sel=HUGE),
+        op(TYPE_STRING, aux=0),
+        op(TYPE_STRING, aux=4),
+        op(TYPE_STRING, flags=0x80, raw=2**31),
+        op(RUNTIME_VERSION),
+        op(RUNTIME_VERSION, flags=0x71),
+        op(BACKEND_NAME),
+        op(BACKEND_NAME, g=NULL_G),
+        op(ALLOC, g=NULL_G),
+        op(ALLOC, flags=0x70),
+        op(ALLOC, size_sel=0),
+        op(ALLOC, aux2=1, size_sel=HUGE),
         op(FREE, aux2=3, flags=0x40, raw=0xDEAD_0000),
         op(COPY_TYPE, flags=1, size_sel=0x3F, off_sel=0x05),
         op(COPY_TYPE, flags=3, size_sel=BIG, raw=0x7FF_0000),
         op(COPY_TYPE, flags=0x80, raw=9 << 32),
     ]
     for kind in range(8):  # never-issued handles of every kind
-        ops += [op(UNPIN, h=0xC0 | kind, raw=0x7F12_3456_7890), op(INFO, h=0xC0 | kind, aux2=kind * 7),
-                op(ROUNDTRIP, h=0xC0 | kind)]
+        ops += [
+            op(UNPIN, h=0xC0 | kind, raw=0x7F12_3456_7890),
+            op(INFO, h=0xC0 | kind, aux2=kind * 7),
+            op(ROUNDTRIP, h=0xC0 | kind),
+        ]
     return ops
 
 
@@ -176,9 +220,11 @@ def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "fuzz-seeds")
     out.mkdir(parents=True, exist_ok=True)
     inputs: list[bytes] = []
-    for backend, variants in ((GDRDRV, (0x0C, 0x04, 0x02, 0x00, 0x3C, 0x5C, 0x9C, 0xDC)),
-                              (DMABUF, (0, 1, 2, 3)),
-                              (VULKAN, (0x10, 0x11, 0x02, 0x60, 0x80, 0xA0, 0xC0, 0xE0))):
+    for backend, variants in (
+        (GDRDRV, (0x0C, 0x04, 0x02, 0x00, 0x3C, 0x5C, 0x9C, 0xDC)),
+        (DMABUF, (0, 1, 2, 3)),
+        (VULKAN, (0x10, 0x11, 0x02, 0x60, 0x80, 0xA0, 0xC0, 0xE0)),
+    ):
         for variant in variants:
             for ops in (lifecycle(), wrong_order(), bad_arguments()):
                 inputs.append(header(backend, variant) + b"".join(ops))

@@ -25,8 +25,10 @@ OFFSETS = (0, 1, 7, 64, 4095, 65536 + 13)
 
 def main() -> int:
     cuda = _cuda.driver("cuda-python")
-    print(f"CUDA: {cuda.name}, driver {cuda.driver_version()}; gdrcopy {gdrcopy.__version__}, "
-          f"library {gdrcopy.library_version()} ({gdrcopy.library_path()})")
+    print(
+        f"CUDA: {cuda.name}, driver {cuda.driver_version()}; gdrcopy {gdrcopy.__version__}, "
+        f"library {gdrcopy.library_version()} ({gdrcopy.library_path()})"
+    )
     rng = numpy.random.default_rng(13)
     host = cuda.host_alloc(SIZE)
     host_view = numpy.ctypeslib.as_array(ctypes.cast(host, ctypes.POINTER(ctypes.c_uint8)), (SIZE,))
@@ -54,12 +56,17 @@ def main() -> int:
                     m.copy_to(data, offset)
                     host_view[:size] = 0
                     cuda.dtoh(host, alloc.gpu_ptr + offset, size)
-                    expect(bool((host_view[:size] == data).all()), f"copy_to {size} B at {offset}, read by cuMemcpyDtoH")
+                    expect(
+                        bool((host_view[:size] == data).all()), f"copy_to {size} B at {offset}, read by cuMemcpyDtoH"
+                    )
                     # NumPy view assignment (plain stores into the WC mapping), then CUDA.
                     data2 = data[::-1].copy()
-                    view[offset:offset + size] = data2
+                    view[offset : offset + size] = data2
                     cuda.dtoh(host, alloc.gpu_ptr + offset, size)
-                    expect(bool((host_view[:size] == data2).all()), f"view store {size} B at {offset}, read by cuMemcpyDtoH")
+                    expect(
+                        bool((host_view[:size] == data2).all()),
+                        f"view store {size} B at {offset}, read by cuMemcpyDtoH",
+                    )
                     # CUDA -> GPU memory; the mapping reads it.
                     data3 = rng.integers(0, 256, size, dtype=numpy.uint8)
                     host_view[:size] = data3
@@ -67,15 +74,23 @@ def main() -> int:
                     out = numpy.empty(size, numpy.uint8)
                     m.copy_from(out, offset)
                     expect(bool((out == data3).all()), f"cuMemcpyHtoD {size} B at {offset}, read by copy_from")
-                    expect(bool((view[offset:offset + size] == data3).all()),
-                           f"cuMemcpyHtoD {size} B at {offset}, read through the NumPy view")
+                    expect(
+                        bool((view[offset : offset + size] == data3).all()),
+                        f"cuMemcpyHtoD {size} B at {offset}, read through the NumPy view",
+                    )
             cuda.memset(alloc.gpu_ptr, 0xA5, SIZE)
             cuda.synchronize()
             expect(m.read(0, 4096) == b"\xa5" * 4096, "cuMemsetD8 seen by copy_from")
+
         # A second pin of part of it, named through __cuda_array_interface__ as CuPy and PyTorch name theirs.
         class Part:
-            __cuda_array_interface__ = {"version": 3, "data": (alloc.gpu_ptr + 65536 + 100, False),
-                                        "shape": (1000,), "typestr": "<u4", "strides": None}
+            __cuda_array_interface__ = {
+                "version": 3,
+                "data": (alloc.gpu_ptr + 65536 + 100, False),
+                "shape": (1000,),
+                "typestr": "<u4",
+                "strides": None,
+            }
 
         with g.map(Part()) as part:
             words = numpy.arange(1000, dtype=numpy.uint32) * 2654435761

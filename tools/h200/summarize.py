@@ -66,9 +66,11 @@ def copylat_tables(results: Path) -> list[str]:
             sizes = sorted({k[2] for k in figures if k[0] == direction and k[1] == mode})
             if not sizes:
                 continue
-            lines += [f"\n### {direction}, {'calls back to back' if mode == 'b2b' else 'single calls'} (µs per call)\n",
-                      "| size | " + " | ".join(COLUMNS) + " | ours vs best other |",
-                      "| ---: | " + " | ".join("---:" for _ in COLUMNS) + " | ---: |"]
+            lines += [
+                f"\n### {direction}, {'calls back to back' if mode == 'b2b' else 'single calls'} (µs per call)\n",
+                "| size | " + " | ".join(COLUMNS) + " | ours vs best other |",
+                "| ---: | " + " | ".join("---:" for _ in COLUMNS) + " | ---: |",
+            ]
             for size in sizes:
                 cells = [figures.get((direction, mode, size, c), []) for c in COLUMNS]
                 others = [statistics.median(v) for v in cells[1:] if v]
@@ -88,19 +90,25 @@ def parallel_table(results: Path) -> list[str]:
         return []
     lines = ["\n### Parallel copies, 16 MiB (GB/s)\n", "| threads | CPU → GPU | GPU → CPU |", "| ---: | ---: | ---: |"]
     for threads in sorted({k[0] for k in rates}):
-        lines.append(f"| {threads} | {cell(rates[(threads, 'CPU → GPU')], 2)} | {cell(rates[(threads, 'GPU → CPU')], 2)} |")
+        lines.append(
+            f"| {threads} | {cell(rates[(threads, 'CPU → GPU')], 2)} | {cell(rates[(threads, 'GPU → CPU')], 2)} |"
+        )
     return lines
 
 
 def pplat_table(results: Path) -> list[str]:
     trips: dict[str, list[float]] = defaultdict(list)
     for path in sorted(results.glob("pplat-*.jsonl")):
-        variant = path.name[len("pplat-"):].rsplit("-", 1)[0]
+        variant = path.name[len("pplat-") :].rsplit("-", 1)[0]
         for rec in records(path):
             trips[variant].append(rec["median_us"])
     if not trips:
         return []
-    lines = ["\n### pplat round trip (µs, median of bucket medians)\n", "| configuration | round trip |", "| --- | ---: |"]
+    lines = [
+        "\n### pplat round trip (µs, median of bucket medians)\n",
+        "| configuration | round trip |",
+        "| --- | ---: |",
+    ]
     for variant, values in sorted(trips.items()):
         lines.append(f"| `{variant.replace('_', ' ').strip()}` | {cell(values)} |")
     return lines

@@ -23,11 +23,10 @@ from gdrkit.containers import ImageRecipe
 from gdrkit.packaging import build, model
 from gdrkit.packaging.build import Source
 from gdrkit.system import die
-from gdrkit.version import REPO_ROOT
 from gdrkit.vm.rootfs import SuiteRoot
 from pkgkit import scenarios
 
-SCRIPTS = REPO_ROOT / "tests" / "packaging"
+SCRIPTS = scenarios.SCRIPTS
 # The "previous release" of the upgrade and downgrade tests: the same commit
 # packaged, from the same templates, as this version.
 PREVIOUS_RELEASE = "2.6.0"

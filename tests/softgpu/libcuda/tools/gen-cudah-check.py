@@ -13,6 +13,7 @@ values.c prints one MISMATCH line per enum value, flag or struct layout that
 differs and exits 1 if any does; symbols.c takes the address of every
 function our header declares, so nm -u shows the ABI symbol each name maps to.
 """
+
 import pathlib
 import re
 import sys
@@ -55,8 +56,7 @@ def main() -> int:
     flags = re.findall(r"^#define\s+(CU_[A-Z0-9_]+)\s+(0x[0-9A-Fa-f]+|\d+)\s*$", text, re.M)
     functions = sorted(set(re.findall(r"CUDAAPI\s+(cu[A-Za-z0-9_]+)\s*\(", text)))
 
-    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <cuda.h>",
-             "int main(void)", "{", "\tint bad = 0;"]
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <cuda.h>", "int main(void)", "{", "\tint bad = 0;"]
     for name, value in values + flags:
         lines.append(f"\tif ((long long)({name}) != (long long)({value})) {{")
         lines.append(f'\t\tprintf("MISMATCH {name}: ours {value}, real %lld\\n", (long long)({name}));')
