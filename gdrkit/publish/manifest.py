@@ -88,12 +88,16 @@ def read_junit(path: Path, version: str) -> tuple[list[Tested], list[str]]:
             for prop in case.iter("property"):
                 facts.props[prop.get("name", "")] = prop.get("value", "")
     if not entries:
-        raise ValueError(f"{path} holds no matrix testcases (classname matrix.<entry>): is it `./toolkit matrix --junit`'s?")
+        raise ValueError(
+            f"{path} holds no matrix testcases (classname matrix.<entry>): is it `./toolkit matrix --junit`'s?"
+        )
     tested, notes = [], []
     for name, facts in entries.items():
         tested_version = facts.props.get(PROP_VERSION, "")
         if tested_version != version:
-            notes.append(f"{name}: results are for package version {tested_version or '(not recorded)'}, not {version}: left out")
+            notes.append(
+                f"{name}: results are for package version {tested_version or '(not recorded)'}, not {version}: left out"
+            )
             continue
         failed = [step for step, outcome in facts.steps.items() if outcome == "failed"]
         ran = [step for step, outcome in facts.steps.items() if not outcome.startswith("skipped")]
@@ -104,13 +108,24 @@ def read_junit(path: Path, version: str) -> tuple[list[Tested], list[str]]:
             result = "passed" + (f" ({', '.join(ran)}; skipped: {', '.join(left_out)})" if left_out else "")
         else:
             result = next(iter(facts.steps.values()))
-        tested.append(Tested(name, facts.props.get(PROP_KERNEL, "") or "(not recorded)",
-                             _nvidia_text(facts.props.get(PROP_DRIVER, "")), result))
+        tested.append(
+            Tested(
+                name,
+                facts.props.get(PROP_KERNEL, "") or "(not recorded)",
+                _nvidia_text(facts.props.get(PROP_DRIVER, "")),
+                result,
+            )
+        )
     return sorted(tested, key=lambda t: t.entry), notes
 
 
-def update(previous: Mapping[str, Any] | None, package: str, version: str,
-           published: Mapping[str, Sequence[str]], tested: Sequence[Tested] | None) -> dict[str, Any]:
+def update(
+    previous: Mapping[str, Any] | None,
+    package: str,
+    version: str,
+    published: Mapping[str, Sequence[str]],
+    tested: Sequence[Tested] | None,
+) -> dict[str, Any]:
     """The manifest with `version`'s entry set: its releases, and what it was tested with.
 
     `tested` None means no results were given: the entry keeps the results
@@ -121,8 +136,10 @@ def update(previous: Mapping[str, Any] | None, package: str, version: str,
     if current is None:
         current = {"version": version}
         versions.append(current)
-    merged = {kind: sorted(set(current.get("published", {}).get(kind, [])) | set(releases))
-              for kind, releases in published.items()}
+    merged = {
+        kind: sorted(set(current.get("published", {}).get(kind, [])) | set(releases))
+        for kind, releases in published.items()
+    }
     for kind, releases in current.get("published", {}).items():
         merged.setdefault(kind, sorted(releases))
     current["published"] = merged
@@ -166,9 +183,9 @@ def render_index(manifest: Mapping[str, Any], files: Sequence[tuple[str, str]]) 
     body = "\n".join("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in table_rows(manifest))
     return f"""<!DOCTYPE html>
 <html lang="en">
-<head><meta charset="utf-8"><title>{e(str(manifest.get('package', '')))} package repository</title></head>
+<head><meta charset="utf-8"><title>{e(str(manifest.get("package", "")))} package repository</title></head>
 <body>
-<h1>{e(str(manifest.get('package', '')))} package repository</h1>
+<h1>{e(str(manifest.get("package", "")))} package repository</h1>
 <ul>
 {links}
 </ul>

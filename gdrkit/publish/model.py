@@ -44,8 +44,13 @@ class PackageFile:
         return self.path.name if self.path is not None else f"{self.name}_{self.version}_{self.arch}.{self.kind}"
 
     def as_record(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "arch": self.arch, "sha256": self.sha256,
-                "file": self.filename}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "arch": self.arch,
+            "sha256": self.sha256,
+            "file": self.filename,
+        }
 
 
 @dataclass(frozen=True)
@@ -159,13 +164,27 @@ def plan(inputs: Mapping[Target, Sequence[PackageFile]], record: Record) -> Plan
             if same is not None and same.sha256 == package.sha256:
                 present.append(package)
             elif same is not None:
-                refused.append(Refusal(package, target, (
-                    f"the repository already holds this version with other content ({same.filename}); "
-                    "a published version never changes: raise the package release and build again")))
+                refused.append(
+                    Refusal(
+                        package,
+                        target,
+                        (
+                            f"the repository already holds this version with other content ({same.filename}); "
+                            "a published version never changes: raise the package release and build again"
+                        ),
+                    )
+                )
             elif newest is not None and compare(target.kind, package.version, newest.version) < 0:
-                refused.append(Refusal(package, target, (
-                    f"lower than {newest.version}, which the repository already holds; users would never get it: "
-                    "publish a higher version, or into another --output")))
+                refused.append(
+                    Refusal(
+                        package,
+                        target,
+                        (
+                            f"lower than {newest.version}, which the repository already holds; users would never get it: "
+                            "publish a higher version, or into another --output"
+                        ),
+                    )
+                )
             else:
                 add.append(package)
         targets.append(TargetPlan(target, tuple(add), tuple(present)))

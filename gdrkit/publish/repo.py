@@ -67,8 +67,10 @@ def collect(dist: Path, suite: str, rpm_release: str) -> dict[Target, list[Packa
             release = suite if kind == "deb" else rpm_release
             if not release:
                 flag = "--suite" if kind == "deb" else "--rpm-release"
-                raise die(f"{dist} holds .{kind} files but no release was named for them",
-                          f"name it: {flag} <release>, or put them in {dist}/<release>/")
+                raise die(
+                    f"{dist} holds .{kind} files but no release was named for them",
+                    f"name it: {flag} <release>, or put them in {dist}/<release>/",
+                )
             groups.setdefault(Target(kind, release), []).extend(top)
         for sub in sorted(p for p in dist.iterdir() if p.is_dir()):
             files = sorted(sub.glob(f"*.{kind}"))
@@ -98,13 +100,16 @@ class Signer:
 
     def fingerprint(self) -> str:
         """The signing key's fingerprint; dies when there is no secret key of that id."""
-        out = run(["gpg", "--batch", "--with-colons", "--list-secret-keys", self.key],
-                  env=self.env, capture=True, check=False)
+        out = run(
+            ["gpg", "--batch", "--with-colons", "--list-secret-keys", self.key], env=self.env, capture=True, check=False
+        )
         fingerprints = [line.split(":")[9] for line in out.stdout.splitlines() if line.startswith("fpr:")]
         if out.returncode != 0 or not fingerprints:
             where = self.home or os.environ.get("GNUPGHOME") or "~/.gnupg"
-            raise die(f"no secret GnuPG key {self.key!r} in {where}",
-                      "name a key you hold with --key (gpg --list-secret-keys), and its home with --gnupg-home")
+            raise die(
+                f"no secret GnuPG key {self.key!r} in {where}",
+                "name a key you hold with --key (gpg --list-secret-keys), and its home with --gnupg-home",
+            )
         return fingerprints[0]
 
     def public_key(self) -> str:
@@ -125,15 +130,19 @@ def distributions(releases: Sequence[str], arches: Sequence[str], fingerprint: s
     """reprepro's conf/distributions: one stanza per codename, signed by `fingerprint`."""
     stanzas = []
     for codename in sorted(releases):
-        stanzas.append("\n".join([
-            "Origin: GDRCopy",
-            "Label: GDRCopy",
-            f"Codename: {codename}",
-            f"Architectures: {' '.join(sorted(arches))}",
-            f"Components: {COMPONENT}",
-            f"Description: GDRCopy packages for {codename}",
-            f"SignWith: {fingerprint}",
-        ]))
+        stanzas.append(
+            "\n".join(
+                [
+                    "Origin: GDRCopy",
+                    "Label: GDRCopy",
+                    f"Codename: {codename}",
+                    f"Architectures: {' '.join(sorted(arches))}",
+                    f"Components: {COMPONENT}",
+                    f"Description: GDRCopy packages for {codename}",
+                    f"SignWith: {fingerprint}",
+                ]
+            )
+        )
     return "\n\n".join(stanzas) + "\n"
 
 
@@ -159,29 +168,39 @@ def sources_file(url: str, codename: str, public_key: str) -> str:
     else:
         head = [f"# {codename}'s apt reads no key inline: first fetch {base}/{KEY_FILE} to {KEYRING_PATH}"]
         signed_by = [f"Signed-By: {KEYRING_PATH}"]
-    return "\n".join([
-        *head,
-        "Types: deb",
-        f"URIs: {base}/apt",
-        f"Suites: {codename}",
-        f"Components: {COMPONENT}",
-        *signed_by,
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                *head,
+                "Types: deb",
+                f"URIs: {base}/apt",
+                f"Suites: {codename}",
+                f"Components: {COMPONENT}",
+                *signed_by,
+            ]
+        )
+        + "\n"
+    )
 
 
 def repo_file(url: str, release: str) -> str:
     """A .repo file for dnf and zypper: packages and repository metadata both signature-checked."""
     base = url.rstrip("/")
-    return "\n".join([
-        f"[{PACKAGE}]",
-        f"name=GDRCopy packages for {release}",
-        f"baseurl={base}/rpm/{release}",
-        "type=rpm-md",
-        "enabled=1",
-        "gpgcheck=1",
-        "repo_gpgcheck=1",
-        f"gpgkey={base}/{KEY_FILE}",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"[{PACKAGE}]",
+                f"name=GDRCopy packages for {release}",
+                f"baseurl={base}/rpm/{release}",
+                "type=rpm-md",
+                "enabled=1",
+                "gpgcheck=1",
+                "repo_gpgcheck=1",
+                f"gpgkey={base}/{KEY_FILE}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _arches(packages: Sequence[PackageFile]) -> list[str]:
@@ -193,13 +212,17 @@ def publish_apt(out: Path, record: Record, adds: Mapping[Target, Sequence[Packag
     deb_targets = [t for t in record.held if t.kind == "deb"]
     every = [p for t in deb_targets for p in record.held[t]]
     fingerprint = signer.fingerprint()
-    write_if_changed(base / "conf" / "distributions",
-                     distributions([t.release for t in deb_targets], _arches(every), fingerprint))
+    write_if_changed(
+        base / "conf" / "distributions", distributions([t.release for t in deb_targets], _arches(every), fingerprint)
+    )
     for target, packages in adds.items():
         log(f"{target}: reprepro includedeb {len(packages)} packages")
         files = [p.path for p in packages if p.path is not None]
-        run(["reprepro", "--basedir", base, "--silent", "includedeb", target.release, *files],
-            env=signer.env, capture=True)
+        run(
+            ["reprepro", "--basedir", base, "--silent", "includedeb", target.release, *files],
+            env=signer.env,
+            capture=True,
+        )
 
 
 def publish_rpm(out: Path, target: Target, packages: Sequence[PackageFile], signer: Signer) -> None:
@@ -212,10 +235,20 @@ def publish_rpm(out: Path, target: Target, packages: Sequence[PackageFile], sign
         shutil.copy2(package.path, copy)
         log(f"{target}: rpmsign {copy.name}")
         # Debian's rpm looks for gpg2 by default: name the gpg this host has.
-        run(["rpmsign", "--addsign", "--define", f"_gpg_name {fingerprint}",
-             "--define", f"__gpg {shutil.which('gpg') or 'gpg'}",
-             *(["--define", f"_gpg_path {signer.home}"] if signer.home else []), copy],
-            env=signer.env, capture=True)
+        run(
+            [
+                "rpmsign",
+                "--addsign",
+                "--define",
+                f"_gpg_name {fingerprint}",
+                "--define",
+                f"__gpg {shutil.which('gpg') or 'gpg'}",
+                *(["--define", f"_gpg_path {signer.home}"] if signer.home else []),
+                copy,
+            ],
+            env=signer.env,
+            capture=True,
+        )
     run(["createrepo_c", "--quiet", "--update", directory], capture=True)
     repomd = directory / "repodata" / "repomd.xml"
     signer.gpg("--local-user", fingerprint, "--armor", "--detach-sign", "--output", f"{repomd}.asc", repomd)
@@ -250,8 +283,10 @@ def publish(
     notes: list[str] = []
     if results is not None:
         if len(versions) != 1:
-            raise die(f"the packages given have several versions ({', '.join(versions)}); results name one",
-                      "publish one version at a time")
+            raise die(
+                f"the packages given have several versions ({', '.join(versions)}); results name one",
+                "publish one version at a time",
+            )
         try:
             tested, notes = manifest.read_junit(results, versions[0])
         except ValueError as error:
@@ -259,8 +294,10 @@ def publish(
     for line in the_plan.lines() + notes:
         print(("[dry-run] " if dry_run else "") + line, flush=True)
     if the_plan.refused:
-        raise die(f"{len(the_plan.refused)} package(s) refused (see above); nothing was published",
-                  the_plan.refused[0].reason.split(": ", 1)[-1])
+        raise die(
+            f"{len(the_plan.refused)} package(s) refused (see above); nothing was published",
+            the_plan.refused[0].reason.split(": ", 1)[-1],
+        )
     ensure_debian_packages(tools_for(the_plan) or ["gnupg"], dry_run=dry_run)
     if dry_run:
         for tp in the_plan.targets:

@@ -18,11 +18,11 @@ from gdrkit.version import REPO_ROOT
         "dist": "directory of the packages: *.deb/*.rpm at its top, or <release>/ subdirectories (default: dist/)",
         "output": "the repository directory, served as it is over HTTP (default: build/repo/)",
         "url": "URL the output directory is served at, written into the .sources/.repo files"
-               " (default: file:// of the output directory)",
+        " (default: file:// of the output directory)",
         "suite": "Debian/Ubuntu codename of the top-level .deb files (default: this host's release)",
         "rpm_release": "release name of the top-level .rpm files, e.g. el9 or sle15 (needed when there are some)",
         "results": "JUnit file of `./toolkit matrix --junit FILE`: the manifest says what the packages were tested"
-                   " with (without it: untested)",
+        " with (without it: untested)",
         "dry_run": "print the plan (what is added, already there, refused), change nothing",
     }
 )

@@ -254,7 +254,8 @@ def _top_up(root: SuiteRoot, stamp: Path, wanted: Sequence[str]) -> None:
     status, output = in_root(
         root.root_dir,
         "apt-get -q update && DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends "
-        + " ".join(missing) + " && apt-get clean",
+        + " ".join(missing)
+        + " && apt-get clean",
     )
     if status != 0:
         raise die(

@@ -80,7 +80,9 @@ def test_deb_and_wheel_install_and_import_in_the_suites_container(
         )
     finally:
         containers.cleanup()
-    checked = [line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", "python3 ", "venv:"))]
+    checked = [
+        line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", "python3 ", "venv:"))
+    ]
     print(f"\n{suite}:\n  " + "\n  ".join(checked))
     assert result.exit_code == 0 and PASSED_MARK in result.output, result.output[-6000:]
 
@@ -88,8 +90,9 @@ def test_deb_and_wheel_install_and_import_in_the_suites_container(
 @pytest.fixture(scope="module")
 def rpms(source: build.Source, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     build.ensure_build_deps((), kinds=("rpm",), lint=False)
-    return build.build_rpms(model.plan(family("rhel"), source_date_epoch=source.epoch), source,
-                            tmp_path_factory.mktemp("rpms"))
+    return build.build_rpms(
+        model.plan(family("rhel"), source_date_epoch=source.epoch), source, tmp_path_factory.mktemp("rpms")
+    )
 
 
 def _rpm(rpms: list[Path], name: str) -> Path:
@@ -108,7 +111,9 @@ def test_rpm_installs_into_an_rpm_root_and_imports(rpms: list[Path], tmp_path: P
     rhel = family("rhel")
     package_dir = root / rhel.pythondir.lstrip("/") / "gdrcopy"
     library = root / rhel.paths()["libdir"].lstrip("/") / "libgdrapi.so.2"
-    assert (package_dir / "__init__.py").is_file() and (package_dir / "py.typed").is_file(), sorted(root.rglob("gdrcopy"))
+    assert (package_dir / "__init__.py").is_file() and (package_dir / "py.typed").is_file(), sorted(
+        root.rglob("gdrcopy")
+    )
     assert library.exists(), f"the gdrcopy rpm has no {library.relative_to(root)}"
     # The rpm's module over the rpm's library, with this host's python3 (an RPM system's
     # python3 would find both in these same places by itself); -B: no __pycache__, which
@@ -131,8 +136,10 @@ def test_rpm_installs_with_dnf_in_an_rpm_container(rpms: list[Path]) -> None:
     if not engine.has_image(RPM_IMAGE):
         pulled, why = engine.pull(RPM_IMAGE)
         if not pulled:
-            pytest.skip(f"no RPM-based container image here ({why}); no registry is reachable and Debian hosts "
-                        "cannot build one locally, so test_rpm_installs_into_an_rpm_root_and_imports covers the .rpm")
+            pytest.skip(
+                f"no RPM-based container image here ({why}); no registry is reachable and Debian hosts "
+                "cannot build one locally, so test_rpm_installs_into_an_rpm_root_and_imports covers the .rpm"
+            )
     try:
         result, _ = engine.run(
             RPM_IMAGE, f"bash /scripts/python_install_rpm.sh {version.VERSION} {version.api_version()}",

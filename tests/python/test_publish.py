@@ -66,7 +66,9 @@ def test_rpm_order_agrees_with_rpm() -> None:
         pytest.skip("rpm is not installed: cannot cross-check with rpm.vercmp")
     for a, b, order in RPM_PAIRS:
         # rpm.vercmp compares version strings; with E:V-R both sides compare as rpm's own parser does.
-        lua = f'%{{lua: print(rpm.ver("{a}") < rpm.ver("{b}") and -1 or (rpm.ver("{a}") == rpm.ver("{b}") and 0 or 1))}}'
+        lua = (
+            f'%{{lua: print(rpm.ver("{a}") < rpm.ver("{b}") and -1 or (rpm.ver("{a}") == rpm.ver("{b}") and 0 or 1))}}'
+        )
         out = subprocess.run(["rpm", "--eval", lua], capture_output=True, text=True, check=True).stdout.strip()
         assert int(out) == order, f"rpm orders {a} vs {b} as {out}"
 
@@ -115,8 +117,12 @@ def test_plan_versions_are_per_release_and_architecture() -> None:
 
 
 def test_record_round_trips_and_rejects_other_json() -> None:
-    record = Record({BOOKWORM: (deb("gdrcopy", "2.6.1-1"),), Target("rpm", "el9"): (
-        PackageFile("rpm", "gdrcopy", "2.6.1-1", "x86_64", "d" * 64),)})
+    record = Record(
+        {
+            BOOKWORM: (deb("gdrcopy", "2.6.1-1"),),
+            Target("rpm", "el9"): (PackageFile("rpm", "gdrcopy", "2.6.1-1", "x86_64", "d" * 64),),
+        }
+    )
     again = Record.from_json(record.to_json())
     assert again.to_json() == record.to_json()
     assert again.newest(BOOKWORM, "gdrcopy", "amd64") is not None
@@ -130,9 +136,14 @@ def _results(tmp_path: Path) -> Path:
     for step in ("image", "build", "install", "dkms", "load", "sanity"):
         passed.record(step, Outcome.PASSED)
     rows.append(passed)
-    nvidia = EntryResult("debian-bookworm-nvidia", facts={
-        "kernel": "6.1.0-57-amd64", "package.version": "2.6.1-1",
-        "nvidia.driver": "nvidia-kernel-dkms 535.309.01-0+deb12u1"})
+    nvidia = EntryResult(
+        "debian-bookworm-nvidia",
+        facts={
+            "kernel": "6.1.0-57-amd64",
+            "package.version": "2.6.1-1",
+            "nvidia.driver": "nvidia-kernel-dkms 535.309.01-0+deb12u1",
+        },
+    )
     for step in ("image", "build", "install", "dkms", "nvidia"):
         nvidia.record(step, Outcome.PASSED)
     nvidia.record("load", Outcome.SKIPPED, "needs an NVIDIA GPU")
@@ -159,8 +170,10 @@ def test_manifest_reads_what_the_matrix_writes(tmp_path: Path) -> None:
     assert by_entry["debian-bookworm"].kernel == "6.1.0-57-amd64"
     assert by_entry["debian-bookworm"].nvidia == "none (softgpu stand-in)"
     assert by_entry["debian-bookworm-nvidia"].nvidia == "nvidia-kernel-dkms 535.309.01-0+deb12u1 (branch 535)"
-    assert by_entry["debian-bookworm-nvidia"].result.startswith("passed (") and "skipped: load, sanity" in by_entry[
-        "debian-bookworm-nvidia"].result
+    assert (
+        by_entry["debian-bookworm-nvidia"].result.startswith("passed (")
+        and "skipped: load, sanity" in by_entry["debian-bookworm-nvidia"].result
+    )
     assert by_entry["debian-trixie"].result == "failed at build"
     assert notes == ["debian-bullseye: results are for package version 2.6.0-1, not 2.6.1-1: left out"]
 
@@ -192,8 +205,15 @@ def test_sources_file_carries_the_key_inline() -> None:
     key = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEabc\n-----END PGP PUBLIC KEY BLOCK-----\n"
     text = repo.sources_file("http://127.0.0.1:8000/", "bookworm", key)
     assert text.splitlines() == [
-        "Types: deb", "URIs: http://127.0.0.1:8000/apt", "Suites: bookworm", "Components: main", "Signed-By:",
-        " -----BEGIN PGP PUBLIC KEY BLOCK-----", " .", " mDMEabc", " -----END PGP PUBLIC KEY BLOCK-----",
+        "Types: deb",
+        "URIs: http://127.0.0.1:8000/apt",
+        "Suites: bookworm",
+        "Components: main",
+        "Signed-By:",
+        " -----BEGIN PGP PUBLIC KEY BLOCK-----",
+        " .",
+        " mDMEabc",
+        " -----END PGP PUBLIC KEY BLOCK-----",
     ]
     assert "trusted" not in text
 
@@ -243,7 +263,8 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, capsys: pyte
     root = tmp_path / "root"
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN" / "control").write_text(
-        "Package: gdrcopy\nVersion: 2.6.1-1\nArchitecture: all\nMaintainer: t <t@invalid>\nDescription: t\n")
+        "Package: gdrcopy\nVersion: 2.6.1-1\nArchitecture: all\nMaintainer: t <t@invalid>\nDescription: t\n"
+    )
     dist = tmp_path / "dist"
     dist.mkdir()
     subprocess.run(["dpkg-deb", "-b", root, dist / "gdrcopy_2.6.1-1_all.deb"], check=True, capture_output=True)

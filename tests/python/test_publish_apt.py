@@ -72,11 +72,19 @@ def test_apt_installs_gdrcopy_from_the_published_sources_file(tmp_path: Path, se
 
     kernel = scenarios.bookworm_kernels()[0]
     image = containers.ensure_image(faults.fault_recipe(kernel))
-    command = faults.script_command("apt_from_sources.sh", "/sources/gdrcopy.sources", "/sources/wrong-key.sources",
-                                    plan.full_version, kernel)
+    command = faults.script_command(
+        "apt_from_sources.sh", "/sources/gdrcopy.sources", "/sources/wrong-key.sources", plan.full_version, kernel
+    )
     with containers.engine() as engine:
-        result, _ = engine.run(image, command, mounts={faults.SCRIPTS: "/faults", sources: "/sources"},
-                               read_only=True, network=True, stream=False, timeout_s=1200)
+        result, _ = engine.run(
+            image,
+            command,
+            mounts={faults.SCRIPTS: "/faults", sources: "/sources"},
+            read_only=True,
+            network=True,
+            stream=False,
+            timeout_s=1200,
+        )
     checks = [line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", faults.PASSED_MARK))]
     print("\n" + "\n".join(checks))
     assert result.exit_code == 0 and faults.PASSED_MARK in result.output, result.output[-6000:]

@@ -24,9 +24,12 @@ pytestmark = pytest.mark.slow
 def make_key(home: Path, email: str = "publish-test@invalid") -> Signer:
     """A throwaway passphrase-less signing key in its own GnuPG home."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", f"gdrkit test <{email}>",
-                    "ed25519", "sign", "never"], env=dict(os.environ, GNUPGHOME=str(home)), check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", f"gdrkit test <{email}>", "ed25519", "sign", "never"],
+        env=dict(os.environ, GNUPGHOME=str(home)),
+        check=True,
+        capture_output=True,
+    )
     return Signer(email, home)
 
 
@@ -35,7 +38,8 @@ def make_deb(directory: Path, name: str, version: str, note: str = "") -> Path:
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN" / "control").write_text(
         f"Package: {name}\nVersion: {version}\nArchitecture: all\nSection: misc\nPriority: optional\nMaintainer: t <t@invalid>\n"
-        f"Description: publish test package {note}\n")
+        f"Description: publish test package {note}\n"
+    )
     path = directory / f"{name}_{version}_all.deb"
     subprocess.run(["dpkg-deb", "--root-owner-group", "-b", root, path], check=True, capture_output=True)
     shutil.rmtree(root)
@@ -45,8 +49,10 @@ def make_deb(directory: Path, name: str, version: str, note: str = "") -> Path:
 def make_rpm(directory: Path, name: str, version: str) -> Path:
     top = directory / "rpmbuild"
     spec = directory / f"{name}.spec"
-    spec.write_text(f"Name: {name}\nVersion: {version}\nRelease: 1\nSummary: t\nLicense: MIT\nBuildArch: noarch\n"
-                    "%description\npublish test package\n%files\n")
+    spec.write_text(
+        f"Name: {name}\nVersion: {version}\nRelease: 1\nSummary: t\nLicense: MIT\nBuildArch: noarch\n"
+        "%description\npublish test package\n%files\n"
+    )
     subprocess.run(["rpmbuild", "-bb", "--define", f"_topdir {top}", spec], check=True, capture_output=True)
     built = next((top / "RPMS" / "noarch").glob(f"{name}-{version}-1.noarch.rpm"))
     path = directory / built.name
@@ -60,8 +66,10 @@ def tools() -> None:
     if missing:
         pytest.skip(f"needs {' '.join(missing)} (apt-get install dpkg gpgv gnupg)")
     if os.geteuid() != 0 and shutil.which("reprepro") is None:
-        pytest.skip("needs reprepro, createrepo-c and rpm, and is not root to install them: "
-                    "apt-get install reprepro createrepo-c rpm")
+        pytest.skip(
+            "needs reprepro, createrepo-c and rpm, and is not root to install them: "
+            "apt-get install reprepro createrepo-c rpm"
+        )
     ensure_debian_packages(["reprepro", "createrepo-c", "rpm"])
 
 
@@ -70,8 +78,11 @@ def publish(out: Path, dist: Path, signer: Signer, results: Path | None = None) 
 
 
 def snapshot(directory: Path) -> dict[str, tuple[int, bytes]]:
-    return {str(p.relative_to(directory)): (p.stat().st_mtime_ns, p.read_bytes())
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_apt_repository_is_signed_idempotent_and_refuses_downgrades(tools: None, tmp_path: Path) -> None:
@@ -126,8 +137,11 @@ def test_rpm_repository_and_packages_are_signed(tools: None, tmp_path: Path) -> 
     rpmdb = tmp_path / "rpmdb"
     rpmdb.mkdir()
     subprocess.run(["rpmkeys", "--dbpath", rpmdb, "--import", out / repo.KEY_FILE], check=True)
-    checked = subprocess.run(["rpmkeys", "--dbpath", rpmdb, "--checksig", directory / "gdrcopy-2.6.1-1.noarch.rpm"],
-                             capture_output=True, text=True)
+    checked = subprocess.run(
+        ["rpmkeys", "--dbpath", rpmdb, "--checksig", directory / "gdrcopy-2.6.1-1.noarch.rpm"],
+        capture_output=True,
+        text=True,
+    )
     assert checked.returncode == 0 and "signatures OK" in checked.stdout, checked.stdout + checked.stderr
     keyring = tmp_path / "key.gpg"
     subprocess.run(["gpg", "--dearmor", "--output", keyring, out / repo.KEY_FILE], check=True)
@@ -152,8 +166,14 @@ def test_manifest_and_index_come_from_the_matrix_results(tools: None, tmp_path: 
     page = (out / "index.html").read_text()
     assert "<td>untested</td>" in page and "apt/gdrcopy-bookworm.sources" in page
 
-    entry = EntryResult("debian-bookworm-nvidia", facts={
-        "kernel": "6.1.0-57-amd64", "package.version": "2.6.1-1", "nvidia.driver": "nvidia-kernel-dkms 535.309.01-0"})
+    entry = EntryResult(
+        "debian-bookworm-nvidia",
+        facts={
+            "kernel": "6.1.0-57-amd64",
+            "package.version": "2.6.1-1",
+            "nvidia.driver": "nvidia-kernel-dkms 535.309.01-0",
+        },
+    )
     for step in ("image", "build", "install", "dkms", "nvidia"):
         entry.record(step, Outcome.PASSED)
     results = tmp_path / "matrix.xml"
@@ -161,7 +181,12 @@ def test_manifest_and_index_come_from_the_matrix_results(tools: None, tmp_path: 
     publish(out, dist, signer, results)
     data = manifest.load(out / manifest.MANIFEST)
     assert data is not None
-    assert data["versions"][0]["tested"] == [{"entry": "debian-bookworm-nvidia", "kernel": "6.1.0-57-amd64",
-                                             "nvidia": "nvidia-kernel-dkms 535.309.01-0 (branch 535)",
-                                             "result": "passed"}]
+    assert data["versions"][0]["tested"] == [
+        {
+            "entry": "debian-bookworm-nvidia",
+            "kernel": "6.1.0-57-amd64",
+            "nvidia": "nvidia-kernel-dkms 535.309.01-0 (branch 535)",
+            "result": "passed",
+        }
+    ]
     assert "<td>nvidia-kernel-dkms 535.309.01-0 (branch 535)</td>" in (out / "index.html").read_text()

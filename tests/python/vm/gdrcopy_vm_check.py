@@ -34,8 +34,42 @@ GPU_PAGE = 1 << 16
 # Sizes and offsets that cross every path of the copy routines: single bytes,
 # unaligned heads and tails, 64-byte lines, the 512-byte inline limit, pages,
 # the 64 KiB GPU page and the 1 MiB top.
-SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 511, 512, 513,
-         1000, 4095, 4096, 4097, 65535, 65536, 65537, 300000, 1 << 20)
+SIZES = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    9,
+    15,
+    16,
+    17,
+    31,
+    32,
+    33,
+    63,
+    64,
+    65,
+    127,
+    128,
+    129,
+    255,
+    256,
+    511,
+    512,
+    513,
+    1000,
+    4095,
+    4096,
+    4097,
+    65535,
+    65536,
+    65537,
+    300000,
+    1 << 20,
+)
 OFFSETS = (0, 1, 3, 7, 8, 63, 64, 65, 511, 4096, 4099, GPU_PAGE - 1, GPU_PAGE + 5)
 # One cuMemAlloc that every size fits at every offset, with room for the guard bytes.
 BUFFER_SIZE = 2 << 20
@@ -62,8 +96,10 @@ class Checks:
         self.count += 1
         if got != want:
             at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-            raise Failed(f"{what}: first difference at byte {at} of {len(want)} "
-                         f"(got {got[at:at + 8].hex()}, want {want[at:at + 8].hex()})")
+            raise Failed(
+                f"{what}: first difference at byte {at} of {len(want)} "
+                f"(got {got[at : at + 8].hex()}, want {want[at : at + 8].hex()})"
+            )
 
     def raises(self, kind: type[BaseException], call: Callable[[], object], what: str) -> BaseException:
         self.count += 1
@@ -83,13 +119,19 @@ class Cuda:
         try:
             self.lib = ctypes.CDLL("libcuda.so.1")
         except OSError as error:
-            raise Failed(f"cannot load softgpu's libcuda.so.1 ({error}): is `make softgpu_install` in the root's build?")
+            raise Failed(
+                f"cannot load softgpu's libcuda.so.1 ({error}): is `make softgpu_install` in the root's build?"
+            )
         u64, size, pointer = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p
         signatures: dict[str, list[Any]] = {
-            "cuInit": [ctypes.c_uint], "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
-            "cuDevicePrimaryCtxRetain": [ctypes.POINTER(pointer), ctypes.c_int], "cuCtxSetCurrent": [pointer],
-            "cuMemAlloc_v2": [ctypes.POINTER(u64), size], "cuMemFree_v2": [u64],
-            "cuMemcpyHtoD_v2": [u64, pointer, size], "cuMemcpyDtoH_v2": [pointer, u64, size],
+            "cuInit": [ctypes.c_uint],
+            "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+            "cuDevicePrimaryCtxRetain": [ctypes.POINTER(pointer), ctypes.c_int],
+            "cuCtxSetCurrent": [pointer],
+            "cuMemAlloc_v2": [ctypes.POINTER(u64), size],
+            "cuMemFree_v2": [u64],
+            "cuMemcpyHtoD_v2": [u64, pointer, size],
+            "cuMemcpyDtoH_v2": [pointer, u64, size],
             "cuMemsetD8_v2": [u64, ctypes.c_ubyte, size],
         }
         for name, argtypes in signatures.items():
@@ -147,7 +189,7 @@ def check_copies(check: Checks, cuda: Cuda, gpu: int, mapping: gdrcopy.Mapping, 
         cuda.write(gpu + offset, data)
         host = bytearray(b"\x5a" * (size + 2 * GUARD))
         # Into the middle of a bigger host buffer: nothing outside `size` may change.
-        mapping.copy_from(memoryview(host)[GUARD:GUARD + size], offset)
+        mapping.copy_from(memoryview(host)[GUARD : GUARD + size], offset)
         expected = b"\x5a" * GUARD + data + b"\x5a" * GUARD
         check.same(bytes(host), expected, f"copy_from({size} B, offset {offset})")
     print(f"ok copy_to and copy_from: {len(cases())} sizes x offsets from 1 B to 1 MiB, checked through cuMemcpy")
@@ -159,7 +201,9 @@ def check_host_buffers(check: Checks, cuda: Cuda, gpu: int, mapping: gdrcopy.Map
 
     data = rng.randbytes(4096)
     sources: list[tuple[str, object]] = [
-        ("bytes", data), ("bytearray", bytearray(data)), ("memoryview", memoryview(data)),
+        ("bytes", data),
+        ("bytearray", bytearray(data)),
+        ("memoryview", memoryview(data)),
         ("numpy uint8", numpy.frombuffer(data, dtype=numpy.uint8).copy()),
         ("numpy float64", numpy.frombuffer(data, dtype=numpy.float64).copy()),
     ]
@@ -202,13 +246,13 @@ def check_ndarray(check: Checks, cuda: Cuda, gpu: int, mapping: gdrcopy.Mapping,
         start = max(offset - GUARD, 0)
         window = offset + size + GUARD - start
         cuda.fill(gpu + start, BACKGROUND, window)
-        view[offset:offset + size] = numpy.frombuffer(data, dtype=numpy.uint8)
+        view[offset : offset + size] = numpy.frombuffer(data, dtype=numpy.uint8)
         got = cuda.read(gpu + start, window)
         want = bytes([BACKGROUND]) * (offset - start) + data + bytes([BACKGROUND]) * GUARD
         check.same(got, want, f"ndarray store ({size} B, offset {offset})")
         data = rng.randbytes(size)
         cuda.write(gpu + offset, data)
-        seen = view[offset:offset + size].tobytes()
+        seen = view[offset : offset + size].tobytes()
         check.same(seen, data, f"ndarray load ({size} B, offset {offset})")
     data = rng.randbytes(4096)
     cuda.write(gpu + 4096, data)
@@ -246,8 +290,10 @@ def check_unaligned_pins(check: Checks, cuda: Cuda, g: gdrcopy.Gdr, rng: random.
 def check_invalidation(check: Checks, cuda: Cuda, g: gdrcopy.Gdr, pins: str, backend: str) -> None:
     """Free the GPU memory while it is mapped: what the C API's gdr_get_callback_flag says."""
     expect_persistent = pins == "persistent" or backend == "dmabuf"
-    check.that(g.persistent_mapping == expect_persistent,
-               f"GDR_ATTR_USE_PERSISTENT_MAPPING is {g.persistent_mapping}, expected {expect_persistent}")
+    check.that(
+        g.persistent_mapping == expect_persistent,
+        f"GDR_ATTR_USE_PERSISTENT_MAPPING is {g.persistent_mapping}, expected {expect_persistent}",
+    )
     pointer = cuda.alloc(2 * GPU_PAGE)
     mapping = g.map((pointer, 2 * GPU_PAGE))
     mapping.copy_to(b"\x01\x00\xad\xde")
@@ -263,14 +309,22 @@ def check_invalidation(check: Checks, cuda: Cuda, g: gdrcopy.Gdr, pins: str, bac
         check.that(mapping.invalidated, "a legacy pin does not report invalidated after cuMemFree")
         error = check.raises(gdrcopy.InvalidatedError, mapping.check, "check() after the GPU memory was freed")
         check.that("freed" in str(error), f"InvalidatedError says {error!r}")
-        child = subprocess.run([sys.executable, __file__, "--fault-child", "--backend", backend],
-                               capture_output=True, text=True, timeout=300)
-        check.that(CHILD_MARK in child.stdout and child.returncode in (-signal.SIGBUS, -signal.SIGSEGV),
-                   f"reading a revoked mapping: child exited {child.returncode}, expected SIGBUS or SIGSEGV;\n"
-                           f"{child.stdout}{child.stderr}")
+        child = subprocess.run(
+            [sys.executable, __file__, "--fault-child", "--backend", backend],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        check.that(
+            CHILD_MARK in child.stdout and child.returncode in (-signal.SIGBUS, -signal.SIGSEGV),
+            f"reading a revoked mapping: child exited {child.returncode}, expected SIGBUS or SIGSEGV;\n"
+            f"{child.stdout}{child.stderr}",
+        )
     mapping.close()  # unmap and unpin still succeed, as gdr_unmap/gdr_unpin_buffer do
     check.that(mapping.closed and mapping.pin.closed, "the mapping or its pin is not closed")
-    print(f"ok invalidation ({'persistent pin: data kept' if expect_persistent else 'legacy pin: flag set, access faults'})")
+    print(
+        f"ok invalidation ({'persistent pin: data kept' if expect_persistent else 'legacy pin: flag set, access faults'})"
+    )
 
 
 def fault_child(backend: str) -> int:
@@ -304,8 +358,10 @@ def check_close_order_and_fork(check: Checks, cuda: Cuda, backend: str) -> None:
             code = 4
         os._exit(code)
     _, status = os.waitpid(pid, 0)
-    check.that(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
-               f"fork child: wait status {status:#x} (3: the parent's mapping worked in the child)")
+    check.that(
+        os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+        f"fork child: wait status {status:#x} (3: the parent's mapping worked in the child)",
+    )
     mapping.copy_to(b"parent")
     check.that(cuda.read(pointer, 6) == b"parent", "the parent's mapping stopped working after fork()")
     g.close()
@@ -327,8 +383,10 @@ def main() -> int:
     try:
         cuda = Cuda()
         rng = random.Random(13)
-        print(f"gdrcopy {gdrcopy.__version__} from {os.path.dirname(gdrcopy.__file__)}, "
-              f"library {gdrcopy.library_version()} ({gdrcopy.library_path()}), Python {sys.version.split()[0]}")
+        print(
+            f"gdrcopy {gdrcopy.__version__} from {os.path.dirname(gdrcopy.__file__)}, "
+            f"library {gdrcopy.library_version()} ({gdrcopy.library_path()}), Python {sys.version.split()[0]}"
+        )
         check.that(gdrcopy.library_version() == "2.6", f"library_version() is {gdrcopy.library_version()}")
         with gdrcopy.open(args.backend) as g:
             print(f"instance: {g.info()}")
