@@ -55,6 +55,8 @@ def bookworm_dkms_recipe(kernel: str, other_kernel: str) -> ImageRecipe:
             "procps",
             "build-essential",
             "ca-certificates",
+            # python3-gdrcopy's dependency: the scenarios install it with the rest of the set.
+            "python3",
         ),
         extra_debs=(f"linux-headers-{other_kernel}", f"linux-headers-{kernel}"),
         # Nothing boots the image's initramfs (the VM brings its own): do not build one.
