@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdrkit.system import UserError, cache_dir, ensure_debian_packages, log, run
+from gdrkit.system import UserError, apt_install_hint, cache_dir, ensure_debian_packages, log, run
 
 # The tree was formatted in one commit (issue 11); lint keeps it so.
 RUFF_FORMAT_CHECK = True
@@ -233,7 +233,7 @@ def checkpatch_script() -> Path:
     """checkpatch.pl (with spelling.txt beside it) from Debian's linux-source tarball, extracted once into the cache."""
     tarballs = sorted(Path("/usr/src").glob("linux-source-*.tar.xz"))
     if not tarballs:
-        raise RuntimeError("no /usr/src/linux-source-*.tar.xz: apt-get install linux-source")
+        raise RuntimeError(f"no /usr/src/linux-source-*.tar.xz: {apt_install_hint(['linux-source'])}")
     tarball = tarballs[-1]
     top = tarball.name.removesuffix(".tar.xz")
     dest = cache_dir() / "checkpatch" / top
@@ -280,7 +280,7 @@ def kernel_build_dir() -> Path:
     trees = sorted(p for p in Path("/usr/src").glob("linux-headers-*") if (p / "Module.symvers").exists())
     if not trees:
         raise RuntimeError(
-            "no kernel build tree under /usr/src: apt-get install linux-headers-$(dpkg --print-architecture)"
+            f"no kernel build tree under /usr/src: {apt_install_hint(['linux-headers-$(dpkg --print-architecture)'])}"
         )
     return trees[-1]
 

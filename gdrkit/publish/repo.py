@@ -1,4 +1,4 @@
-"""Carry a publish plan out: signed apt and dnf/zypper repositories under one directory.
+"""Carry a publish plan out: signed apt and RPM repositories under one directory.
 
 Layout of the output directory (serve it as it is, over HTTP):
 
@@ -6,7 +6,7 @@ Layout of the output directory (serve it as it is, over HTTP):
   apt/                            reprepro's repository: dists/<codename>/, pool/
   apt/gdrcopy-<codename>.sources  deb822 source, the key inline in Signed-By
   rpm/<release>/                  signed RPMs and repodata/ (repomd.xml.asc)
-  rpm/gdrcopy-<release>.repo      dnf/zypper repository file (gpgcheck, repo_gpgcheck)
+  rpm/gdrcopy-<release>.repo      RPM repository file (gpgcheck, repo_gpgcheck)
   manifest.json, index.html       the compatibility manifest and its table
   published.json                  what the repositories hold (gdrkit.publish.model)
 
@@ -184,7 +184,7 @@ def sources_file(url: str, codename: str, public_key: str) -> str:
 
 
 def repo_file(url: str, release: str) -> str:
-    """A .repo file for dnf and zypper: packages and repository metadata both signature-checked."""
+    """A .repo file for RPM hosts: packages and repository metadata both signature-checked."""
     base = url.rstrip("/")
     return (
         "\n".join(

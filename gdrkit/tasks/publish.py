@@ -1,4 +1,4 @@
-"""`invoke publish`: signed apt and dnf/zypper repositories from dist/ (gdrkit.publish)."""
+"""`invoke publish`: signed apt and RPM repositories from dist/ (gdrkit.publish)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def publish(
     results: str = "",
     dry_run: bool = False,
 ) -> None:
-    """Publish dist/'s packages into signed apt and dnf/zypper repositories, with key, source files and manifest."""
+    """Publish dist/'s packages into signed apt and RPM repositories, with key, source files and manifest."""
     from gdrkit.packaging.pipeline import deb_target_release
     from gdrkit.publish import repo
     from gdrkit.system import die
