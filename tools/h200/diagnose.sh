@@ -4,13 +4,13 @@
 # with each poll flavour and flag location, each repeated, interleaved.
 #   run from the repository root; output on stdout, files into $OUT if set
 set -u
+# shellcheck source=tools/h200/lib.sh
+. "$(dirname "$0")/lib.sh"
 here=$(dirname "$0")
 export PATH=/usr/local/cuda/bin:$PATH
 make -j16 lib exes CUDA=/usr/local/cuda > /tmp/diag-build.log 2>&1 || { tail -50 /tmp/diag-build.log; exit 1; }
-for deb in .device/debs/*.deb; do dpkg -x "$deb" /; done
-ldconfig
+install_vulkan_loader || exit 1
 export LD_LIBRARY_PATH=$PWD/libgdrapi/build
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export GDRCOPY_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 src=libgdrapi/src

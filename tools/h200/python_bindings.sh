@@ -12,6 +12,8 @@
 # `python -m gdrcopy.bench` three times.  Exit status: 0 when every step passed
 # and the benchmark met its target in at least 2 of the 3 runs.
 set -u
+# shellcheck source=tools/h200/lib.sh
+. "$(dirname "$0")/lib.sh"
 ARCHIVE_DIR=${OUT:-}
 OUT=${RESULTS:-$PWD/h200-out/python}
 mkdir -p "$OUT"
@@ -25,10 +27,7 @@ export GDRCOPY_LIBRARY=$PWD/libgdrapi/build/libgdrapi.so.2
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
 step "install the Vulkan loader (dpkg -x)"
-ls .device/debs/*.deb >/dev/null 2>&1 || { echo "no .device/debs/*.deb: run tools/h200/fetch_python_wheels.sh where a mirror is reachable, carry .device"; exit 1; }
-for deb in .device/debs/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+install_vulkan_loader || { echo "(tools/h200/fetch_python_wheels.sh fetches them too)"; exit 1; }
 export LD_LIBRARY_PATH=/usr/local/nvidia/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 step "install the wheels offline into $OUT/site"

@@ -8,6 +8,8 @@
 #   and as one archive, results.tgz, into $OUT when that is set
 #   needs .device/debs/*.deb: the Vulkan loader packages (libvulkan1, libglvnd0, ...)
 set -u
+# shellcheck source=tools/h200/lib.sh
+. "$(dirname "$0")/lib.sh"
 ARCHIVE_DIR=${OUT:-}
 OUT=${RESULTS:-$PWD/h200-out}
 mkdir -p "$OUT"
@@ -26,9 +28,7 @@ GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=3 "$SANITY" -t basic_cumemalloc > "$O
 echo "exit status $?" >> "$OUT/no-backend.txt"
 
 step "install the Vulkan loader (dpkg -x, nothing else changes)"
-for deb in .device/debs/*.deb; do dpkg -x "$deb" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+install_vulkan_loader || exit 1
 export GDRCOPY_BACKEND=vulkan
 
 step "gdrcopy_sanity on real H200 memory (vulkan backend, -a gdr_alloc_mapped)"

@@ -1,0 +1,14 @@
+# shellcheck shell=bash
+# Shared by the H200 scripts (run.sh, diagnose.sh, python_bindings.sh): sourced.
+
+# The Vulkan loader from .device/debs (that machine has the NVIDIA ICD but no
+# loader and reaches no registry): unpacked with dpkg -x, nothing else changes.
+install_vulkan_loader() {
+	if ! compgen -G ".device/debs/*.deb" >/dev/null; then
+		echo "no .device/debs/*.deb: apt-get download libvulkan1 libvulkan-dev libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 into .device/debs where a mirror is reachable, and carry .device" >&2
+		return 1
+	fi
+	for deb in .device/debs/*.deb; do dpkg -x "$deb" /; done
+	ldconfig
+	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+}
