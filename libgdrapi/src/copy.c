@@ -33,8 +33,6 @@ const char *const gdr_copy_routine_names[] = {
 /* Live mappings per type, and how many types have any: the mixed-mapping fence. */
 static atomic_int live_mappings[GDR_MAPPING_TYPE_MAX];
 atomic_int gdr_live_mapping_types;
-atomic_bool gdr_copy_fast_ok;
-gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
 
 void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
 {
@@ -192,7 +190,7 @@ void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void 
  *    trip per call.  16-byte loads of one line overlapped on some machines of
  *    the same kind and not on others (0.3 to 1.6 us), and can cost a single
  *    read a second round trip.  So polls (the inline path tells them apart)
- *    use whichever the process measured faster (copy_poll.c); every other
+ *    use whichever the process measured faster (copy_fast.c); every other
  *    read of whole lines uses 64-byte loads.
  *  - Staging bytes in a bounce buffer costs about 0.2 us per call (the copy
  *    out of it waits for the load); a masked store of the loaded register

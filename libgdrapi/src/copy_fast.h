@@ -34,7 +34,7 @@ extern atomic_int gdr_live_mapping_types;
 #include <emmintrin.h>
 
 /*
- * Polls (copy_poll.c): a read of the same whole lines as this thread's
+ * Polls (copy_fast.c): a read of the same whole lines as this thread's
  * previous one, begun within GDR_POLL_GAP_TICKS of it (a few microseconds at
  * any TSC rate: a few PCIe round trips).  Which loads they use is timed once
  * per process; until then, and for every other read, 64-byte loads.
@@ -64,7 +64,7 @@ static inline __m128i gdr_fast_stream_load16(const void *block)
 	return v;
 }
 
-/* Whole lines from the mapping: a poll goes the way copy_poll.c decided, anything else with 64-byte loads. */
+/* Whole lines from the mapping: a poll goes the way copy_fast.c decided, anything else with 64-byte loads. */
 static inline void gdr_fast_read_lines(void *dst, const void *src, size_t n)
 {
 	int method = atomic_load_explicit(&gdr_poll_method, memory_order_relaxed);

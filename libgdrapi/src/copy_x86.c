@@ -127,7 +127,7 @@ __attribute__((target("sse4.1"))) static void load16_sse41(void *dst, const void
 }
 
 /* Without SSE4.1 there is no streaming load: plain aligned 16-byte loads. */
-/* For polls (copy_poll.c): each load stored at once, so a poll's loads overlap the next poll's. */
+/* For polls (copy_fast.c): each load stored at once, so a poll's loads overlap the next poll's. */
 __attribute__((target("sse4.1"))) static void poll16_sse41(void *dst, const void *src, size_t n)
 {
 	__m128i *d = dst;

@@ -242,7 +242,7 @@ static void test_inline_fast_path(void **state)
 
 #if defined(__x86_64__)
 /*
- * Polls (copy_poll.c): re-reading the same lines back to back must return
+ * Polls (copy_fast.c): re-reading the same lines back to back must return
  * what the source holds at each call, whichever kind of load the poll uses
  * and while the first polls of the process time both kinds; and the timing
  * must end in a decision.

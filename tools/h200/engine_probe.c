@@ -7,7 +7,7 @@
  * plain loops with and without each kind of fence.  Rounds are interleaved
  * across variants; the output is the median and range per variant and size.
  *
- *   cc -O2 -o engine_probe tools/h200/engine_probe.c libgdrapi/src/{copy,copy_poll,copy_x86,copy_generic,log}.c \
+ *   cc -O2 -o engine_probe tools/h200/engine_probe.c libgdrapi/src/{copy,copy_fast,copy_x86,copy_generic,log}.c \
  *      -Iinclude -Ilibgdrapi/src -I/usr/local/cuda/include \
  *      -Llibgdrapi/build -lgdrapi -L/usr/local/nvidia/lib64 -lcuda -lpthread
  * (the engine's sources are linked in as well, to time its layers one by one)

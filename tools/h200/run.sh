@@ -45,7 +45,7 @@ all_cores="taskset -c 0-15"
 step "benchmarks: $ROUNDS interleaved rounds"
 for round in $(seq 1 "$ROUNDS"); do
 	step "round $round: copylat 1 B - 64 KiB, back to back and single calls, with memcpy, the stream loop and cuMemcpy"
-	# Info logging: the engine's log says which loads its polls settled on (copy_poll.c).
+	# Info logging: the engine's log says which loads its polls settled on (copy_fast.c).
 	GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 \
 		$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 64K -w 2000 -r 400 -m both -c -p -j \
 		> "$OUT/copylat-small-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat small: exit $?" >> "$OUT/errors.txt"

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Polling reads of whole lines: which loads a loop re-reading the same GPU
- * lines back to back should use, decided on this machine by timing both.
+ * The state of the inline fast path (copy_fast.h): the engine's whole-line
+ * routines, set by copy.c once it has chosen; and which loads a loop that
+ * re-reads the same GPU lines back to back (a poll) should use, decided on
+ * this machine by timing both.
  *
  * A 64-byte streaming load of a line waits for the previous load of that
  * line to complete, so a poll with it costs one PCIe round trip.  Four
@@ -12,7 +14,7 @@
  * times its polls with each kind in turns (POLL_TURN polls at a time, a few
  * hundred polls in all, well under a millisecond), then keeps 16-byte loads
  * only if they were clearly faster.  GDRCOPY_POLL_READS=lines|blocks|auto
- * overrides this (copy.c reads it).
+ * overrides this (gdr_poll_setup reads it).
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,6 +25,9 @@
 #include "copy.h"
 #include "copy_fast.h"
 #include "internal.h"
+
+atomic_bool gdr_copy_fast_ok;
+gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
 
 #if defined(__x86_64__)
 
