@@ -15,7 +15,7 @@ import hashlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,9 +219,10 @@ class Engine:
             tarball.unlink()
         return recipe.tag
 
-    def commit(self, container: Any, tag: str) -> None:
-        repository, _, version = tag.partition(":")
-        container.commit(repository=repository, tag=version or "latest")
+    def commit(self, container: Any, tag: str, *, changes: Sequence[str] = ()) -> None:
+        """Image `tag` from `container`; `changes` are Dockerfile instructions (ENTRYPOINT, CMD, LABEL)."""
+        repository, _, version = tag.rpartition(":") if ":" in tag.rpartition("/")[2] else (tag, "", "latest")
+        container.commit(repository=repository, tag=version, changes=list(changes) or None)
 
     def export_to(self, container: Any, directory: Path) -> None:
         """Unpack the container's filesystem into `directory` (owners and modes kept)."""
