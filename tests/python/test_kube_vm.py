@@ -1,0 +1,109 @@
+"""The Kubernetes images, run for real: their entrypoint and their module in a booted kernel.
+
+The images are built from the packages (`gdrkit.kube.images`, as
+`./toolkit build-image` builds them) for the release of this host and the
+kernel of its suite's VM root, unpacked into that root, and run there as a
+pod would run them (tests/python/vm/kube_pod.sh: chrooted, with the node's
+/proc, /sys and /dev, and a driver root like the one the GPU Operator's
+driver container shares, with softgpu standing in for nvidia.ko).  One boot
+runs the three pods in turn: the driver image (gdrdrv built on the node),
+the precompiled one, and the KMM image (modprobe -d <image>/opt).  The boot
+also fails on any kernel-log finding (gdrkit.vm).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gdrkit import containers
+from gdrkit.kube import images
+from gdrkit.packaging.pipeline import deb_target_release
+from gdrkit.vm import SuiteRoot, boot, in_root
+
+pytestmark = pytest.mark.slow
+
+WORK = "var/tmp/gdrkit-kube"
+DRIVER_ROOT = f"/{WORK}/driver-root"
+POD = "/src/tests/python/vm/kube_pod.sh"
+CHECK = re.compile(r"^kube-pod\[(\w+)\]: CHECK (.*): (ok|FAILED)$", re.MULTILINE)
+VERDICT = re.compile(r"^kube-pod\[(\w+)\]: VERDICT (PASS|FAIL)$", re.MULTILINE)
+
+
+@dataclass
+class Boot:
+    console: str
+    problems: list[str]
+    seconds: float
+    rows: list[images.Row]
+
+
+@pytest.fixture(scope="module")
+def kube_boot(built_root: Callable[[str], SuiteRoot]) -> Iterator[Boot]:
+    host = deb_target_release().codename
+    root = built_root(host)
+    node = next(n for n in images.node_oses() if n.codename == host)
+    specs = images.plan([node.tag], [root.abi], host)
+    with containers.engine() as engine:
+        rows = images.build_images(specs, engine=engine)
+        print("\n".join(images.summary_lines(rows)))
+        missing = [row for row in rows if row.status != "built"]
+        assert not missing, "\n".join(images.summary_lines(missing))
+        work = root.root_dir / WORK
+        if work.exists():
+            shutil.rmtree(work)
+        try:
+            for spec in specs:
+                engine.export_image(spec.tag, work / spec.kind)
+            status, output = in_root(root.root_dir, f"sh /src/tests/python/vm/kube_driver_root.sh {root.abi} {DRIVER_ROOT} softgpu")
+            assert status == 0, output[-3000:]
+            command = "; ".join(
+                [
+                    f"sh {POD} operator /{WORK}/driver {DRIVER_ROOT}; a=$?",
+                    f"sh {POD} operator /{WORK}/precompiled {DRIVER_ROOT}; b=$?",
+                    f"sh {POD} kmm /{WORK}/kmm; c=$?",
+                    'test "$a$b$c" = 000',
+                ]
+            )
+            result = boot(root.kernel_image, root.modules_dir, root.root_dir, command, timeout=1500)
+            console = result.console_log.read_text(errors="replace")
+            yield Boot(console, result.problems(), result.seconds, rows)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def pod_lines(boot_: Boot, name: str) -> str:
+    return "\n".join(line for line in boot_.console.splitlines() if line.startswith(f"kube-pod[{name}]"))
+
+
+def assert_pod_passed(boot_: Boot, name: str, at_least: int) -> None:
+    checks = [(what, state) for pod, what, state in CHECK.findall(boot_.console) if pod == name]
+    verdicts = [state for pod, state in VERDICT.findall(boot_.console) if pod == name]
+    lines = pod_lines(boot_, name)
+    assert verdicts == ["PASS"], f"{name}: verdict {verdicts}\n{boot_.console[-8000:]}"
+    assert len(checks) >= at_least and all(state == "ok" for _, state in checks), lines
+    assert not boot_.problems, f"{boot_.problems}\n{boot_.console[-6000:]}"
+
+
+def test_driver_image_builds_gdrdrv_on_the_node_and_unloads_on_term(kube_boot: Boot) -> None:
+    assert_pod_passed(kube_boot, "driver", 17)
+    log = pod_lines(kube_boot, "driver")
+    # Built here, against the driver root's sources, in the open flavour softgpu is.
+    assert re.search(r"nvidia-gdrcopy-driver: build: gdrdrv from /usr/src/gdrdrv-[\d.]+ .*NVIDIA_IS_OPENSOURCE=y", log), log
+    assert "nvidia-gdrcopy-driver: module: built /var/lib/gdrcopy/build/gdrdrv.ko" in log, log
+
+
+def test_precompiled_image_loads_its_module_without_a_compiler(kube_boot: Boot) -> None:
+    assert_pod_passed(kube_boot, "precompiled", 17)
+    log = pod_lines(kube_boot, "precompiled")
+    assert re.search(r"nvidia-gdrcopy-driver: module: prebuilt /lib/modules/\S+/updates/gdrdrv.ko", log), log
+    assert "build:" not in log, log
+
+
+def test_kmm_image_module_loads_in_its_kernel(kube_boot: Boot) -> None:
+    assert_pod_passed(kube_boot, "kmm", 8)
