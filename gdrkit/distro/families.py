@@ -233,8 +233,9 @@ class DebianFamily(Family):
     headers_line = r"^(linux-headers-\S+) "
     headers_trees = "/lib/modules/*/build"
     build_task = "build-deb"
-    # dkms: what gdrdrv-dkms depends on; the image builds with make, not dkms.
-    kube_build_packages = ("kmod", "make", "gcc", "libc6-dev", "dkms")
+    # libelf1: the kernel headers' objtool; dkms: what gdrdrv-dkms depends on
+    # (the image builds with make, not dkms).
+    kube_build_packages = ("kmod", "make", "gcc", "libc6-dev", "libelf1", "dkms")
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
     # Debian's one directory for every Python 3; dh_python3 adds the python3 dependency.

@@ -22,6 +22,7 @@ says what would be built and why a row cannot be, without touching Docker;
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import tempfile
@@ -83,10 +84,14 @@ def node_oses() -> list[NodeOs]:
         if not release.version:
             continue  # sid: no VERSION_ID, so no operator tag
         suite = release.codename if release.os_id == "debian" and release.codename in debian.SUITES else ""
-        registry = "" if suite else f"{release.os_id}:{release.version if release.os_id == 'ubuntu' else release.codename}"
+        registry = (
+            "" if suite else f"{release.os_id}:{release.version if release.os_id == 'ubuntu' else release.codename}"
+        )
         found.append(NodeOs(release.os_id, release.version, "debian", suite, registry, release.codename))
     for fam in families_of_type("rpm"):
-        found.append(NodeOs(fam.name, fam.container_image.rpartition(":")[2], fam.name, registry_base=fam.container_image))
+        found.append(
+            NodeOs(fam.name, fam.container_image.rpartition(":")[2], fam.name, registry_base=fam.container_image)
+        )
     return found
 
 
@@ -261,7 +266,14 @@ def build_image(engine: Engine, spec: ImageSpec, base: str, package_files: Seque
             )
         log(f"building {spec.tag} from {base} with {', '.join(f.name for f in files)}")
         result, container = engine.run(
-            base, shlex.join(argv), mounts=mounts, env=env, read_only=True, network=from_registry, keep=True, stream=False
+            base,
+            shlex.join(argv),
+            mounts=mounts,
+            env=env,
+            read_only=True,
+            network=from_registry,
+            keep=True,
+            stream=False,
         )
         try:
             if result.status != 0:
@@ -274,14 +286,32 @@ def build_image(engine: Engine, spec: ImageSpec, base: str, package_files: Seque
     return Row(spec, "built", steps[-2] if len(steps) >= 2 else "", image_size(engine, spec.tag))
 
 
-def build_packages(node: NodeOs, kernels: Sequence[str], output: Path, ref: str = "HEAD") -> list[Path]:
-    """The .deb packages of `ref` for `node`'s release (and prebuilt modules for `kernels`) into `output`."""
+def build_packages(
+    node: NodeOs, kernels: Sequence[str], output: Path, ref: str = "HEAD", nvidia_src_dir: Path | None = None
+) -> list[Path]:
+    """The .deb packages of `ref` for `node`'s release (and prebuilt modules for `kernels`) into `output`.
+
+    `nvidia_src_dir` (nv-p2p.h and the driver's Module.symvers): the prebuilt
+    module takes the P2P symbol versions of that driver; without it, those of
+    gdrdrv's own declarations, which are NVIDIA's (tests/python/test_p2p_crcs.py).
+    """
     from gdrkit.packaging import build
 
     source = build.source_at(ref)
     fam = node.family
     build.ensure_build_deps(kernels, kinds=("deb",), lint=False)
-    return build.build_debs(model.plan(fam, kernels=kernels, source_date_epoch=source.epoch), source, output)
+    if nvidia_src_dir is not None and not (nvidia_src_dir / "nv-p2p.h").exists():
+        raise die(f"{nvidia_src_dir} has no nv-p2p.h", "pass the NVIDIA driver's kernel source directory that holds it")
+    saved = os.environ.get("NVIDIA_SRC_DIR")
+    if nvidia_src_dir is not None:
+        os.environ["NVIDIA_SRC_DIR"] = str(nvidia_src_dir)  # debian/rules hands it to gdrdrv's make
+    try:
+        return build.build_debs(model.plan(fam, kernels=kernels, source_date_epoch=source.epoch), source, output)
+    finally:
+        if saved is None:
+            os.environ.pop("NVIDIA_SRC_DIR", None)
+        else:
+            os.environ["NVIDIA_SRC_DIR"] = saved
 
 
 def summary_lines(rows: Sequence[Row]) -> list[str]:
@@ -296,7 +326,12 @@ def summary_lines(rows: Sequence[Row]) -> list[str]:
 
 
 def build_images(
-    specs: Sequence[ImageSpec], *, packages_dir: Path | None = None, ref: str = "HEAD", engine: Engine | None = None
+    specs: Sequence[ImageSpec],
+    *,
+    packages_dir: Path | None = None,
+    ref: str = "HEAD",
+    nvidia_src_dir: Path | None = None,
+    engine: Engine | None = None,
 ) -> list[Row]:
     """Build every buildable image of `specs`, rows for all.
 
@@ -331,7 +366,7 @@ def build_images(
                 files = sorted(packages_dir.glob("*.deb"))
             else:
                 out = Path(tempfile.mkdtemp(prefix=f"gdrkit-kube-{node.tag}-"))
-                files = build_packages(node, kernels, out, ref)
+                files = build_packages(node, kernels, out, ref, nvidia_src_dir)
             rows += [build_image(engine, spec, bases[spec][0], files) for spec in ready]
     finally:
         if own and engine is not None:
@@ -355,5 +390,9 @@ def dry_run_status(spec: ImageSpec, host_codename: str) -> tuple[str, str]:
     why = skip_reason(spec, host_codename)
     if why:
         return "skipped", why
-    base = f"mmdebstrap {spec.node.suite} + {' '.join(spec.base_packages())}" if spec.node.suite else spec.node.registry_base
+    base = (
+        f"mmdebstrap {spec.node.suite} + {' '.join(spec.base_packages())}"
+        if spec.node.suite
+        else spec.node.registry_base
+    )
     return "planned", f"base {base}"

@@ -8,6 +8,8 @@
 #            take the prebuilt module for the running kernel), load it, then
 #            wait; on TERM or INT unload it if nothing holds it, and exit 0
 #   load     the same without the waiting at the end (init containers)
+#   watch    wait, unprivileged, until TERM; exit 1 if gdrdrv goes away (the
+#            standalone loader's long-running container; it unloads nothing)
 #   unload   unload gdrdrv if its refcount is 0; leave it loaded otherwise
 #   status   exit 0 when gdrdrv is loaded (the operator validator's check)
 #   cdi DIR  write our CDI spec (nvidia.com/gdrcopy=all) into DIR, unless a
@@ -26,7 +28,10 @@
 #   GDRCOPY_MODULE_ARGS    gdrdrv parameters added after modprobe.d's options
 #   GDRCOPY_WAIT_TIMEOUT   seconds to wait for the driver, 0 = forever [0]
 #   GDRCOPY_POLL_INTERVAL  seconds between checks [5]
-# Tests point these at fake trees: GDRCOPY_SYSFS [/sys], GDRCOPY_PROC [/proc].
+#   GDRCOPY_CDI_DIR        after loading, write the CDI spec there (as `cdi DIR`) [none]
+#   GDRCOPY_CDI_SEARCH     where other CDI specs are looked for [/etc/cdi /var/run/cdi]
+# Tests point these at fake trees: GDRCOPY_SYSFS [/sys], GDRCOPY_PROC [/proc],
+# GDRCOPY_CDI_SPEC [the image's spec].
 #
 # Every step logs one line "nvidia-gdrcopy-driver: <step>: ..." so that the
 # pod's log says where it stopped.
@@ -42,9 +47,8 @@ PROC=${GDRCOPY_PROC:-/proc}
 POLL=${GDRCOPY_POLL_INTERVAL:-5}
 WAIT_TIMEOUT=${GDRCOPY_WAIT_TIMEOUT:-0}
 BUILD_DIR=${GDRCOPY_BUILD_DIR:-/var/lib/gdrcopy/build}
-CDI_KIND=nvidia.com/gdrcopy
-CDI_SPEC=/usr/share/gdrcopy/cdi/nvidia.com-gdrcopy.yaml
-CDI_DIRS="/etc/cdi /var/run/cdi"
+CDI_SPEC=${GDRCOPY_CDI_SPEC:-/usr/share/gdrcopy/cdi/nvidia.com-gdrcopy.yaml}
+CDI_DIRS=${GDRCOPY_CDI_SEARCH:-/etc/cdi /var/run/cdi}
 
 # On stderr: stdout carries the values the functions return.
 log() { echo "$NAME: $1: $2" >&2; }
@@ -55,16 +59,28 @@ fail() {
 
 module_loaded() { grep -q "^$1 " "$PROC/modules"; }
 
-# Exit when TERM or INT arrives during the waits (before anything is loaded).
-stop_waiting() {
-	log term "signal before gdrdrv was loaded: nothing to unload"
-	exit 0
-}
+sleeper=""
 
 # Sleep in the background so that a signal is handled at once, not after the sleep.
 pause() {
 	sleep "$1" &
-	wait $! || true
+	sleeper=$!
+	wait "$sleeper" || true
+	sleeper=""
+}
+
+# Leave no sleep behind when a signal ends us.
+stop_pause() {
+	if [ -n "$sleeper" ]; then
+		kill "$sleeper" 2>/dev/null || true
+	fi
+}
+
+# Exit when TERM or INT arrives during the waits (before anything is loaded).
+stop_waiting() {
+	stop_pause
+	log term "signal before gdrdrv was loaded: nothing to unload"
+	exit 0
 }
 
 wait_for_driver() {
@@ -293,9 +309,27 @@ unload_module() {
 }
 
 on_term() {
+	stop_pause
 	log term "signal received"
 	unload_module
 	exit 0
+}
+
+# The standalone loader's long-running container: unprivileged, so it unloads nothing.
+watch_module() {
+	trap 'stop_pause; log term "signal received; gdrdrv stays loaded (the loader unloads nothing)"; exit 0' TERM INT
+	module_loaded "$MODULE" || fail watch "$MODULE is not loaded: the init container did not load it"
+	log watch "$MODULE is loaded; watching (readiness: lsmod | grep -E '^$MODULE\\s')"
+	while :; do
+		pause "$POLL"
+		module_loaded "$MODULE" || fail watch "$MODULE was unloaded by someone else"
+	done
+}
+
+cdi_if_asked() {
+	if [ -n "${GDRCOPY_CDI_DIR:-}" ]; then
+		install_cdi "$GDRCOPY_CDI_DIR"
+	fi
 }
 
 serve() {
@@ -308,20 +342,24 @@ serve() {
 }
 
 install_cdi() {
-	local dir=$1 other
+	local dir=$1 other kind
 	[ -r "$CDI_SPEC" ] || fail cdi "$CDI_SPEC is missing from this image"
+	# The kind comes from the spec itself (rendered from packages/gdrcopy.yaml).
+	kind=$(sed -n 's/^kind: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CDI_SPEC")
+	[ -n "$kind" ] || fail cdi "$CDI_SPEC names no kind"
 	for where in $CDI_DIRS "$dir"; do
 		[ -d "$where" ] || continue
-		other=$(grep -l -E "^kind: *\"?$CDI_KIND\"?\$" "$where"/*.yaml "$where"/*.json 2>/dev/null | grep -v -x "$dir/gdrcopy-k8s.yaml" || true)
+		other=$(grep -l -E "^kind: *\"?$kind\"?\$" "$where"/*.yaml 2>/dev/null | grep -v -x "$dir/gdrcopy-k8s.yaml" || true)
+		other=$other$(grep -l -E "\"kind\": *\"$kind\"" "$where"/*.json 2>/dev/null || true)
 		if [ -n "$other" ]; then
-			log cdi "$other already defines $CDI_KIND: ours is not written (one spec per kind avoids a conflict)"
+			log cdi "$other already defines $kind: ours is not written (two specs of one kind conflict)"
 			return 0
 		fi
 	done
 	mkdir -p "$dir"
 	cp "$CDI_SPEC" "$dir/gdrcopy-k8s.yaml.tmp"
 	mv "$dir/gdrcopy-k8s.yaml.tmp" "$dir/gdrcopy-k8s.yaml"
-	log cdi "wrote $dir/gdrcopy-k8s.yaml ($CDI_KIND=all)"
+	log cdi "wrote $dir/gdrcopy-k8s.yaml ($(sed -n 's/^  - name: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CDI_SPEC" | sed "s|^|$kind=|"))"
 }
 
 main() {
@@ -329,12 +367,15 @@ main() {
 	install)
 		wait_for_driver
 		load_module
+		cdi_if_asked
 		serve
 		;;
 	load)
 		wait_for_driver
 		load_module
+		cdi_if_asked
 		;;
+	watch) watch_module ;;
 	unload) unload_module ;;
 	status) module_loaded "$MODULE" ;;
 	cdi)
@@ -342,7 +383,7 @@ main() {
 		install_cdi "$2"
 		;;
 	*)
-		echo "usage: $NAME install|load|unload|status|cdi DIR" >&2
+		echo "usage: $NAME install|load|watch|unload|status|cdi DIR" >&2
 		exit 2
 		;;
 	esac

@@ -22,6 +22,8 @@ def _split(value: str) -> list[str]:
         "repository": "image repository prefix (default: gdrcopy); the operator's gdrcopy.repository",
         "packages": "directory of already built .deb packages to use (default: build them from --ref)",
         "ref": "git commit whose packages go into the images (default: HEAD)",
+        "nvidia_src_dir": "NVIDIA driver kernel sources (nv-p2p.h, Module.symvers) the precompiled module is built"
+        " against (default: gdrdrv's own declarations, whose symbol versions are NVIDIA's)",
         "dry_run": "print the images and why any cannot be built, build nothing",
     }
 )
@@ -33,6 +35,7 @@ def build_image(
     repository: str = "",
     packages: str = "",
     ref: str = "HEAD",
+    nvidia_src_dir: str = "",
     dry_run: bool = False,
 ) -> None:
     """Build the GPU Operator driver-container images (<version>-<os>), precompiled ones and KMM images."""
@@ -53,7 +56,12 @@ def build_image(
         rows = [images.Row(s, *images.dry_run_status(s, host)) for s in specs]
         print("\n".join(images.summary_lines(rows)))
         return
-    rows = images.build_images(specs, packages_dir=Path(packages).resolve() if packages else None, ref=ref)
+    rows = images.build_images(
+        specs,
+        packages_dir=Path(packages).resolve() if packages else None,
+        ref=ref,
+        nvidia_src_dir=Path(nvidia_src_dir).resolve() if nvidia_src_dir else None,
+    )
     print("\n".join(images.summary_lines(rows)), flush=True)
     images.check_rows(rows)
 

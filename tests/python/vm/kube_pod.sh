@@ -61,6 +61,10 @@ finish() {
 		say "---- the container's log ----"
 		sed 's/^/    /' "$log_file"
 	fi
+	if [ "$failed" != 0 ]; then
+		say "---- gdrdrv in the kernel log ----"
+		dmesg | grep -i gdrdrv | tail -n 20 | sed 's/^/    /'
+	fi
 	if [ "$failed" = 0 ]; then
 		say "VERDICT PASS"
 		exit 0
