@@ -242,3 +242,84 @@ def check_kmm_module(doc: Mapping[str, Any], expected_images: Mapping[str, str])
     if not (doc.get("spec") or {}).get("selector"):
         problems.append("no spec.selector: KMM would pick no nodes")
     return problems
+
+
+# The kustomize fields our overlays use; build_kustomization() refuses others.
+KUSTOMIZE_FIELDS = frozenset({"apiVersion", "kind", "resources", "images"})
+
+
+def build_kustomization(files: Mapping[str, str], directory: str) -> dict[str, str]:
+    """What `kubectl apply -k <directory>` would send, for the kustomize subset our files use (pure).
+
+    `resources` (files, or directories with their own kustomization.yaml)
+    and `images` (name -> newName/newTag in every container and init
+    container) are applied as kustomize applies them; any other field is
+    refused rather than ignored.  Returns the objects by their source path.
+    """
+    path = f"{directory.rstrip('/')}/kustomization.yaml"
+    if path not in files:
+        raise die(f"no {path} among the manifests")
+    spec = yaml.safe_load(files[path])
+    unknown = set(spec) - KUSTOMIZE_FIELDS
+    if unknown:
+        raise die(f"{path} uses kustomize fields {sorted(unknown)} that this check does not apply", "render with kubectl kustomize")
+    out: dict[str, str] = {}
+    for resource in spec.get("resources") or []:
+        target = _normalize(f"{directory}/{resource}")
+        if f"{target}/kustomization.yaml" in files:
+            out.update(build_kustomization(files, target))
+        elif target in files:
+            out[target] = files[target]
+        else:
+            raise die(f"{path} names {resource}, which is not among the manifests")
+    for image in spec.get("images") or []:
+        out = {name: _retag(text, image) for name, text in out.items()}
+    return out
+
+
+def _normalize(path: str) -> str:
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if not parts:
+                raise die(f"{path} leaves deploy/kubernetes/")
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def _retag(text: str, image: Mapping[str, str]) -> str:
+    """`text`'s objects with kustomize's `images` entry applied to their pod templates."""
+    docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    for doc in docs:
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or doc.get("spec") or {}
+        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            name = str(container.get("image", "")).rpartition(":")[0] or container.get("image")
+            if name == image["name"]:
+                container["image"] = f"{image.get('newName', name)}:{image['newTag']}"
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def kustomize_dirs(files: Mapping[str, str]) -> list[str]:
+    return sorted(path.rpartition("/")[0] for path in files if path.endswith("kustomization.yaml"))
+
+
+def validate_all(files: Mapping[str, str], kubernetes_version: str = KUBERNETES_VERSION) -> list[Verdict]:
+    """validate() of the files, then of what each kustomize directory renders to (`dir => path`)."""
+    verdicts = validate(files, kubernetes_version)
+    for directory in kustomize_dirs(files):
+        rendered = build_kustomization(files, directory)
+        for verdict in validate(rendered, kubernetes_version):
+            images_used = _images(rendered[verdict.path])
+            detail = f"{verdict.detail}; images {', '.join(images_used)}" if images_used else verdict.detail
+            verdicts.append(Verdict(f"{directory} => {verdict.path}", verdict.kind, verdict.name, verdict.status, detail))
+    return verdicts
+
+
+def _images(text: str) -> list[str]:
+    found = []
+    for doc in yaml.safe_load_all(text):
+        pod = (((doc or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        found += [str(c.get("image")) for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]]
+    return sorted(set(found))

@@ -66,4 +66,36 @@ def build_image(
     images.check_rows(rows)
 
 
-TASKS = [build_image]
+@task(
+    name="k8s-manifests",
+    help={
+        "kernel": "kernel releases to map in the KMM Module, comma-separated (besides the generic mapping)",
+        "repository": "image repository prefix the manifests name (default: gdrcopy)",
+        "output": "directory to write (default: deploy/kubernetes/, the committed copy)",
+        "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render, then validate it",
+        "kubernetes": "Kubernetes release whose schemas validate the objects (default: gdrkit.kube.manifests')",
+    },
+)
+def k8s_manifests(
+    c: Context, kernel: str = "", repository: str = "", output: str = "", check: bool = False, kubernetes: str = ""
+) -> None:
+    """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples) and validate them offline."""
+    from gdrkit.kube import images, manifests
+    from gdrkit.system import die
+
+    files = manifests.render(_split(kernel), repository or images.DEFAULT_REPOSITORY)
+    if check:
+        stale = manifests.stale()
+        if stale:
+            raise die(f"deploy/kubernetes/ is out of date: {', '.join(stale)}", "run ./toolkit k8s-manifests and commit")
+    else:
+        for path in manifests.write(Path(output).resolve() if output else manifests.OUTPUT_DIR, files):
+            print(f"wrote {path}")
+    verdicts = manifests.validate_all(files, kubernetes or manifests.KUBERNETES_VERSION)
+    print("\n".join(verdict.line() for verdict in verdicts))
+    invalid = [v for v in verdicts if v.status == "invalid"]
+    if invalid:
+        raise die(f"{len(invalid)} object(s) do not match the Kubernetes schemas", "the lines above say where")
+
+
+TASKS = [build_image, k8s_manifests]
