@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -42,13 +43,12 @@ class Boot:
     rows: list[images.Row]
 
 
-@pytest.fixture(scope="module")
-def prepared(built_root: Callable[[str], SuiteRoot]) -> Iterator[tuple[SuiteRoot, list[images.Row]]]:
-    """The images built from the packages, unpacked into the root, and the driver root laid out."""
+@contextmanager
+def prepared(root: SuiteRoot, kinds: tuple[str, ...]) -> Iterator[list[images.Row]]:
+    """The images of `kinds` built from the packages and unpacked into the root, and the driver root laid out."""
     host = deb_target_release().codename
-    root = built_root(host)
     node = next(n for n in images.node_oses() if n.codename == host)
-    specs = images.plan([node.tag], [root.abi], host)
+    specs = images.plan([node.tag], [root.abi], host, kinds=kinds)
     with containers.engine() as engine:
         # softgpu's P2P exports carry other symbol versions than NVIDIA's: the
         # prebuilt module is built against its Module.symvers, as a fleet's
@@ -59,18 +59,18 @@ def prepared(built_root: Callable[[str], SuiteRoot]) -> Iterator[tuple[SuiteRoot
         missing = [row for row in rows if row.status != "built"]
         assert not missing, "\n".join(images.summary_lines(missing))
         work = root.root_dir / WORK
-        if work.exists():
-            shutil.rmtree(work)
         try:
             for spec in specs:
+                shutil.rmtree(work / spec.kind, ignore_errors=True)
                 engine.export_image(spec.tag, work / spec.kind)
             status, output = in_root(
                 root.root_dir, f"sh /src/tests/python/vm/kube_driver_root.sh {root.abi} {DRIVER_ROOT} softgpu"
             )
             assert status == 0, output[-3000:]
-            yield root, rows
+            yield rows
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            for spec in specs:
+                shutil.rmtree(work / spec.kind, ignore_errors=True)
 
 
 def boot_pods(root: SuiteRoot, rows: list[images.Row], pods: list[str]) -> Boot:
@@ -85,17 +85,22 @@ def boot_pods(root: SuiteRoot, rows: list[images.Row], pods: list[str]) -> Boot:
 
 
 @pytest.fixture(scope="module")
-def loader_boot(prepared: tuple[SuiteRoot, list[images.Row]]) -> Boot:
-    """The precompiled driver image's pod, then the KMM image's."""
-    root, rows = prepared
-    return boot_pods(root, rows, [f"operator /{WORK}/precompiled {DRIVER_ROOT}", f"kmm /{WORK}/kmm"])
+def root(built_root: Callable[[str], SuiteRoot]) -> SuiteRoot:
+    return built_root(deb_target_release().codename)
 
 
 @pytest.fixture(scope="module")
-def build_boot(prepared: tuple[SuiteRoot, list[images.Row]]) -> Boot:
+def loader_boot(root: SuiteRoot) -> Boot:
+    """The precompiled driver image's pod, then the KMM image's."""
+    with prepared(root, ("precompiled", "kmm")) as rows:
+        return boot_pods(root, rows, [f"operator /{WORK}/precompiled {DRIVER_ROOT}", f"kmm /{WORK}/kmm"])
+
+
+@pytest.fixture(scope="module")
+def build_boot(root: SuiteRoot) -> Boot:
     """The driver image's pod: gdrdrv built in the VM (minutes under TCG)."""
-    root, rows = prepared
-    return boot_pods(root, rows, [f"operator /{WORK}/driver {DRIVER_ROOT}"])
+    with prepared(root, ("driver",)) as rows:
+        return boot_pods(root, rows, [f"operator /{WORK}/driver {DRIVER_ROOT}"])
 
 
 def pod_lines(boot_: Boot, name: str) -> str:

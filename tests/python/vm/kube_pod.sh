@@ -110,7 +110,8 @@ operator_pod() {
 	check "pin counter is 0" test "$(cat /proc/driver/gdrdrv/nv_get_pages_refcount 2>/dev/null)" = 0
 
 	# A process holding /dev/gdrdrv: unloading must refuse, and at once.
-	sh -c 'exec 3<>/dev/gdrdrv; sleep 120' &
+	# One process holds it (exec): killing it closes the device.
+	sh -c 'exec 3<>/dev/gdrdrv; exec sleep 120' &
 	holder=$!
 	sleep 1
 	say "holder: refcount $(cat /sys/module/gdrdrv/refcnt)"
