@@ -70,7 +70,7 @@ kmm)
 	# KMM loads with `modprobe -d /opt`: the module and its depmod output there.
 	install -D -m 0644 "$ko" "/opt/lib/modules/$kver/updates/${ko##*/}"
 	depmod -b /opt "$kver"
-	step "KMM layout: $(cd /opt && find lib -type f | sort | tr '\n' ' ')"
+	step "KMM layout: /opt/lib/modules/$kver/updates/${ko##*/}, modules.dep: $(cat "/opt/lib/modules/$kver/modules.dep")"
 	;;
 *)
 	step "FAILED: unknown image kind $kind"

@@ -150,7 +150,7 @@ kmm_pod() {
 	check "modprobe -d <image>/opt gdrdrv" modprobe -d "$ctr/opt" gdrdrv dbg_enabled=1
 	check "validator ($VALIDATOR)" sh -c "$VALIDATOR >/dev/null"
 	check "/dev/gdrdrv exists" test -c /dev/gdrdrv
-	check "gdrdrv's vermagic is the running kernel's" sh -c "modinfo -F vermagic /sys/module/gdrdrv 2>/dev/null | grep -q . || modinfo -F vermagic $ctr/opt/lib/modules/$kver/updates/gdrdrv.ko | grep -q '^$kver '"
+	check "the image's gdrdrv.ko is for the running kernel (vermagic)" sh -c "modinfo -F vermagic $ctr/opt/lib/modules/$kver/updates/gdrdrv.ko | grep -q '^$kver '"
 	check "pin counter is 0" test "$(cat /proc/driver/gdrdrv/nv_get_pages_refcount 2>/dev/null)" = 0
 	# shellcheck disable=SC2016 # expanded by that sh
 	check "refcount 0, then rmmod gdrdrv" sh -c 'test "$(cat /sys/module/gdrdrv/refcnt)" = 0 && rmmod gdrdrv'
