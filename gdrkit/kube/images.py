@@ -29,7 +29,6 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gdrkit import version
 from gdrkit.containers import Engine, ImageRecipe
@@ -379,10 +378,6 @@ def check_rows(rows: Sequence[Row]) -> None:
     """Fail when nothing was built although something was asked for."""
     if rows and not any(row.status == "built" for row in rows):
         raise die("no image was built", "every row above says why it was skipped")
-
-
-def image_attrs(engine: Engine, tag: str) -> dict[str, Any]:
-    return dict(engine.client.images.get(tag).attrs)
 
 
 def dry_run_status(spec: ImageSpec, host_codename: str) -> tuple[str, str]:

@@ -262,7 +262,10 @@ def build_kustomization(files: Mapping[str, str], directory: str) -> dict[str, s
     spec = yaml.safe_load(files[path])
     unknown = set(spec) - KUSTOMIZE_FIELDS
     if unknown:
-        raise die(f"{path} uses kustomize fields {sorted(unknown)} that this check does not apply", "render with kubectl kustomize")
+        raise die(
+            f"{path} uses kustomize fields {sorted(unknown)} that this check does not apply",
+            "render with kubectl kustomize",
+        )
     out: dict[str, str] = {}
     for resource in spec.get("resources") or []:
         target = _normalize(f"{directory}/{resource}")
@@ -313,7 +316,9 @@ def validate_all(files: Mapping[str, str], kubernetes_version: str = KUBERNETES_
         for verdict in validate(rendered, kubernetes_version):
             images_used = _images(rendered[verdict.path])
             detail = f"{verdict.detail}; images {', '.join(images_used)}" if images_used else verdict.detail
-            verdicts.append(Verdict(f"{directory} => {verdict.path}", verdict.kind, verdict.name, verdict.status, detail))
+            verdicts.append(
+                Verdict(f"{directory} => {verdict.path}", verdict.kind, verdict.name, verdict.status, detail)
+            )
     return verdicts
 
 

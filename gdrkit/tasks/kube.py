@@ -87,7 +87,9 @@ def k8s_manifests(
     if check:
         stale = manifests.stale()
         if stale:
-            raise die(f"deploy/kubernetes/ is out of date: {', '.join(stale)}", "run ./toolkit k8s-manifests and commit")
+            raise die(
+                f"deploy/kubernetes/ is out of date: {', '.join(stale)}", "run ./toolkit k8s-manifests and commit"
+            )
     else:
         for path in manifests.write(Path(output).resolve() if output else manifests.OUTPUT_DIR, files):
             print(f"wrote {path}")

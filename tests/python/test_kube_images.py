@@ -36,7 +36,10 @@ def test_tags_fit_the_operators_repository_image_version_os() -> None:
     assert images.ImageSpec("driver", node, "").tag == f"gdrcopy/gdrdrv:{V}-debian12"
     assert images.ImageSpec("precompiled", node, "6.1.0-57-amd64").tag == f"gdrcopy/gdrdrv:{V}-6.1.0-57-amd64-debian12"
     # Image tags cannot carry `+`.
-    assert images.ImageSpec("kmm", node, "6.12.57+deb13-amd64", "r.example/x").tag == f"r.example/x/gdrdrv-kmm:{V}-6.12.57_deb13-amd64"
+    assert (
+        images.ImageSpec("kmm", node, "6.12.57+deb13-amd64", "r.example/x").tag
+        == f"r.example/x/gdrdrv-kmm:{V}-6.12.57_deb13-amd64"
+    )
 
 
 def test_plan_makes_kernel_images_for_this_hosts_release_only() -> None:
@@ -115,7 +118,9 @@ class FakeEngine:
 
 
 def test_build_image_runs_the_setup_offline_and_flattens_without_the_mounts(tmp_path: Path) -> None:
-    debs = [tmp_path / f"{name}_{V}-1_all.deb" for name in ("gdrdrv-dkms", "gdrdrv-modules-6.1.0-57-amd64", "libgdrapi")]
+    debs = [
+        tmp_path / f"{name}_{V}-1_all.deb" for name in ("gdrdrv-dkms", "gdrdrv-modules-6.1.0-57-amd64", "libgdrapi")
+    ]
     for deb in debs:
         deb.touch()
     engine = FakeEngine()
@@ -124,7 +129,10 @@ def test_build_image_runs_the_setup_offline_and_flattens_without_the_mounts(tmp_
     assert (row.status, row.size_bytes, row.detail) == ("built", 123_000_000, "image-setup: prebuilt module X")
     run = engine.runs[0]
     assert run["image"] == "base:1" and run["network"] is False and run["read_only"] is True
-    assert run["script"] == f"bash /kube/image_setup.sh precompiled 6.1.0-57-amd64 /pkgs/gdrdrv-modules-6.1.0-57-amd64_{V}-1_all.deb"
+    assert (
+        run["script"]
+        == f"bash /kube/image_setup.sh precompiled 6.1.0-57-amd64 /pkgs/gdrdrv-modules-6.1.0-57-amd64_{V}-1_all.deb"
+    )
     assert run["files"] == ["cdi.yaml", "image_setup.sh", "nvidia-gdrcopy-driver.sh"]
     assert run["env"]["INSTALL_FILES"].startswith("apt-get install")
     assert engine.flattened == [{"tag": spec.tag, "changes": spec.changes(), "drop": ["/kube", "/pkgs"]}]

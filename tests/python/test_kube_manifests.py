@@ -36,7 +36,11 @@ def test_every_object_validates_against_the_kubernetes_schemas(files: dict[str, 
     print("\n".join(v.line() for v in verdicts))
     assert not [v for v in verdicts if v.status == "invalid"]
     valid = {(v.path, v.kind) for v in verdicts if v.status == "valid"}
-    assert {("loader/daemonset.yaml", "DaemonSet"), ("loader/namespace.yaml", "Namespace"), ("examples/pod-cdi.yaml", "Pod")} <= valid
+    assert {
+        ("loader/daemonset.yaml", "DaemonSet"),
+        ("loader/namespace.yaml", "Namespace"),
+        ("examples/pod-cdi.yaml", "Pod"),
+    } <= valid
     # Every overlay renders to a valid DaemonSet with its OS's image.
     for node in images.node_oses():
         if node.family.package_type == "deb" and node != manifests.default_node():

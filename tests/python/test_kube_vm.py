@@ -6,9 +6,10 @@ kernel of its suite's VM root, unpacked into that root, and run there as a
 pod would run them (tests/python/vm/kube_pod.sh: chrooted, with the node's
 /proc, /sys and /dev, and a driver root like the one the GPU Operator's
 driver container shares, with softgpu standing in for nvidia.ko).  One boot
-runs the three pods in turn: the driver image (gdrdrv built on the node),
-the precompiled one, and the KMM image (modprobe -d <image>/opt).  The boot
-also fails on any kernel-log finding (gdrkit.vm).
+runs the precompiled image's pod and then loads the KMM image's module
+(modprobe -d <image>/opt); the driver image's pod, which builds gdrdrv in the
+guest, boots on its own in the soak tier.  Each boot also fails on any
+kernel-log finding (gdrkit.vm).
 """
 
 from __future__ import annotations
