@@ -198,3 +198,20 @@ def test_unknown_subcommand_prints_the_usage(tree: Path) -> None:
         result.returncode == 2
         and "usage: nvidia-gdrcopy-driver install|load|watch|unload|status|cdi DIR" in result.stderr
     )
+
+
+def test_watch_fails_without_gdrdrv_and_leaves_it_loaded_on_term(tree: Path) -> None:
+    result = run(tree, "main watch", {"GDRCOPY_POLL_INTERVAL": "1"})
+    assert result.returncode == 1 and "the init container did not load it" in result.stderr
+    module(tree, "gdrdrv")
+    process = subprocess.Popen(
+        ["bash", str(ENTRYPOINT_SCRIPT), "watch"],
+        env={**os.environ, "GDRCOPY_PROC": str(tree / "proc"), "GDRCOPY_POLL_INTERVAL": "30"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    assert "gdrdrv is loaded; watching" in process.stderr.readline()
+    process.terminate()
+    assert process.wait(timeout=5) == 0
+    assert "gdrdrv stays loaded" in process.stderr.read()

@@ -6,8 +6,9 @@ kernel of its suite's VM root, unpacked into that root, and run there as a
 pod would run them (tests/python/vm/kube_pod.sh: chrooted, with the node's
 /proc, /sys and /dev, and a driver root like the one the GPU Operator's
 driver container shares, with softgpu standing in for nvidia.ko).  One boot
-runs the precompiled image's pod and then loads the KMM image's module
-(modprobe -d <image>/opt); the driver image's pod, which builds gdrdrv in the
+runs the precompiled image's pod as the GPU Operator's sidecar, then as the
+standalone loader's init and long-running containers (deploy/kubernetes/loader),
+then loads the KMM image's module (modprobe -d <image>/opt); the driver image's pod, which builds gdrdrv in the
 guest, boots on its own in the soak tier.  Each boot also fails on any
 kernel-log finding (gdrkit.vm).
 """
@@ -92,9 +93,10 @@ def root(built_root: Callable[[str], SuiteRoot]) -> SuiteRoot:
 
 @pytest.fixture(scope="module")
 def loader_boot(root: SuiteRoot) -> Boot:
-    """The precompiled driver image's pod, then the KMM image's."""
+    """The precompiled driver image as the operator's sidecar, then as the standalone loader; the KMM image."""
     with prepared(root, ("precompiled", "kmm")) as rows:
-        return boot_pods(root, rows, [f"operator /{WORK}/precompiled {DRIVER_ROOT}", f"kmm /{WORK}/kmm"])
+        pods = [f"operator /{WORK}/precompiled {DRIVER_ROOT}", f"standalone /{WORK}/precompiled", f"kmm /{WORK}/kmm"]
+        return boot_pods(root, rows, pods)
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +141,11 @@ def test_precompiled_image_waits_loads_and_unloads_on_term(loader_boot: Boot) ->
     log = pod_lines(loader_boot, "precompiled")
     assert re.search(r"nvidia-gdrcopy-driver: module: prebuilt /lib/modules/\S+/updates/gdrdrv.ko", log), log
     assert "build:" not in log, log
+
+
+def test_standalone_loader_loads_writes_cdi_and_stays_unprivileged(loader_boot: Boot) -> None:
+    # deploy/kubernetes/loader's containers: `load` with the host's root at /host, then `watch` as nobody.
+    assert_pod_passed(loader_boot, "standalone", 12)
 
 
 def test_kmm_image_module_loads_in_its_kernel(loader_boot: Boot) -> None:

@@ -3,7 +3,7 @@
 # shellcheck disable=SC2317
 # One Kubernetes pod's life on a GPU node, inside the VM (tests/python/test_kube_vm.py).
 #
-#   kube_pod.sh operator|kmm CONTAINER_ROOT [DRIVER_ROOT]
+#   kube_pod.sh operator|standalone|kmm CONTAINER_ROOT [DRIVER_ROOT]
 #
 # operator: the GPU Operator's gdrcopy sidecar.  CONTAINER_ROOT is one of our
 #   driver images, unpacked; it runs chrooted there with the node's /proc,
@@ -14,12 +14,16 @@
 #   gdrdrv; loads it; the startup probe and the validator's check pass; it
 #   refuses to unload a gdrdrv in use; on TERM it unloads gdrdrv at once,
 #   and the driver module can be unloaded after it.
+# standalone: the loader DaemonSet's two containers (deploy/kubernetes/loader)
+#   with a driver installed on the host: `load` privileged, with the node's
+#   root read-only at /host and the CDI directory, then `watch` as nobody;
+#   the readiness check as nobody; TERM leaves gdrdrv loaded.
 # kmm: the KMM image, unpacked; gdrdrv loaded as KMM's worker does
 #   (modprobe -d <image>/opt), checked, unloaded.
 #
 # Prints "kube-pod[<name>]: CHECK <what>: ok|FAILED" per check and a
 # "kube-pod[<name>]: VERDICT PASS|FAIL" line (<name>: CONTAINER_ROOT's last
-# component); exits 0 only on PASS.
+# component, or standalone); exits 0 only on PASS.
 
 set -u
 
@@ -27,6 +31,7 @@ mode=$1
 ctr=$2
 driver_root=${3:-}
 name=${ctr##*/}
+[ "$mode" != standalone ] || name=standalone
 failed=0
 waited=0
 log_file=/tmp/kube-pod-$name.log
@@ -54,7 +59,7 @@ running() { kill -0 "$pid" 2>/dev/null; }
 waiting_yet() { running && not_loaded gdrdrv && logged "wait: waiting for module softgpu"; }
 
 finish() {
-	for mount_point in "$ctr/run/nvidia/driver" "$ctr/dev" "$ctr/sys" "$ctr/proc"; do
+	for mount_point in "$ctr/var/run/cdi" "$ctr/host" "$ctr/run/nvidia/driver" "$ctr/dev" "$ctr/sys" "$ctr/proc"; do
 		umount -l "$mount_point" 2>/dev/null
 	done
 	if [ -f "$log_file" ]; then
@@ -141,6 +146,39 @@ operator_pod() {
 
 not_running() { ! running; }
 
+standalone_pod() {
+	pod_mounts
+	: >"$log_file"
+	mkdir -p "$ctr/host" "$ctr/var/run/cdi" /run/cdi
+	mount --rbind / "$ctr/host"
+	mount -o remount,bind,ro "$ctr/host"
+	mount --bind /run/cdi "$ctr/var/run/cdi"
+	modprobe softgpu || say "modprobe softgpu failed"
+	# The init container: as the DaemonSet's env says.
+	in_ctr NVIDIA_DRIVER_ROOT=/host NVIDIA_MODULE=softgpu GDRCOPY_CDI_DIR=/var/run/cdi \
+		GDRCOPY_CDI_SEARCH="/host/etc/cdi /var/run/cdi" GDRCOPY_MODULE_ARGS=dbg_enabled=1 \
+		nvidia-gdrcopy-driver load >"$log_file" 2>&1
+	check "init container (load) exits 0" test "$?" = 0
+	check "gdrdrv loaded" loaded gdrdrv
+	check "CDI spec written for nvidia.com/gdrcopy=all" grep -q '^kind: "nvidia.com/gdrcopy"' /run/cdi/gdrcopy-k8s.yaml
+	# The long-running container: unprivileged (nobody), as runAsUser 65534.
+	chroot --userspec=65534:65534 "$ctr" /usr/bin/env -i PATH="$PATH_IN_CTR" GDRCOPY_POLL_INTERVAL=1 \
+		nvidia-gdrcopy-driver watch >>"$log_file" 2>&1 &
+	pid=$!
+	sleep 3
+	check "watch runs as nobody" running
+	check "readiness as nobody ($VALIDATOR)" chroot --userspec=65534:65534 "$ctr" /usr/bin/env -i PATH="$PATH_IN_CTR" sh -c "$VALIDATOR >/dev/null"
+	kill -TERM "$pid"
+	wait "$pid"
+	check "watch exits 0 on TERM" test "$?" = 0
+	check "gdrdrv stays loaded after the loader goes" loaded gdrdrv
+	check "a second load finds it loaded and uses it" sh -c "chroot $ctr /usr/bin/env -i PATH=$PATH_IN_CTR NVIDIA_DRIVER_ROOT=/host NVIDIA_MODULE=softgpu nvidia-gdrcopy-driver load 2>&1 | grep -q 'is loaded already: using it'"
+	check "pin counter is 0" test "$(cat /proc/driver/gdrdrv/nv_get_pages_refcount 2>/dev/null)" = 0
+	check "rmmod gdrdrv" rmmod gdrdrv
+	check "rmmod softgpu" rmmod softgpu
+	rm -f /run/cdi/gdrcopy-k8s.yaml
+}
+
 kmm_pod() {
 	kver=$(uname -r)
 	check "KMM layout: /opt/lib/modules/$kver/modules.dep lists gdrdrv" grep -q "gdrdrv.ko" "$ctr/opt/lib/modules/$kver/modules.dep"
@@ -159,6 +197,7 @@ kmm_pod() {
 
 case $mode in
 operator) operator_pod ;;
+standalone) standalone_pod ;;
 kmm) kmm_pod ;;
 *)
 	say "unknown mode"
