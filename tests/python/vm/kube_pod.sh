@@ -59,7 +59,7 @@ running() { kill -0 "$pid" 2>/dev/null; }
 waiting_yet() { running && not_loaded gdrdrv && logged "wait: waiting for module softgpu"; }
 
 finish() {
-	for mount_point in "$ctr/var/run/cdi" "$ctr/host" "$ctr/run/nvidia/driver" "$ctr/dev" "$ctr/sys" "$ctr/proc"; do
+	for mount_point in "$ctr/run/cdi" "$ctr/host" "$ctr/run/nvidia/driver" "$ctr/dev" "$ctr/sys" "$ctr/proc"; do
 		umount -l "$mount_point" 2>/dev/null
 	done
 	if [ -f "$log_file" ]; then
@@ -149,10 +149,12 @@ not_running() { ! running; }
 standalone_pod() {
 	pod_mounts
 	: >"$log_file"
-	mkdir -p "$ctr/host" "$ctr/var/run/cdi" /run/cdi
+	# The image's /var/run is a link to /run, which a runtime resolves inside
+	# the image; mount(8) here would follow it out of the image: mount at run/cdi.
+	mkdir -p "$ctr/host" "$ctr/run/cdi" /run/cdi
 	mount --rbind / "$ctr/host"
 	mount -o remount,bind,ro "$ctr/host"
-	mount --bind /run/cdi "$ctr/var/run/cdi"
+	mount --bind /run/cdi "$ctr/run/cdi"
 	modprobe softgpu || say "modprobe softgpu failed"
 	# The init container: as the DaemonSet's env says.
 	in_ctr NVIDIA_DRIVER_ROOT=/host NVIDIA_MODULE=softgpu GDRCOPY_CDI_DIR=/var/run/cdi \
