@@ -145,7 +145,7 @@ def test_precompiled_image_waits_loads_and_unloads_on_term(loader_boot: Boot) ->
 
 def test_standalone_loader_loads_writes_cdi_and_stays_unprivileged(loader_boot: Boot) -> None:
     # deploy/kubernetes/loader's containers: `load` with the host's root at /host, then `watch` as nobody.
-    assert_pod_passed(loader_boot, "standalone", 12)
+    assert_pod_passed(loader_boot, "standalone", 11)
 
 
 def test_kmm_image_module_loads_in_its_kernel(loader_boot: Boot) -> None:
