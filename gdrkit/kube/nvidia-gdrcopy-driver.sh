@@ -59,20 +59,22 @@ fail() {
 
 module_loaded() { grep -q "^$1 " "$PROC/modules"; }
 
-sleeper=""
+unload_on_term=""
 
 # Sleep in the background so that a signal is handled at once, not after the sleep.
 pause() {
 	sleep "$1" &
-	sleeper=$!
-	wait "$sleeper" || true
-	sleeper=""
+	wait $! || true
 }
 
-# Leave no sleep behind when a signal ends us.
+# Leave no sleep behind when a signal ends us (every background job: a
+# signal can come before `$!` of the latest is known).
 stop_pause() {
-	if [ -n "$sleeper" ]; then
-		kill "$sleeper" 2>/dev/null || true
+	local left
+	left=$(jobs -p)
+	if [ -n "$left" ]; then
+		# shellcheck disable=SC2086 # one pid per word
+		kill $left 2>/dev/null || true
 	fi
 }
 
@@ -281,6 +283,11 @@ load_module() {
 		log module "built $ko"
 	fi
 	options=$(module_options)
+	# From here on a TERM must unload what insmod loads (install mode), or
+	# the driver container could not unload nvidia under it.
+	if [ -n "$unload_on_term" ]; then
+		trap on_term TERM INT
+	fi
 	log load "insmod $ko $options"
 	# shellcheck disable=SC2086 # the options are separate words
 	insmod "$ko" $options || fail load "insmod failed; the kernel log (dmesg) says why"
@@ -365,6 +372,7 @@ install_cdi() {
 main() {
 	case ${1:-} in
 	install)
+		unload_on_term=1
 		wait_for_driver
 		load_module
 		cdi_if_asked
