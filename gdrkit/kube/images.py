@@ -230,7 +230,9 @@ def _base_image(engine: Engine, spec: ImageSpec) -> tuple[str, str]:
     if spec.node.suite:
         return engine.ensure_image(base_recipe(spec)), ""
     pulled, why = engine.pull(spec.node.registry_base)
-    return (spec.node.registry_base, "") if pulled else ("", f"{why} (no registry is reachable from here)")
+    # The daemon's error is long (the whole registry URL and resolver reply): its start says enough.
+    short = why if len(why) <= 160 else why[:157] + "..."
+    return (spec.node.registry_base, "") if pulled else ("", f"{short} (is a registry reachable from here?)")
 
 
 def image_size(engine: Engine, tag: str) -> int:
