@@ -61,9 +61,9 @@ def prepared(root: SuiteRoot, kinds: tuple[str, ...]) -> Iterator[list[images.Ro
         missing = [row for row in rows if row.status != "built"]
         assert not missing, "\n".join(images.summary_lines(missing))
         work = root.root_dir / WORK
+        shutil.rmtree(work, ignore_errors=True)
         try:
             for spec in specs:
-                shutil.rmtree(work / spec.kind, ignore_errors=True)
                 engine.export_image(spec.tag, work / spec.kind)
             status, output = in_root(
                 root.root_dir, f"sh /src/tests/python/vm/kube_driver_root.sh {root.abi} {DRIVER_ROOT} softgpu"
@@ -71,8 +71,8 @@ def prepared(root: SuiteRoot, kinds: tuple[str, ...]) -> Iterator[list[images.Ro
             assert status == 0, output[-3000:]
             yield rows
         finally:
-            for spec in specs:
-                shutil.rmtree(work / spec.kind, ignore_errors=True)
+            # The root is shared (cached): leave nothing of ours in it.
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def boot_pods(root: SuiteRoot, rows: list[images.Row], pods: list[str]) -> Boot:
