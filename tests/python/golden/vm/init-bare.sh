@@ -27,6 +27,7 @@ mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmpfs /newroot/dev/shm
 mount -t tmpfs tmpfs /newroot/tmp
 mount -t tmpfs tmpfs /newroot/run
+report page_size "$(in_root getconf PAGESIZE)"
 loaded_ok=1
 report ours_started 1
 if [ "$loaded_ok" = 1 ]; then
