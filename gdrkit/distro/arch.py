@@ -72,8 +72,8 @@ ARCHES: dict[str, Arch] = {
             # pointer-authentication algorithm keeps TCG from crawling.
             qemu_machine=("-machine", "virt,accel=tcg,gic-version=3", "-cpu", "max,pauth-impdef=on"),
             console="ttyAMA0",
-            results_port="/dev/vport1p1",
-            kernel_log_port="/dev/vport1p2",
+            results_port="/dev/virtio-ports/results",
+            kernel_log_port="/dev/virtio-ports/kernellog",
             kernel_flavours=("arm64", "arm64-16k", "rt-arm64"),
             boot_modules=("virtio_console",),
         ),

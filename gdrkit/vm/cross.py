@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
@@ -27,6 +28,7 @@ from gdrkit.vm.rootfs import (
     APT_OPTIONS,
     DPKG_EXCLUDES,
     ROOT_BUILD_TIMEOUT_S,
+    SOURCE_DIR,
     BuildReport,
     StepResult,
     SuiteRoot,
@@ -37,10 +39,14 @@ from gdrkit.vm.rootfs import (
     lock_file,
     remove_tree,
     roots_dir,
+    sync_source,
 )
 from gdrkit.vm.suites import KernelChoice, suite_lists
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+# Libraries of the target architecture the cross root gets through multiarch:
+# what the library's unit tests link (they then run there under qemu-user).
+TARGET_LIBRARIES = ("libcmocka-dev",)
 # Where the cross build installs, inside the cross root.
 STAGE = "/stage"
 _DEPENDS = re.compile(r"^Depends: (.*)$", re.MULTILINE)
@@ -125,11 +131,51 @@ def prepare_cross_root(choice: KernelChoice, *, refresh: bool = False) -> SuiteR
             seconds = _build(choice, root.root_dir, packages)
             stamp.write_text(json.dumps({"suite": choice.suite.name, "cross": choice.arch.debian,
                                          "packages": packages, "build_seconds": round(seconds, 1)}))  # fmt: skip
+        _add_target_libraries(root, stamp, choice.arch)
         if not (root.root_dir / "usr" / "src" / headers).is_dir():
             deb = target_lists.download(headers)
             log(f"unpacking {deb.name} into the cross root {root.root_dir.name}")
             run(["dpkg-deb", "-x", str(deb), str(root.root_dir)])
     return root
+
+
+def target_library_script(arch: Arch, packages: Sequence[str] = TARGET_LIBRARIES) -> str:
+    """The shell that adds `arch` to a cross root's dpkg and installs its `packages` (pure)."""
+    wanted = " ".join(f"{name}:{arch.debian}" for name in packages)
+    return (
+        f"dpkg --add-architecture {arch.debian} && apt-get -q update"
+        f" && DEBIAN_FRONTEND=noninteractive apt-get -q -y install --no-install-recommends {wanted}"
+        " && apt-get clean"
+    )
+
+
+def _add_target_libraries(root: SuiteRoot, stamp: Path, arch: Arch) -> None:
+    facts = json.loads(stamp.read_text())
+    if facts.get("target_libraries") == list(TARGET_LIBRARIES):
+        return
+    log(f"adding {', '.join(TARGET_LIBRARIES)} for {arch.debian} to the cross root {root.root_dir.name}")
+    status, output = in_root(root.root_dir, target_library_script(arch))
+    if status != 0:
+        raise die(
+            f"installing {arch.debian} libraries into {root.root_dir} failed:\n{output[-2000:]}",
+            "check network access to deb.debian.org",
+        )
+    facts["target_libraries"] = list(TARGET_LIBRARIES)
+    stamp.write_text(json.dumps(facts))
+
+
+def unit_test_script(arch: Arch) -> str:
+    """The library's unit tests built with the cross compiler; binfmt runs them under qemu-user (pure)."""
+    return f"make -C /{SOURCE_DIR}/tests/unit check CC={arch.cross_prefix}gcc"
+
+
+def cross_unit_tests(choice: KernelChoice, *, refresh: bool = False) -> tuple[int, str]:
+    """Build and run the library's unit tests for `choice.arch` in its cross root: (status, output)."""
+    ensure_foreign_exec(choice.arch)
+    cross = prepare_cross_root(choice, refresh=refresh)
+    with locked(lock_file(cross.root_dir)):
+        sync_source(cross)
+        return in_root(cross.root_dir, unit_test_script(choice.arch))
 
 
 def _build(choice: KernelChoice, target: Path, packages: list[str]) -> float:
@@ -206,8 +252,12 @@ def cross_build(root: SuiteRoot, choice: KernelChoice, *, refresh: bool = False)
     count = install_stage(cross.root_dir / STAGE.lstrip("/"), root.root_dir)
     report.steps.append(StepResult("install_stage", "ok", time.monotonic() - start, f"{count} files"))
     start = time.monotonic()
-    # Run in the target root under qemu-user: its own ldconfig and depmod.
-    status, output = in_root(root.root_dir, f"ldconfig && depmod -a {root.abi}")
+    # ldconfig is the root's own, under qemu-user; depmod the host's (module
+    # files are data to it, and the root's emulated one takes a minute).
+    status, output = in_root(root.root_dir, "ldconfig")
+    if status == 0:
+        done = run(["depmod", "-b", str(root.root_dir), root.abi], capture=True, check=False)
+        status, output = done.returncode, done.stdout + done.stderr
     report.steps.append(
         StepResult("ldconfig_depmod", "ok" if status == 0 else "failed", time.monotonic() - start, output,
                    "" if status == 0 else f"exit {status}")

@@ -25,7 +25,7 @@ def arm64_page_size(image: bytes) -> int | None:
     """The page size an arm64 Image header declares; None if `image` is not one (or says nothing) (pure)."""
     if len(image) < 64 or image[0x38:0x3C] != ARM64_MAGIC:
         return None
-    (flags,) = struct.unpack_from("<Q", image, 0x30)
+    (flags,) = struct.unpack_from("<Q", image, 0x18)
     return ARM64_PAGE_SIZES.get((flags >> 1) & 3)
 
 
