@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
@@ -242,11 +242,24 @@ def install_stage(stage: Path, target_root: Path) -> int:
     return count
 
 
+_WARNING = re.compile(r"\bwarning:|^WARNING: ", re.IGNORECASE | re.MULTILINE)
+
+
+def compiler_warnings(outputs: Iterable[str]) -> list[str]:
+    """The compiler's and kbuild's warning lines in build outputs (pure)."""
+    return [line for text in outputs for line in text.splitlines() if _WARNING.search(line)]
+
+
 def cross_build(root: SuiteRoot, choice: KernelChoice, *, refresh: bool = False) -> BuildReport:
     """Cross-build and install everything vm-test needs into `root` (of another architecture)."""
     cross = prepare_cross_root(choice, refresh=refresh)
     report = build_in_root(cross, default_steps(root.abi, cross=root.arch, destdir=STAGE))
     if report.failed:
+        return report
+    warnings = compiler_warnings(step.output for step in report.steps)
+    if warnings:
+        # The cross build must stay warning-free (kbuild's and the compiler's warnings alike).
+        report.steps.append(StepResult("warnings", "failed", 0.0, "\n".join(warnings), f"{len(warnings)} warning(s)"))
         return report
     start = time.monotonic()
     count = install_stage(cross.root_dir / STAGE.lstrip("/"), root.root_dir)

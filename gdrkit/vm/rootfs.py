@@ -49,6 +49,8 @@ def host_packages(arch: Arch = HOST_ARCH) -> tuple[str, ...]:
 def base_packages(arch: Arch = HOST_ARCH) -> tuple[str, ...]:
     """The packages every root of `arch` has besides its kernel (pure)."""
     return BASE_PACKAGES if arch == HOST_ARCH else FOREIGN_BASE_PACKAGES
+
+
 # Left out of every root: documentation, and the hook that would build an
 # initramfs for the kernel (the VM boots with gdrkit's own).
 DPKG_EXCLUDES = (
