@@ -165,8 +165,12 @@ def _add_target_libraries(root: SuiteRoot, stamp: Path, arch: Arch) -> None:
 
 
 def unit_test_script(arch: Arch) -> str:
-    """The library's unit tests built with the cross compiler; binfmt runs them under qemu-user (pure)."""
-    return f"make -C /{SOURCE_DIR}/tests/unit check CC={arch.cross_prefix}gcc"
+    """The library's unit tests built with the cross compiler; binfmt runs them under qemu-user (pure).
+
+    The copy tests' own report (which routine sets ran) follows the summary.
+    """
+    unit = f"/{SOURCE_DIR}/tests/unit"
+    return f"make -C {unit} check CC={arch.cross_prefix}gcc; rc=$?; cat {unit}/build/test_copy.tap; exit $rc"
 
 
 def cross_unit_tests(choice: KernelChoice, *, refresh: bool = False) -> tuple[int, str]:

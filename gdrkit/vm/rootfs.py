@@ -461,7 +461,7 @@ def default_steps(
         return f"{env}make -j{jobs} -C {src} {target} {common}"
 
     steps = [
-        BuildStep("softgpu_kmod", make("softgpu_kmod")),
+        BuildStep("softgpu_kmod", make("softgpu_kmod"), ("modules_abi",) if cross else ()),
         BuildStep("softgpu_lib", make("softgpu_lib")),
         BuildStep("driver", make("driver"), ("softgpu_kmod",)),
         BuildStep("lib", make("lib")),
@@ -474,7 +474,13 @@ def default_steps(
         BuildStep("ktests_install", make("ktests_install"), ("ktests",)),
     ]
     if cross is not None:
-        return [BuildStep("clean_stage", f"rm -rf {destdir}"), *steps]
+        # One cross root builds for each flavour of a kernel build in turn, and
+        # kbuild's records (relative to the headers) cannot tell those apart.
+        marker = f"{src}/.gdrkit-modules-abi"
+        kclean = " && ".join(f"{env}make -C {src}/{part} clean KVER={abi} KDIR=/usr/src/linux-headers-{abi}"
+                             for part in ("tests/softgpu/kmod", "gdrdrv"))  # fmt: skip
+        switch = f'[ "$(cat {marker} 2>/dev/null)" = {abi} ] || {{ {kclean} && echo {abi} > {marker}; }}'
+        return [BuildStep("clean_stage", f"rm -rf {destdir}"), BuildStep("modules_abi", switch), *steps]
     return [*steps, BuildStep("ldconfig", "ldconfig"), BuildStep("depmod", f"depmod -a {abi}")]
 
 
