@@ -13,6 +13,7 @@ import pytest
 
 from gdrkit.distro.arch import ARCHES, HOST_ARCH, arch, arch_of_abi, flavour_of_abi
 from gdrkit.system import UserError
+from gdrkit.version import REPO_ROOT as REPO
 from gdrkit.vm import cross, initramfs, kimage, rootfs, suites
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 from gdrkit.vm.qemu import VmPaths, VmResult, qemu_command
@@ -324,3 +325,79 @@ def test_the_dry_run_refuses_an_unknown_arch_or_flavour() -> None:
         plan(VmTestOptions(kernel="trixie", arch="sparc", dry_run=True))
     with pytest.raises(UserError, match="no kernel flavour"):
         plan(VmTestOptions(kernel="trixie", arch="arm64", flavour="arm64-64k", dry_run=True))
+
+
+# --- packages and matrix rows ---------------------------------------------------------------
+
+ARM64_ROW = """entries:
+  - name: debian-trixie-arm64
+    image: {mmdebstrap: trixie}
+    family: debian
+    kernel: {debian_suite: trixie}
+    arch: arm64
+    boot: true
+    ci_local: false
+"""
+
+
+def test_the_matrix_has_arm64_rows_for_bookworm_and_trixie_outside_ci() -> None:
+    from gdrkit.matrix import model
+
+    rows = {e.kernel_suite: e for e in model.load() if e.arch == "arm64"}
+    assert set(rows) == {"bookworm", "trixie"}
+    assert all(row.boot and not row.ci_local for row in rows.values())
+    assert rows["trixie"].as_job()["arch"] == "arm64"  # the workflow's job matrix sees it
+
+
+def test_an_arm64_row_gets_its_own_image_and_cross_builds_its_packages(tmp_path: Path) -> None:
+    from gdrkit.matrix import model, runner
+
+    (entry,) = model.load(write_matrix(tmp_path, ARM64_ROW))
+    assert entry.foreign and entry.image_name == "debian-trixie-arm64"
+    assert "arm64, under qemu-user" in entry.image_description
+    assert runner.image_packages(entry, ABI_4K) == ("make", "gcc", "libc6-dev", f"linux-headers-{ABI_4K}")
+    request = runner.cross_request(entry, tmp_path / "src", tmp_path / "dist")
+    assert (request.host_arch, request.kinds, request.with_kmod, request.suite) == ("arm64", ("deb",), False, "trixie")
+    assert "skipped" in runner.sweep_plan(entry, offline=True)[0]
+    plan_text = "\n".join(runner.entry_plan(entry, offline=True))
+    assert "build-deb --arch arm64" in plan_text and "linux-headers-<kernel>" in plan_text
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("arch: arm64", "arch: mips"), "unknown architecture"),
+        (("image: {mmdebstrap: trixie}", "image: {registry: debian:trixie}"), "Debian suite images"),
+    ],
+)
+def test_bad_arm64_rows_are_refused(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    from gdrkit.matrix import model
+
+    with pytest.raises(UserError, match=message):
+        model.load(write_matrix(tmp_path, ARM64_ROW.replace(*change)))
+
+
+def write_matrix(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(body)
+    return path
+
+
+def test_cross_deb_builds_name_the_host_arch_and_skip_the_build_deps_check() -> None:
+    from gdrkit.packaging import build
+
+    assert build.cross_deb_args("aarch64") == ["--host-arch=arm64", "-d"]
+    assert build.cross_deb_args("") == []
+    assert build._multiarch("arm64") == "aarch64-linux-gnu"
+
+
+def test_a_cross_build_with_rpms_or_prebuilt_modules_is_refused(tmp_path: Path) -> None:
+    from gdrkit.packaging import build, pipeline
+
+    source = build.Source(REPO, "0" * 40, 1)
+    for request in (
+        pipeline.Request(kinds=("deb", "rpm"), with_kmod=False, host_arch="arm64"),
+        pipeline.Request(kinds=("deb",), kernels=("6.1.0-41-arm64",), host_arch="arm64"),
+    ):
+        with pytest.raises(UserError, match="--no-kmod"):
+            pipeline.plan_request(request, source)
