@@ -308,21 +308,40 @@ RPM_REPRODUCIBLE_DEFINES = {
 }
 
 
+def cross_rpm_args(host_arch: str) -> list[str]:
+    """rpmbuild's arguments for a cross build (pure): the target, and the cross tools for the spec's
+    CC and for rpm's own strip and objdump (which must read the target's ELF files)."""
+    if not host_arch:
+        return []
+    target = arch(host_arch)
+    argv = ["--target", f"{target.uname}-linux"]
+    for macro, tool in (("__cc", "gcc"), ("__strip", "strip"), ("__objdump", "objdump")):
+        argv += ["--define", f"{macro} {target.cross_prefix}{tool}"]
+    return argv
+
+
 def build_rpms(
-    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False
+    plan: model.Plan,
+    source: Source,
+    output: Path = DIST,
+    *,
+    jobs: int = 2,
+    dry_run: bool = False,
+    host_arch: str = "",
 ) -> list[Path]:
-    """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output`."""
+    """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output` (cross-built for `host_arch`)."""
     topdir = BUILD_ROOT / f"rpm-{plan.family.name}"
     tree = topdir / "BUILD-SOURCE" / f"{plan.project.source}-{plan.version}"
     if dry_run:
-        print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb; copy *.rpm to {output}")
+        cross = " ".join(cross_rpm_args(host_arch))
+        print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb {cross}; copy *.rpm to {output}")
         return []
     with _exclusive(topdir):
-        return _build_rpms_locked(plan, source, output, topdir, tree, jobs)
+        return _build_rpms_locked(plan, source, output, topdir, tree, jobs, host_arch)
 
 
 def _build_rpms_locked(
-    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int
+    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int, host_arch: str = ""
 ) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
@@ -335,7 +354,7 @@ def _build_rpms_locked(
     spec = topdir / "SPECS" / "gdrcopy.spec"
     shutil.copy2(tree / "gdrcopy.spec", spec)
     defines = dict(RPM_REPRODUCIBLE_DEFINES, _topdir=str(topdir), _smp_mflags=f"-j{jobs}")
-    argv: list[str] = ["rpmbuild", "-bb", "--nodeps"]
+    argv: list[str] = ["rpmbuild", "-bb", "--nodeps", *cross_rpm_args(host_arch)]
     for name, value in defines.items():
         argv += ["--define", f"{name} {value}"]
     argv.append(str(spec))
@@ -432,6 +451,7 @@ def ensure_cross_build_deps(host_arch: str, *, dry_run: bool = False) -> None:
             run(["dpkg", "--add-architecture", target.debian])
             run(["apt-get", "update", "-q"], capture=True)
     wanted = [name.format(arch=target.debian) for name in DebianFamily.cross_build_deps]
+    wanted.append(f"binutils-{target.triplet}")  # rpm's strip and objdump for the target's ELF
     ensure_debian_packages(wanted, dry_run=dry_run)
 
 

@@ -94,10 +94,10 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             log("no kernel headers installed: skipping the prebuilt module packages")
     if not request.with_kmod:
         kernels = ()
-    if request.host_arch and ("rpm" in request.kinds or kernels):
+    if request.host_arch and kernels:
         raise die(
-            f"--arch {request.host_arch} cross-builds .deb packages only, without prebuilt modules",
-            "build-deb --arch ARCH --no-kmod (the DKMS package builds gdrdrv on the arm64 host)",
+            f"--arch {request.host_arch} cross-builds the packages without prebuilt modules",
+            "add --no-kmod (the DKMS package builds gdrdrv on the arm64 host)",
         )
     result = BuildPlan(request=request, source=src, kernels=kernels)
     for kind in request.kinds:
@@ -155,7 +155,12 @@ def execute(build_plan: BuildPlan) -> list[Row]:
             )
         else:
             built = build.build_rpms(
-                job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run
+                job.plan,
+                build_plan.source,
+                job.output,
+                jobs=request.jobs,
+                dry_run=request.dry_run,
+                host_arch=request.host_arch,
             )
         if request.dry_run:
             continue

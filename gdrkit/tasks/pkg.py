@@ -77,7 +77,7 @@ class PackageOptions:
 
 
 # Flags that only one kind of package has: the others' tasks leave them out.
-_ONLY_FOR = {"suite": "deb", "family": "rpm", "arch": "deb"}
+_ONLY_FOR = {"suite": "deb", "family": "rpm"}
 
 
 def _build(request: pipeline.Request) -> None:

@@ -391,13 +391,19 @@ def test_cross_deb_builds_name_the_host_arch_and_skip_the_build_deps_check() -> 
     assert build._multiarch("arm64") == "aarch64-linux-gnu"
 
 
-def test_a_cross_build_with_rpms_or_prebuilt_modules_is_refused(tmp_path: Path) -> None:
+def test_a_cross_build_with_prebuilt_modules_is_refused() -> None:
     from gdrkit.packaging import build, pipeline
 
     source = build.Source(REPO, "0" * 40, 1)
-    for request in (
-        pipeline.Request(kinds=("deb", "rpm"), with_kmod=False, host_arch="arm64"),
-        pipeline.Request(kinds=("deb",), kernels=("6.1.0-41-arm64",), host_arch="arm64"),
-    ):
-        with pytest.raises(UserError, match="--no-kmod"):
-            pipeline.plan_request(request, source)
+    request = pipeline.Request(kinds=("deb", "rpm"), kernels=("6.1.0-41-arm64",), host_arch="arm64")
+    with pytest.raises(UserError, match="--no-kmod"):
+        pipeline.plan_request(request, source)
+
+
+def test_cross_rpm_builds_target_aarch64_with_the_cross_tools() -> None:
+    from gdrkit.packaging import build
+
+    argv = build.cross_rpm_args("arm64")
+    assert argv[:2] == ["--target", "aarch64-linux"]
+    assert "__cc aarch64-linux-gnu-gcc" in argv and "__strip aarch64-linux-gnu-strip" in argv
+    assert build.cross_rpm_args("") == []
