@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.distro.arch import HOST_ARCH, Arch
+from gdrkit.distro.arch import HOST_ARCH, Arch, flavour_of_abi
 from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
@@ -256,7 +256,12 @@ def prepare_suite_root(
         if arch != HOST_ARCH:
             facts["arch"] = arch.debian
         stamp.write_text(json.dumps(facts))
-        older = sorted(p.name for p in roots_dir().glob(f"{root.suite}-*") if p.is_dir() and p != root.root_dir)
+        flavour = flavour_of_abi(root.abi)
+        older = sorted(
+            p.name
+            for p in roots_dir().glob(f"{root.suite}-*")
+            if p.is_dir() and p != root.root_dir and flavour_of_abi(p.name) == flavour
+        )
         if older:
             log(
                 f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)"
