@@ -177,7 +177,7 @@ def plan(options: VmTestOptions) -> list[str]:
         steps = ", ".join(step.name for step in default_steps(abi, cross=target, destdir="/stage"))
         lines.append(
             f"cross-build in the {options.kernel} cross root (gcc-{target.triplet}, the {target.debian} headers):"
-            f" {steps}; copy into {where}; ldconfig and depmod there under qemu-user"
+            f" {steps}; copy into {where}; its ldconfig under qemu-user, depmod -b from here"
         )
     elif options.build:
         steps = ", ".join(step.name for step in default_steps(abi))
