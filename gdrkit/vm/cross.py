@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
@@ -135,7 +136,11 @@ def prepare_cross_root(choice: KernelChoice, *, refresh: bool = False) -> SuiteR
         if not (root.root_dir / "usr" / "src" / headers).is_dir():
             deb = target_lists.download(headers)
             log(f"unpacking {deb.name} into the cross root {root.root_dir.name}")
-            run(["dpkg-deb", "-x", str(deb), str(root.root_dir)])
+            # Unpacked aside, then copied as the root sees its paths: unpacked
+            # in place, bookworm's /lib/modules/... would replace the /lib link.
+            with tempfile.TemporaryDirectory(prefix="gdrkit-headers-") as scratch:
+                run(["dpkg-deb", "-x", str(deb), scratch])
+                install_stage(Path(scratch), root.root_dir)
     return root
 
 
