@@ -219,6 +219,9 @@ class DebianFamily(Family):
     # (bullseye has no rpmlint, so a deb build must not ask for it).
     kind_build_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": (), "rpm": ("rpm",)}
     kind_lint_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": ("lintian",), "rpm": ("rpmlint",)}
+    # Cross-building .deb packages for {arch} (build-deb --arch): the cross
+    # toolchain, and that architecture's libc (multiarch) for dpkg-shlibdeps.
+    cross_build_deps: ClassVar[tuple[str, ...]] = ("crossbuild-essential-{arch}", "libc6-dev:{arch}")
     # The package build and lint tools are the ones `build-deb` installs (build_deps
     # and kind_lint_deps["deb"]), baked into matrix images so that each build does
     # not download them again.

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from gdrkit.distro import debian, families
+from gdrkit.distro.arch import HOST_ARCH, arch
 from gdrkit.system import die
 from gdrkit.version import REPO_ROOT
 
@@ -38,11 +39,21 @@ class Entry:
     # A real-NVIDIA row: the suite's NVIDIA driver DKMS package of this flavour is
     # installed and DKMS-built first, and gdrdrv is checked against it (None: softgpu).
     nvidia: str | None = None
+    # The Debian architecture of the image and kernel (gdrkit.distro.arch); not
+    # the host's: packages cross-built, the image run under qemu-user, the kernel
+    # booted on qemu-system-<arch>.
+    arch: str = HOST_ARCH.debian
+
+    @property
+    def foreign(self) -> bool:
+        return self.arch != HOST_ARCH.debian
 
     @property
     def image_name(self) -> str:
-        """Whose prepared image the entry runs in: rows of one Debian suite share one."""
-        return f"debian-{self.local_suite}" if self.local_suite is not None else self.name
+        """Whose prepared image the entry runs in: rows of one Debian suite (and architecture) share one."""
+        if self.local_suite is None:
+            return self.name
+        return f"debian-{self.local_suite}" + (f"-{self.arch}" if self.foreign else "")
 
     @property
     def needs_registry(self) -> bool:
@@ -53,11 +64,16 @@ class Entry:
         described = (
             f"mmdebstrap {self.local_suite}" if self.local_suite is not None else f"registry {self.registry_image}"
         )
+        described += f" ({self.arch}, under qemu-user)" if self.foreign else ""
         return described + (f" + NVIDIA {self.nvidia}" if self.nvidia else "")
 
     def as_job(self) -> dict[str, object]:
         """What the GitHub workflow's job matrix needs of this entry."""
-        return {"name": self.name, "family": self.family, "boot": self.boot, "registry": self.needs_registry}
+        job: dict[str, object] = {"name": self.name, "family": self.family, "boot": self.boot}
+        job["registry"] = self.needs_registry
+        if self.foreign:
+            job["arch"] = self.arch
+        return job
 
 
 def _one_of(value: Any, keys: Sequence[str], where: str) -> tuple[str, str]:
@@ -76,7 +92,7 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
     if isinstance(raw.get("name"), str):
         where = f"{source}: entry {raw['name']!r}"
     known = {"name", "image", "family", "kernel", "boot", "ci_local"}
-    optional = {"nvidia"}
+    optional = {"nvidia", "arch"}
     unknown = set(raw) - known - optional
     missing = known - set(raw)
     expected = f"each entry has exactly: {', '.join(sorted(known))} (and optionally {', '.join(sorted(optional))})"
@@ -116,6 +132,14 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
                 f"{where}: nvidia rows cannot boot (boot: false): the real nvidia.ko needs an NVIDIA GPU to load",
                 "the row names that in its load column",
             )
+    target = arch(str(raw.get("arch", HOST_ARCH.debian)))
+    if target != HOST_ARCH and (family != "debian" or image_kind != "mmdebstrap" or kernel_kind != "debian_suite"):
+        raise die(
+            f"{where}: arch {target.debian} rows are Debian suite images and kernels",
+            "other architectures' images are built with mmdebstrap here (no registry); use image: {mmdebstrap: SUITE}",
+        )
+    if target != HOST_ARCH and nvidia is not None:
+        raise die(f"{where}: nvidia rows are {HOST_ARCH.debian} only (Debian's arm64 driver packages are not tried)")
     return Entry(
         name=name,
         family=family,
@@ -126,6 +150,7 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
         boot=raw["boot"],
         ci_local=raw["ci_local"],
         nvidia=nvidia,
+        arch=target.debian,
     )
 
 

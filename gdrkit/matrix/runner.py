@@ -42,8 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gdrkit.containers import Engine, RunResult
+from gdrkit.distro.arch import arch
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
+from gdrkit.packaging import pipeline
 from gdrkit.distro.families import family
 from gdrkit.system import TAIL_LINES, UserError, cache_dir, die, error_tail, log, run
 from gdrkit.version import REPO_ROOT
@@ -83,14 +85,27 @@ def install_set(entry: Entry) -> tuple[str, ...]:
     return packages.load().install_set(family(entry.family).package_type)
 
 
-def setup_command(entry: Entry) -> str:
+# What an image of another architecture needs (its packages are cross-built on
+# the host): DKMS builds gdrdrv there, and softgpu is built there, under qemu-user.
+FOREIGN_IMAGE_PACKAGES = ("make", "gcc", "libc6-dev")
+
+
+def image_packages(entry: Entry, abi: str = "") -> tuple[str, ...]:
+    """The packages setup_image.sh installs into the entry's image (pure)."""
+    fam = family(entry.family)
+    if entry.foreign:
+        return (*FOREIGN_IMAGE_PACKAGES, fam.kernel_headers_package.format(kver=abi or "<kernel>"))
+    kernel = (entry.kernel_package,) if entry.kernel_package else ()
+    return tuple(dict.fromkeys((*fam.all_image_packages(), *kernel)))
+
+
+def setup_command(entry: Entry, abi: str = "") -> str:
     """What turns the entry's base image into its build and test image (pure but for reading the script)."""
     fam = family(entry.family)
     args = ["--scrub-built"] if entry.local_suite is not None else []
     args += ["--refresh", " ".join(fam.refresh_command), "--install", " ".join(fam.install_command)]
     args += ["--repos", " ".join(fam.repository_packages), "--clean", " ".join(fam.clean_command)]
-    kernel = (entry.kernel_package,) if entry.kernel_package else ()
-    args += ["--", *dict.fromkeys((*fam.all_image_packages(), *kernel))]
+    args += ["--", *image_packages(entry, abi)]
     return script_command(SETUP_IMAGE_SCRIPT, args)
 
 
@@ -175,9 +190,27 @@ def build_command(entry: Entry, abi: str) -> str:
     return "cd /src && " + shlex.join(argv)
 
 
+def cross_request(entry: Entry, source: Path, dist: Path) -> pipeline.Request:
+    """How the packages of an entry of another architecture are built: cross, on this host (pure)."""
+    return pipeline.Request(
+        kinds=("deb",), with_kmod=False, suite=entry.local_suite or "", output=dist, repo=source, host_arch=entry.arch
+    )
+
+
 def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: Path) -> RunResult:
-    """Build (and for .deb, lint) the packages of the clone at `source` in a container of `image`."""
-    return engine.run(image, build_command(entry, abi), mounts={source: "/src"})[0]
+    """Build (and for .deb, lint) the packages of the clone at `source` in a container of `image`.
+
+    An entry of another architecture cross-builds them here instead: its
+    image runs under qemu-user, where the same build would take many times longer.
+    """
+    if not entry.foreign:
+        return engine.run(image, build_command(entry, abi), mounts={source: "/src"})[0]
+    try:
+        rows = pipeline.execute(pipeline.plan_request(cross_request(entry, source, source / "dist")))
+        pipeline.check_rows(rows)
+    except UserError as error:
+        return RunResult(1, f"{error}\n{error.hint or ''}")
+    return RunResult(0, pipeline.summary_table(rows))
 
 
 def install_script(family_name: str, files: Sequence[str], abi: str) -> str:
@@ -252,7 +285,7 @@ class EntryRun:
             from gdrkit.vm import prepare_suite_root
 
             assert entry.kernel_suite is not None
-            root = prepare_suite_root(entry.kernel_suite)
+            root = prepare_suite_root(entry.kernel_suite, arch=arch(entry.arch))
             self.abi = root.abi
             base = f"gdrkit-matrix/{entry.image_name}-base:{root.abi.replace('+', '_')}"
             if self.refresh or not self.engine.has_image(base):
@@ -262,7 +295,7 @@ class EntryRun:
         self.image = image_tag(entry, self.abi or "registry")
         if self.refresh or not self.engine.has_image(self.image):
             log(f"{entry.name}: preparing image {self.image}")
-            result, container = self.engine.run(base, setup_command(entry), keep=True)
+            result, container = self.engine.run(base, setup_command(entry, self.abi), keep=True)
             if result.status != 0:
                 self.engine.remove(container)
                 return self.timed("image", Outcome.FAILED, tail(result.output), started)
@@ -446,6 +479,7 @@ class EntryRun:
 
     def step_boot(self) -> None:
         from gdrkit.vm import boot, default_loads
+        from gdrkit.vm.initramfs import BUSYBOX
 
         started = time.monotonic()
         loads = default_loads()
@@ -458,6 +492,9 @@ class EntryRun:
             loads=loads,
             check_refcount=True,
             log_dir=self.ws.logs,
+            arch=arch(self.entry.arch),
+            # An image of another architecture brings its own static busybox (its suite root's).
+            busybox=self.ws.rootfs / "bin" / "busybox" if self.entry.foreign else BUSYBOX,
         )
         console = result.console_log.read_text(errors="replace") if result.console_log.exists() else ""
         seconds = time.monotonic() - started
@@ -530,6 +567,12 @@ def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
     """{kernel: 0 built, 1 failed to build, 2 headers would not install}; empty when skipped."""
     from gdrkit.containers import engine as docker_engine
 
+    if entry.foreign:
+        # Its headers packages would each install and compile under qemu-user: hours.
+        log(
+            f"{entry.name}: compile sweep skipped: {entry.arch} images are not swept (the matrix row builds for its kernel)"
+        )
+        return {}
     with docker_engine() as engine:
         workspace = Workspace(cache_dir() / "matrix" / entry.name)
         workspace.root.mkdir(parents=True, exist_ok=True)
@@ -571,11 +614,15 @@ def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
             return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
         base = f"pull {entry.registry_image}"
     else:
-        base = f"import the {entry.local_suite} VM root (built with mmdebstrap if not cached)"
+        base = f"import the {entry.local_suite} {entry.arch} VM root (built with mmdebstrap if not cached)"
     packages = " ".join(install_set(entry))
+    if entry.foreign:
+        how = f"cross-build here (build-deb --arch {entry.arch} --no-kmod --suite {entry.local_suite})"
+    else:
+        how = build_command(entry, "<kernel>" if entry.kernel_suite else "")
     lines = [
-        f"{entry.name}: image: {base}, then set it up (setup_image.sh: {' '.join(fam.all_image_packages())})",
-        f"{entry.name}: build from a clean clone of HEAD: {build_command(entry, '<kernel>' if entry.kernel_suite else '')}",
+        f"{entry.name}: image: {base}, then set it up (setup_image.sh: {' '.join(image_packages(entry))})",
+        f"{entry.name}: build from a clean clone of HEAD: {how}",
         f"{entry.name}: install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv",
     ]
     if entry.nvidia is not None:
@@ -592,6 +639,8 @@ def sweep_plan(entry: Entry, *, offline: bool) -> list[str]:
     """What `compile-sweep` does for one entry (pure)."""
     if entry.registry_image is not None and offline:
         return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
+    if entry.foreign:
+        return [f"{entry.name}: skipped: {entry.arch} images are not swept (the matrix row builds for its kernel)"]
     fam = family(entry.family)
     return [
         f"{entry.name}: prepare its image as the matrix does",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.packaging import model, render
+from gdrkit.distro.arch import arch
 from gdrkit.distro.families import DebianFamily
 from gdrkit.system import die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
@@ -207,30 +208,49 @@ def build_debs(
     jobs: int = 2,
     dry_run: bool = False,
     check_deps: bool = True,
+    host_arch: str = "",
 ) -> list[Path]:
     """dpkg-buildpackage in a fixed directory; the .deb files land in `output`.
 
     `check_deps=False` lets dpkg-buildpackage go on with Build-Depends missing (-d).
+    `host_arch` (a Debian architecture): cross-build for it with Debian's cross toolchain.
     """
     workdir = BUILD_ROOT / "deb"
     tree = workdir / f"{plan.project.source}-{plan.version}"
     log(f"deb: staging {source.commit[:12]} in {tree}")
     if dry_run:
-        print(f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b; copy *.deb to {output}")
+        cross = " ".join(cross_deb_args(host_arch))
+        print(f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b {cross}; copy *.deb to {output}")
         return []
     with _exclusive(workdir):
-        return _build_debs_locked(plan, source, output, workdir, tree, jobs, check_deps)
+        return _build_debs_locked(plan, source, output, workdir, tree, jobs, check_deps, host_arch)
 
 
 def _build_debs_locked(
-    plan: model.Plan, source: Source, output: Path, workdir: Path, tree: Path, jobs: int, check_deps: bool = True
+    plan: model.Plan,
+    source: Source,
+    output: Path,
+    workdir: Path,
+    tree: Path,
+    jobs: int,
+    check_deps: bool = True,
+    host_arch: str = "",
 ) -> list[Path]:
     if workdir.exists():
         shutil.rmtree(workdir)
     stage(plan, source, tree)
     run_step(
         f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})",
-        ["dpkg-buildpackage", "-b", "-us", "-uc", "--no-sign", f"-j{jobs}", *([] if check_deps else ["-d"])],
+        [
+            "dpkg-buildpackage",
+            "-b",
+            "-us",
+            "-uc",
+            "--no-sign",
+            f"-j{jobs}",
+            *([] if check_deps or host_arch else ["-d"]),
+            *cross_deb_args(host_arch),
+        ],  # fmt: skip
         log_dir=LOG_DIR,
         cwd=tree,
         env=_build_env(source.epoch, jobs),
@@ -288,21 +308,40 @@ RPM_REPRODUCIBLE_DEFINES = {
 }
 
 
+def cross_rpm_args(host_arch: str) -> list[str]:
+    """rpmbuild's arguments for a cross build (pure): the target, and the cross tools for the spec's
+    CC and for rpm's own strip and objdump (which must read the target's ELF files)."""
+    if not host_arch:
+        return []
+    target = arch(host_arch)
+    argv = ["--target", f"{target.uname}-linux"]
+    for macro, tool in (("__cc", "gcc"), ("__strip", "strip"), ("__objdump", "objdump")):
+        argv += ["--define", f"{macro} {target.cross_prefix}{tool}"]
+    return argv
+
+
 def build_rpms(
-    plan: model.Plan, source: Source, output: Path = DIST, *, jobs: int = 2, dry_run: bool = False
+    plan: model.Plan,
+    source: Source,
+    output: Path = DIST,
+    *,
+    jobs: int = 2,
+    dry_run: bool = False,
+    host_arch: str = "",
 ) -> list[Path]:
-    """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output`."""
+    """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output` (cross-built for `host_arch`)."""
     topdir = BUILD_ROOT / f"rpm-{plan.family.name}"
     tree = topdir / "BUILD-SOURCE" / f"{plan.project.source}-{plan.version}"
     if dry_run:
-        print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb; copy *.rpm to {output}")
+        cross = " ".join(cross_rpm_args(host_arch))
+        print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb {cross}; copy *.rpm to {output}")
         return []
     with _exclusive(topdir):
-        return _build_rpms_locked(plan, source, output, topdir, tree, jobs)
+        return _build_rpms_locked(plan, source, output, topdir, tree, jobs, host_arch)
 
 
 def _build_rpms_locked(
-    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int
+    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int, host_arch: str = ""
 ) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
@@ -315,7 +354,7 @@ def _build_rpms_locked(
     spec = topdir / "SPECS" / "gdrcopy.spec"
     shutil.copy2(tree / "gdrcopy.spec", spec)
     defines = dict(RPM_REPRODUCIBLE_DEFINES, _topdir=str(topdir), _smp_mflags=f"-j{jobs}")
-    argv: list[str] = ["rpmbuild", "-bb", "--nodeps"]
+    argv: list[str] = ["rpmbuild", "-bb", "--nodeps", *cross_rpm_args(host_arch)]
     for name, value in defines.items():
         argv += ["--define", f"{name} {value}"]
     argv.append(str(spec))
@@ -362,9 +401,9 @@ def package_name(path: Path) -> str:
     return run(["rpm", "-qp", "--qf", "%{NAME}", path], capture=True).stdout.strip()
 
 
-def verify_contents(plan: model.Plan, built: Iterable[Path]) -> list[str]:
+def verify_contents(plan: model.Plan, built: Iterable[Path], host_arch: str = "") -> list[str]:
     """Every built package's files against packages/gdrcopy.yaml; problems, one per line."""
-    values = {"multiarch": _multiarch()}
+    values = {"multiarch": _multiarch(host_arch)}
     problems = []
     seen = set()
     for path in built:
@@ -383,14 +422,44 @@ def verify_contents(plan: model.Plan, built: Iterable[Path]) -> list[str]:
     return problems
 
 
-def _multiarch() -> str:
+def _multiarch(host_arch: str = "") -> str:
+    if host_arch:
+        return arch(host_arch).triplet
     if shutil.which("dpkg-architecture"):
         return run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture=True).stdout.strip()
     return f"{platform.machine()}-linux-gnu"
 
 
-def lint(paths: Iterable[Path]) -> tuple[int, str]:
-    """lintian on .deb, rpmlint on .rpm files: (number of errors, the report)."""
+def cross_deb_args(host_arch: str) -> list[str]:
+    """dpkg-buildpackage's arguments for a cross build (pure): the host architecture, and -d.
+
+    -d: the Build-Depends are the build machine's (debhelper, dkms); checked for
+    the host architecture they would ask for an arm64 debhelper.
+    """
+    return [f"--host-arch={arch(host_arch).debian}", "-d"] if host_arch else []
+
+
+def ensure_cross_build_deps(host_arch: str, *, dry_run: bool = False) -> None:
+    """Debian's cross toolchain for `host_arch` and its libc through multiarch (dpkg-shlibdeps reads it)."""
+    target = arch(host_arch)
+    foreign = run(["dpkg", "--print-foreign-architectures"], capture=True).stdout.split()
+    if target.debian not in foreign:
+        if dry_run:
+            print(f"[dry-run] dpkg --add-architecture {target.debian}; apt-get update")
+        else:
+            log(f"adding {target.debian} to dpkg's architectures (for its libc6-dev, which cross builds link)")
+            run(["dpkg", "--add-architecture", target.debian])
+            run(["apt-get", "update", "-q"], capture=True)
+    wanted = [name.format(arch=target.debian) for name in DebianFamily.cross_build_deps]
+    wanted.append(f"binutils-{target.triplet}")  # rpm's strip and objdump for the target's ELF
+    ensure_debian_packages(wanted, dry_run=dry_run)
+
+
+def lint(paths: Iterable[Path], host_arch: str = "") -> tuple[int, str]:
+    """lintian on .deb, rpmlint on .rpm files: (number of errors, the report).
+
+    Cross-built RPMs (`host_arch`) get packages/rpmlintrc-cross's filters as well.
+    """
     debs = [str(p) for p in paths if p.suffix == ".deb"]
     rpms = [str(p) for p in paths if p.suffix == ".rpm"]
     report = []
@@ -401,6 +470,11 @@ def lint(paths: Iterable[Path]) -> tuple[int, str]:
         errors += sum(1 for line in result.stdout.splitlines() if line.startswith("E: "))
     if rpms:
         rc = REPO_ROOT / "packages" / "rpmlintrc"
+        if host_arch:
+            combined = BUILD_ROOT / "rpmlintrc-cross"
+            combined.parent.mkdir(parents=True, exist_ok=True)
+            combined.write_text(rc.read_text() + (REPO_ROOT / "packages" / "rpmlintrc-cross").read_text())
+            rc = combined
         argv = ["rpmlint", "-r", str(rc), *rpms] if rc.exists() else ["rpmlint", *rpms]
         result = run(argv, capture=True, check=False)
         report.append(result.stdout + result.stderr)

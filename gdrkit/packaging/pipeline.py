@@ -40,6 +40,8 @@ class Request:
     lint: bool = True
     install_deps: bool = True
     dry_run: bool = False
+    # The Debian architecture the .deb packages are for ("": this host's); another one is cross-built.
+    host_arch: str = ""
 
 
 OS_RELEASE = Path("/etc/os-release")
@@ -92,6 +94,11 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             log("no kernel headers installed: skipping the prebuilt module packages")
     if not request.with_kmod:
         kernels = ()
+    if request.host_arch and kernels:
+        raise die(
+            f"--arch {request.host_arch} cross-builds the packages without prebuilt modules",
+            "add --no-kmod (the DKMS package builds gdrdrv on the arm64 host)",
+        )
     result = BuildPlan(request=request, source=src, kernels=kernels)
     for kind in request.kinds:
         fam: Family
@@ -124,6 +131,8 @@ def execute(build_plan: BuildPlan) -> list[Row]:
     request = build_plan.request
     if request.install_deps:
         build.ensure_build_deps(build_plan.kernels, kinds=request.kinds, lint=request.lint, dry_run=request.dry_run)
+        if request.host_arch:
+            build.ensure_cross_build_deps(request.host_arch, dry_run=request.dry_run)
     if request.nvidia_src_dir:
         if not Path(request.nvidia_src_dir, "nv-p2p.h").exists() and not request.dry_run:
             raise die(
@@ -142,15 +151,21 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 jobs=request.jobs,
                 dry_run=request.dry_run,
                 check_deps=request.install_deps,
+                host_arch=request.host_arch,
             )
         else:
             built = build.build_rpms(
-                job.plan, build_plan.source, job.output, jobs=request.jobs, dry_run=request.dry_run
+                job.plan,
+                build_plan.source,
+                job.output,
+                jobs=request.jobs,
+                dry_run=request.dry_run,
+                host_arch=request.host_arch,
             )
         if request.dry_run:
             continue
-        problems = build.verify_contents(job.plan, built)
-        _, report = build.lint(built) if request.lint else (0, "")
+        problems = build.verify_contents(job.plan, built, request.host_arch)
+        _, report = build.lint(built, request.host_arch) if request.lint else (0, "")
         for line in report.splitlines():
             if ": E: " in line or line.startswith("E: "):
                 print(line)

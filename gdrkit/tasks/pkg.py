@@ -18,6 +18,7 @@ from invoke.context import Context
 from invoke.tasks import Task, task
 
 from gdrkit import system
+from gdrkit.distro.arch import arch
 from gdrkit.packaging import pipeline
 from gdrkit.packaging.build import DIST
 
@@ -46,6 +47,10 @@ class PackageOptions:
         "Debian/Ubuntu release the .deb packages are for, by codename (bookworm, trixie, noble, ...);"
         " it decides /lib or /usr/lib paths (default: this host's, from /etc/os-release)",
     )
+    arch: str = _flag(
+        "",
+        "Debian architecture the .deb packages are for: arm64 cross-builds them (with --no-kmod); default this host's",
+    )
     lint: bool = _flag(True, "run lintian/rpmlint on the results (--no-lint: skip)")
     deps: bool = _flag(True, "install the build dependencies first (--no-deps: neither install nor check them)")
     dry_run: bool = _flag(False, "print what would be installed and built, change nothing")
@@ -67,6 +72,7 @@ class PackageOptions:
             lint=self.lint,
             install_deps=self.deps,
             dry_run=self.dry_run,
+            host_arch=arch(self.arch).debian if self.arch else "",
         )
 
 

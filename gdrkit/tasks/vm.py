@@ -29,6 +29,9 @@ from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_t
         "ivshmem": f"size of the ivshmem PCI BAR in MiB, 0 for none (default {DEFAULT_IVSHMEM_MB})",
         "log_dir": "where to keep console.log, kernel.log and results.txt (default: under the cache)",
         "dry_run": "print what would be installed, built and booted; change nothing",
+        "arch": "the guest's architecture: amd64 (default) or arm64 (cross-built, booted on qemu's virt machine)",
+        "flavour": "the kernel flavour, linux-image-<flavour> (default: the architecture's own, e.g. arm64;"
+        " arm64-16k for 16 KiB pages)",
     },
 )
 def vm_test(
@@ -47,6 +50,8 @@ def vm_test(
     ivshmem: int = DEFAULT_IVSHMEM_MB,
     log_dir: str = "",
     dry_run: bool = False,
+    arch: str = "amd64",
+    flavour: str = "",
 ) -> None:
     """Boot a Debian kernel (TCG) with the project built for it; run a command with gdrdrv loaded.
 
@@ -69,6 +74,8 @@ def vm_test(
         ivshmem_mb=ivshmem,
         log_dir=Path(log_dir) if log_dir else None,
         dry_run=dry_run,
+        arch=arch,
+        flavour=flavour,
     )
     status = run_vm_test(options)
     if status != 0:

@@ -53,6 +53,13 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
     logs moved to `<log_dir>/attempt-N/`) and `attempt_lines()` describes
     every boot.  A failure after the marker, or a timeout, is never retried.
 
+Other architectures (`arch=ARCHES["arm64"]`, gdrkit.distro.arch):
+    `prepare_suite_root(kernel, arch=, flavour=)` builds an arm64 root
+    (mmdebstrap under qemu-user, no compiler, its own static busybox);
+    `gdrkit.vm.cross.cross_build(root, choice)` builds the project for it
+    with Debian's cross toolchain in a cross root and installs it there;
+    `boot(..., arch=, busybox=root.busybox)` boots it on qemu's virt machine.
+
 `scan_kernel_log(text, *, kernel_lines_only=False) -> list[Finding]`
     The kernel-log oracle: oops, BUG, WARNING, KASAN, UBSAN, lockdep, bad
     page, GPF, Call Trace, panic, PAT conflicts.

@@ -25,12 +25,15 @@ from pathlib import Path
 
 import jinja2
 
+from gdrkit.distro.arch import HOST_ARCH, Arch
 from gdrkit.system import apt_install_hint, die, ensure_debian_packages, run
 from gdrkit.version import REPO_ROOT
 
 ROOT_MOUNT_TAG = "gdrkit-root"
-RESULTS_PORT = "/dev/ttyS1"
-KERNEL_LOG_PORT = "/dev/ttyS2"
+RESULTS_PORT = HOST_ARCH.results_port
+KERNEL_LOG_PORT = HOST_ARCH.kernel_log_port
+# Where /init links the virtio-serial ports by name (architectures without spare UARTs).
+VIRTIO_PORTS_DIR = "/dev/virtio-ports/"
 # What the initramfs needs to mount a virtio-9p root (by module name).
 NINEP_MODULES = ("virtio_pci", "9pnet_virtio", "9p")
 REFCOUNT_FILE = "/proc/driver/gdrdrv/nv_get_pages_refcount"
@@ -59,6 +62,7 @@ class GuestPlan:
     loads: tuple[ModuleLoad, ...] = ()
     check_refcount: bool = False
     boot_modules: tuple[str, ...] = field(default_factory=tuple)
+    arch: Arch = HOST_ARCH
 
 
 # --- cpio (newc) ------------------------------------------------------------
@@ -192,8 +196,9 @@ def init_script(plan: GuestPlan) -> str:
         _environment()
         .get_template(INIT_TEMPLATE)
         .render(
-            results_port=RESULTS_PORT,
-            kernel_log_port=KERNEL_LOG_PORT,
+            results_port=plan.arch.results_port,
+            kernel_log_port=plan.arch.kernel_log_port,
+            virtio_ports=plan.arch.results_port.startswith(VIRTIO_PORTS_DIR),
             guest_path=GUEST_PATH,
             root_tag=ROOT_MOUNT_TAG,
             ours_started=OURS_STARTED,
@@ -232,22 +237,26 @@ def ensure_busybox() -> None:
         )
 
 
-def build_initramfs(destination: Path, modules_dir: Path, plan: GuestPlan) -> GuestPlan:
+def build_initramfs(destination: Path, modules_dir: Path, plan: GuestPlan, busybox: Path = BUSYBOX) -> GuestPlan:
     """Write a gzip'd initramfs for the kernel whose modules are in `modules_dir`.
 
-    Returns the plan with `boot_modules` (the 9p modules, in load order) filled in.
+    Returns the plan with `boot_modules` (the 9p modules and the
+    architecture's own, in load order) filled in.  `busybox` must be a
+    static busybox of the guest's architecture (the host's by default).
     """
-    if not BUSYBOX.is_file():
+    if busybox == BUSYBOX and not BUSYBOX.is_file():
         ensure_busybox()
+    if not busybox.is_file():
+        raise die(f"{busybox} not found", "the root must hold a static busybox (busybox-static); rebuild it")
     deps_file = modules_dir / "modules.dep"
     if not deps_file.is_file():
         raise die(f"{deps_file} not found", f"is {modules_dir} a kernel's /lib/modules/<release> directory?")
     builtin_file = modules_dir / "modules.builtin"
     builtin = builtin_names(builtin_file.read_text()) if builtin_file.is_file() else set()
-    paths = load_order(NINEP_MODULES, parse_modules_dep(deps_file.read_text()), builtin)
+    paths = load_order((*NINEP_MODULES, *plan.arch.boot_modules), parse_modules_dep(deps_file.read_text()), builtin)
     modules = [(module_name(path) + ".ko", decompress_module(modules_dir / path)) for path in paths]
-    plan = GuestPlan(plan.command, plan.loads, plan.check_refcount, tuple(name for name, _ in modules))
-    entries = initramfs_entries(plan, BUSYBOX.read_bytes(), modules)
+    plan = GuestPlan(plan.command, plan.loads, plan.check_refcount, tuple(name for name, _ in modules), plan.arch)
+    entries = initramfs_entries(plan, busybox.read_bytes(), modules)
     console = (stat.S_IFCHR | 0o600, 5, 1)
     archive = cpio_archive(entries, devices=[("dev/console", *console)])
     destination.write_bytes(gzip.compress(archive, compresslevel=1))

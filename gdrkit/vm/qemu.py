@@ -28,18 +28,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gdrkit.distro.arch import HOST_ARCH, Arch
 from gdrkit.system import UserError, apt_install_hint, die, log, run_step
 from gdrkit.vm import initramfs, klog
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
+from gdrkit.vm.kimage import bootable_image
 
-QEMU = "qemu-system-x86_64"
+QEMU = HOST_ARCH.qemu_system
 DEFAULT_TIMEOUT_S = 15 * 60
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_IVSHMEM_MB = 256
 # How many times a guest that died before our modules loaded is booted again.
 EARLY_DEATH_RETRIES = 1
 KERNEL_ARGS = (
-    "console=ttyS0",
     "rdinit=/init",
     "panic=-1",
     "printk.time=1",
@@ -84,11 +85,12 @@ def qemu_command(
     cpus: int = 2,
     ivshmem_mb: int = DEFAULT_IVSHMEM_MB,
     extra_kernel_args: Sequence[str] = (),
+    arch: Arch = HOST_ARCH,
 ) -> list[str]:
     """The qemu command line for one boot (pure)."""
     argv = [
-        QEMU,
-        "-machine", "q35,accel=tcg",
+        arch.qemu_system,
+        *arch.qemu_machine,
         "-smp", str(cpus),
         "-m", str(memory_mb),
         "-nodefaults",
@@ -96,13 +98,21 @@ def qemu_command(
         "-display", "none",
         "-kernel", str(kernel_image),
         "-initrd", str(paths.initrd),
-        "-append", " ".join((*KERNEL_ARGS, *extra_kernel_args)),
+        "-append", " ".join((f"console={arch.console}", *KERNEL_ARGS, *extra_kernel_args)),
         "-chardev", f"stdio,id=console,logfile={paths.console_log}",
         "-serial", "chardev:console",
         "-chardev", f"file,id=results,path={paths.results}",
-        "-serial", "chardev:results",
         "-chardev", f"file,id=kernellog,path={paths.kernel_log}",
-        "-serial", "chardev:kernellog",
+    ]  # fmt: skip
+    if arch.results_port.startswith(initramfs.VIRTIO_PORTS_DIR):
+        argv += [
+            "-device", "virtio-serial-pci",
+            "-device", "virtserialport,chardev=results,name=results",
+            "-device", "virtserialport,chardev=kernellog,name=kernellog",
+        ]  # fmt: skip
+    else:
+        argv += ["-serial", "chardev:results", "-serial", "chardev:kernellog"]
+    argv += [
         "-virtfs",
         f"local,path={root_dir},mount_tag={initramfs.ROOT_MOUNT_TAG},security_model=none,multidevs=remap",
     ]  # fmt: skip
@@ -232,6 +242,8 @@ def boot(
     extra_kernel_args: Sequence[str] = (),
     vram_copy: Path | None = None,
     early_death_retries: int = EARLY_DEATH_RETRIES,
+    arch: Arch = HOST_ARCH,
+    busybox: Path = initramfs.BUSYBOX,
 ) -> VmResult:
     """Boot `kernel_image` with `root_dir` as root, run `command` there, power off.
 
@@ -248,16 +260,17 @@ def boot(
     ):
         if not path.exists():
             raise die(f"{what} {path} does not exist")
-    if not shutil.which(QEMU):
-        raise die(f"{QEMU} not found", apt_install_hint(["qemu-system-x86"]))
+    if not shutil.which(arch.qemu_system):
+        raise die(f"{arch.qemu_system} not found", apt_install_hint([arch.qemu_system_package]))
     paths = VmPaths.create(log_dir)
-    plan = GuestPlan(command, tuple(loads), check_refcount)
+    plan = GuestPlan(command, tuple(loads), check_refcount, arch=arch)
     earlier: list[VmResult] = []
     try:
-        initramfs.build_initramfs(paths.initrd, modules_dir, plan)
+        initramfs.build_initramfs(paths.initrd, modules_dir, plan, busybox)
+        image = bootable_image(kernel_image, paths.work, arch)
         argv = qemu_command(
-            kernel_image, paths, root_dir, memory_mb=memory_mb, ivshmem_mb=ivshmem_mb,
-            extra_kernel_args=extra_kernel_args,
+            image, paths, root_dir, memory_mb=memory_mb, ivshmem_mb=ivshmem_mb,
+            extra_kernel_args=extra_kernel_args, arch=arch,
         )  # fmt: skip
         while True:
             result = _boot_once(argv, paths, timeout, vram_copy, f"booting {kernel_image.name} with {root_dir.name}")

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gdrkit.distro.arch import HOST_ARCH, Arch, flavour_of_abi
 from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
@@ -27,8 +28,29 @@ from gdrkit.vm.suites import KernelChoice, resolve_kernel
 # python3 and python3-numpy: the gdrcopy Python package is tested in the VM
 # with the suite's own interpreter and NumPy (tests/python/vm/).
 BASE_PACKAGES = ("build-essential", "kmod", "procps", "python3", "python3-numpy")
+# A root of another architecture only runs what was cross-built for it
+# (gdrkit.vm.cross): no compiler; its own static busybox for the initramfs.
+FOREIGN_BASE_PACKAGES = ("busybox-static", "kmod", "procps")
 # What this host needs to build roots and boot them (installed on first use).
-HOST_PACKAGES = ("qemu-system-x86", "mmdebstrap", "busybox-static", "zstd")
+HOST_PACKAGES = (HOST_ARCH.qemu_system_package, "mmdebstrap", "busybox-static", "zstd")
+# And for roots of another architecture: its programs run under qemu-user
+# (binfmt_misc) while mmdebstrap configures the root.
+FOREIGN_HOST_PACKAGES = ("qemu-user-static", "binfmt-support", "arch-test")
+
+
+def host_packages(arch: Arch = HOST_ARCH) -> tuple[str, ...]:
+    """The host packages that building and booting roots of `arch` needs (pure)."""
+    if arch == HOST_ARCH:
+        return HOST_PACKAGES
+    booting = tuple(p for p in HOST_PACKAGES if p != HOST_ARCH.qemu_system_package)
+    return (arch.qemu_system_package, *booting, *FOREIGN_HOST_PACKAGES)
+
+
+def base_packages(arch: Arch = HOST_ARCH) -> tuple[str, ...]:
+    """The packages every root of `arch` has besides its kernel (pure)."""
+    return BASE_PACKAGES if arch == HOST_ARCH else FOREIGN_BASE_PACKAGES
+
+
 # Left out of every root: documentation, and the hook that would build an
 # initramfs for the kernel (the VM boots with gdrkit's own).
 DPKG_EXCLUDES = (
@@ -61,6 +83,12 @@ class SuiteRoot:
     suite: str
     abi: str
     root_dir: Path
+    arch: Arch = HOST_ARCH
+
+    @property
+    def busybox(self) -> Path:
+        """The root's own static busybox (roots of another architecture have one; the host's serves amd64)."""
+        return self.root_dir / "bin" / "busybox"
 
     @property
     def kernel_image(self) -> Path:
@@ -120,8 +148,14 @@ def remove_tree(path: Path) -> None:
 
 def mmdebstrap_command(choice: KernelChoice, target: Path, extra_packages: Sequence[str] = ()) -> list[str]:
     """The mmdebstrap command line that builds the root for `choice` (pure)."""
-    packages = [*BASE_PACKAGES, choice.image_package, choice.headers_package, *extra_packages]
-    argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
+    if choice.arch == HOST_ARCH:
+        packages = [*BASE_PACKAGES, choice.image_package, choice.headers_package, *extra_packages]
+        argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
+    else:
+        # No headers: the modules are built elsewhere (gdrkit.vm.cross), with a cross compiler.
+        packages = [*FOREIGN_BASE_PACKAGES, choice.image_package, *extra_packages]
+        argv = ["mmdebstrap", "--variant=minbase", f"--architectures={choice.arch.debian}"]
+        argv.append(f"--include={','.join(packages)}")
     argv += [f"--aptopt={option}" for option in APT_OPTIONS]
     argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
     argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
@@ -148,7 +182,7 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def cached_suite_root(kernel: str) -> SuiteRoot | None:
+def cached_suite_root(kernel: str, arch: Arch = HOST_ARCH, flavour: str | None = None) -> SuiteRoot | None:
     """The newest root already built for `kernel` (suite name or ABI string), without asking apt (read-only).
 
     What a dry run reports; a real run may build a newer root where the
@@ -158,37 +192,51 @@ def cached_suite_root(kernel: str) -> SuiteRoot | None:
     from gdrkit.vm.suites import normalize_abi
 
     spec = kernel.strip().lower()
+    wanted_flavour = flavour or arch.kernel_flavours[0]
     found = []
     for stamp in sorted(roots_dir().glob("*.json")):
         try:
             facts = json.loads(stamp.read_text())
         except (OSError, ValueError):
             continue
-        if spec in SUITES and facts.get("suite") != spec:
+        abi = str(facts.get("abi", ""))
+        if facts.get("arch", HOST_ARCH.debian) != arch.debian:
             continue
-        if spec not in SUITES and facts.get("abi") != normalize_abi(kernel):
+        if spec in SUITES and (facts.get("suite") != spec or not abi.endswith(f"-{wanted_flavour}")):
+            continue
+        if spec not in SUITES and abi != normalize_abi(kernel, arch):
             continue
         if "-x" in stamp.stem.removeprefix(f"{facts.get('suite')}-{facts.get('abi')}"):
             continue  # a root with extra packages is another root
-        root = SuiteRoot(str(facts["suite"]), str(facts["abi"]), stamp.with_suffix(""))
+        root = SuiteRoot(str(facts["suite"]), abi, stamp.with_suffix(""), arch)
         if root.kernel_image.exists():
             found.append((stamp.stat().st_mtime, root))
     return max(found, key=lambda pair: pair[0])[1] if found else None
 
 
 def prepare_suite_root(
-    kernel: str, *, refresh: bool = False, extra_packages: Sequence[str] = (), rebuild: bool = False
+    kernel: str,
+    *,
+    refresh: bool = False,
+    extra_packages: Sequence[str] = (),
+    rebuild: bool = False,
+    arch: Arch = HOST_ARCH,
+    flavour: str | None = None,
 ) -> SuiteRoot:
-    """The cached root for `kernel` (suite name or ABI string), built if missing.
+    """The cached root for `kernel` (suite name or ABI string) of `arch`, built if missing.
 
     `extra_packages` go into the root too; a different set is a different root.
     """
-    ensure_debian_packages(HOST_PACKAGES)
-    choice = resolve_kernel(kernel, refresh=refresh)
+    ensure_debian_packages(host_packages(arch))
+    if arch != HOST_ARCH:
+        from gdrkit.vm.cross import ensure_foreign_exec
+
+        ensure_foreign_exec(arch)
+    choice = resolve_kernel(kernel, refresh=refresh, arch=arch, flavour=flavour)
     name = root_name(choice, extra_packages)
-    root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name)
+    root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name, arch)
     stamp = roots_dir() / f"{name}.json"
-    wanted = root_packages(extra_packages)
+    wanted = root_packages(extra_packages, arch)
     if stamp.exists() and root.kernel_image.exists() and not rebuild:
         if not missing_packages(_stamp_facts(stamp), wanted):
             return root  # built before; no need to wait for a build running in it
@@ -203,10 +251,17 @@ def prepare_suite_root(
         if stamp.exists() and root.kernel_image.exists():
             return root
         seconds = _build_root(choice, root.root_dir, extra_packages)
-        stamp.write_text(
-            json.dumps({"suite": root.suite, "abi": root.abi, "build_seconds": round(seconds, 1), "packages": wanted})
+        facts: dict[str, object] = {"suite": root.suite, "abi": root.abi, "build_seconds": round(seconds, 1)}
+        facts["packages"] = wanted
+        if arch != HOST_ARCH:
+            facts["arch"] = arch.debian
+        stamp.write_text(json.dumps(facts))
+        flavour = flavour_of_abi(root.abi)
+        older = sorted(
+            p.name
+            for p in roots_dir().glob(f"{root.suite}-*")
+            if p.is_dir() and p != root.root_dir and flavour_of_abi(p.name) == flavour
         )
-        older = sorted(p.name for p in roots_dir().glob(f"{root.suite}-*") if p.is_dir() and p != root.root_dir)
         if older:
             log(
                 f"older {root.suite} roots are still cached: {', '.join(older)} (in {roots_dir()}; delete to save disk)"
@@ -216,9 +271,9 @@ def prepare_suite_root(
     return root
 
 
-def root_packages(extra_packages: Sequence[str] = ()) -> list[str]:
+def root_packages(extra_packages: Sequence[str] = (), arch: Arch = HOST_ARCH) -> list[str]:
     """The packages a root is built with besides its kernel, as its stamp records them (pure)."""
-    return sorted({*BASE_PACKAGES, *extra_packages})
+    return sorted({*base_packages(arch), *extra_packages})
 
 
 def missing_packages(facts: dict[str, object], wanted: Sequence[str]) -> list[str]:
@@ -387,21 +442,31 @@ class BuildReport:
         return "\n".join(lines)
 
 
-def default_steps(abi: str, prefix: str = "/usr/local", jobs: int = 2) -> list[BuildStep]:
+def default_steps(
+    abi: str, prefix: str = "/usr/local", jobs: int = 2, *, cross: Arch | None = None, destdir: str = ""
+) -> list[BuildStep]:
     """What vm-test builds and installs in the root, in order (pure).
 
     One make per target so that one part that does not build yet does not
     hide the others; softgpu first because gdrdrv links against its
-    Module.symvers.
+    Module.symvers.  With `cross`, every part is built with that
+    architecture's cross compiler against `/usr/src/linux-headers-<abi>`
+    and installed under `destdir` (gdrkit.vm.cross copies it into the
+    target root, which runs ldconfig and depmod itself).
     """
     src = f"/{SOURCE_DIR}"
     common = f"KVER={abi} P2P_SYMVERS={src}/tests/softgpu/kmod/Module.symvers prefix={prefix}"
+    env = ""
+    if cross is not None:
+        common += f" KDIR=/usr/src/linux-headers-{abi} DESTDIR={destdir}"
+        # In the environment, so that the probe scripts' own makes see them too.
+        env = f"ARCH={cross.kernel} CROSS_COMPILE={cross.cross_prefix} CC={cross.cross_prefix}gcc "
 
     def make(target: str) -> str:
-        return f"make -j{jobs} -C {src} {target} {common}"
+        return f"{env}make -j{jobs} -C {src} {target} {common}"
 
-    return [
-        BuildStep("softgpu_kmod", make("softgpu_kmod")),
+    steps = [
+        BuildStep("softgpu_kmod", make("softgpu_kmod"), ("modules_abi",) if cross else ()),
         BuildStep("softgpu_lib", make("softgpu_lib")),
         BuildStep("driver", make("driver"), ("softgpu_kmod",)),
         BuildStep("lib", make("lib")),
@@ -412,9 +477,16 @@ def default_steps(abi: str, prefix: str = "/usr/local", jobs: int = 2) -> list[B
         BuildStep("lib_install", make("lib_install"), ("lib",)),
         BuildStep("exes_install", make("exes_install"), ("exes",)),
         BuildStep("ktests_install", make("ktests_install"), ("ktests",)),
-        BuildStep("ldconfig", "ldconfig"),
-        BuildStep("depmod", f"depmod -a {abi}"),
     ]
+    if cross is not None:
+        # One cross root builds for each flavour of a kernel build in turn, and
+        # kbuild's records (relative to the headers) cannot tell those apart.
+        marker = f"{src}/.gdrkit-modules-abi"
+        kclean = " && ".join(f"{env}make -C {src}/{part} clean KVER={abi} KDIR=/usr/src/linux-headers-{abi}"
+                             for part in ("tests/softgpu/kmod", "gdrdrv"))  # fmt: skip
+        switch = f'[ "$(cat {marker} 2>/dev/null)" = {abi} ] || {{ {kclean} && echo {abi} > {marker}; }}'
+        return [BuildStep("clean_stage", f"rm -rf {destdir}"), BuildStep("modules_abi", switch), *steps]
+    return [*steps, BuildStep("ldconfig", "ldconfig"), BuildStep("depmod", f"depmod -a {abi}")]
 
 
 StepRunner = Callable[[str], tuple[int, str]]

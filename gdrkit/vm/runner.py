@@ -16,20 +16,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gdrkit.distro.arch import HOST_ARCH, Arch, arch
+from gdrkit.distro.debian import SUITES
 from gdrkit.system import cache_dir, die, log, missing_debian_packages
 from gdrkit.vm import klog
-from gdrkit.vm.initramfs import ModuleLoad
+from gdrkit.vm.initramfs import BUSYBOX, ModuleLoad
+from gdrkit.vm.kimage import image_page_size
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, VmResult, boot
 from gdrkit.vm.rootfs import (
-    HOST_PACKAGES,
     BuildReport,
     SuiteRoot,
     build_in_root,
     cached_suite_root,
     default_steps,
+    host_packages,
     prepare_suite_root,
 )
-from gdrkit.vm.suites import check_kernel_spec
+from gdrkit.vm.suites import KernelChoice, check_flavour, check_kernel_spec
 
 DEFAULT_COMMAND = "gdrdrv_ktest"
 TIMEOUT_STATUS = 124
@@ -52,6 +55,12 @@ class VmTestOptions:
     ivshmem_mb: int = DEFAULT_IVSHMEM_MB
     log_dir: Path | None = None
     dry_run: bool = False
+    arch: str = HOST_ARCH.debian
+    flavour: str = ""  # the kernel flavour (linux-image-<flavour>); "" = the architecture's default
+
+    @property
+    def target(self) -> Arch:
+        return arch(self.arch)
 
 
 def default_loads(softgpu_args: str = "", gdrdrv_args: str = "") -> tuple[ModuleLoad, ...]:
@@ -73,7 +82,19 @@ def exit_status(result: VmResult, loads: tuple[ModuleLoad, ...]) -> int:
     return 0
 
 
-def summary_lines(root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ...], total_s: float) -> list[str]:
+def page_size_problem(result: VmResult, declared: int | None) -> str | None:
+    """Why the guest's page size contradicts the kernel image's header, if it does (pure)."""
+    seen = result.results.get("page_size", "")
+    if declared is None or not seen:
+        return None
+    if seen != str(declared):
+        return f"the guest's page size is {seen}, the kernel image declares {declared}"
+    return None
+
+
+def summary_lines(
+    root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ...], total_s: float, declared_page: int | None = None
+) -> list[str]:
     unloads = ", ".join(
         f"{load.name}={result.results.get('unload_' + load.name.replace('-', '_'), 'not run')}" for load in loads
     )
@@ -83,6 +104,8 @@ def summary_lines(root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ..
     lines = [
         "---- vm-test summary ----",
         f"kernel:          {root.abi} ({root.suite})",
+        f"page size:       {result.results.get('page_size', 'not reported')}"
+        + (f" (the image declares {declared_page})" if declared_page else ""),
         f"time:            {total_s:.1f}s total, {vm_seconds:.1f}s in the VM",
         f"command status:  {command}",
         f"module unload:   {unloads or 'no modules loaded'}",
@@ -97,7 +120,11 @@ def summary_lines(root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ..
         )
         lines += [f"  {line}" for line in result.attempt_lines()]
     problems = result.problems(loads)
-    lines.append(f"verdict:         {'PASS' if exit_status(result, loads) == 0 else 'FAIL'}")
+    page_problem = page_size_problem(result, declared_page)
+    if page_problem:
+        problems.append(page_problem)
+    passed = exit_status(result, loads) == 0 and not page_problem
+    lines.append(f"verdict:         {'PASS' if passed else 'FAIL'}")
     lines += [f"  - {problem}" for problem in problems]
     return lines
 
@@ -116,17 +143,24 @@ def default_log_dir(root: SuiteRoot) -> Path:
     return cache_dir() / "vm" / "logs" / f"{root.suite}-{root.abi}-{stamp}"
 
 
+def kernel_choice(root: SuiteRoot) -> KernelChoice:
+    return KernelChoice(SUITES[root.suite], root.abi, root.arch)
+
+
 def plan(options: VmTestOptions) -> list[str]:
     """What vm-test would install, build and boot, one line each; changes nothing."""
     check_kernel_spec(options.kernel)
+    target = options.target
+    check_flavour(target, options.flavour)
     lines = []
-    missing = missing_debian_packages(HOST_PACKAGES)
+    wanted = host_packages(target)
+    missing = missing_debian_packages(wanted)
     lines.append(
-        f"install host packages: {' '.join(missing)}"
-        if missing
-        else f"host packages present: {' '.join(HOST_PACKAGES)}"
+        f"install host packages: {' '.join(missing)}" if missing else f"host packages present: {' '.join(wanted)}"
     )
-    root = None if options.rebuild else cached_suite_root(options.kernel)
+    if target != HOST_ARCH:
+        lines.append(f"run {target.debian} programs through qemu-user (binfmt_misc qemu-{target.uname})")
+    root = None if options.rebuild else cached_suite_root(options.kernel, target, options.flavour or None)
     if root is None:
         how = "rebuild" if options.rebuild else "build"
         lines.append(f"{how} the root of {options.kernel} with mmdebstrap (its kernel from the suite's package lists)")
@@ -139,13 +173,19 @@ def plan(options: VmTestOptions) -> list[str]:
         )
         lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
         where, abi = str(root.root_dir), root.abi
-    if options.build:
+    if options.build and target != HOST_ARCH:
+        steps = ", ".join(step.name for step in default_steps(abi, cross=target, destdir="/stage"))
+        lines.append(
+            f"cross-build in the {options.kernel} cross root (gcc-{target.triplet}, the {target.debian} headers):"
+            f" {steps}; copy into {where}; its ldconfig under qemu-user, depmod -b from here"
+        )
+    elif options.build:
         steps = ", ".join(step.name for step in default_steps(abi))
         lines.append(f"copy the source into {where}/src and build there: {steps}")
     loads = default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else ()
     modules = "; ".join(shlex.join(["modprobe", load.name, *load.args]) for load in loads) or "no modules"
     lines.append(
-        f"boot {abi} under qemu/TCG ({options.memory_mb} MiB, ivshmem {options.ivshmem_mb} MiB,"
+        f"boot {abi} under {target.qemu_system}/TCG ({options.memory_mb} MiB, ivshmem {options.ivshmem_mb} MiB,"
         f" timeout {options.timeout:.0f} s): {modules}; run: {options.command}"
     )
     return lines
@@ -158,9 +198,17 @@ def vm_test(options: VmTestOptions) -> int:
             print(f"[dry-run] {line}", flush=True)
         return 0
     start = time.monotonic()
-    root = prepare_suite_root(options.kernel, refresh=options.refresh, rebuild=options.rebuild)
+    target = options.target
+    root = prepare_suite_root(
+        options.kernel, refresh=options.refresh, rebuild=options.rebuild, arch=target, flavour=options.flavour or None
+    )
     if options.build:
-        report = build_in_root(root)
+        if target != HOST_ARCH:
+            from gdrkit.vm.cross import cross_build
+
+            report = cross_build(root, kernel_choice(root), refresh=options.refresh)
+        else:
+            report = build_in_root(root)
         print_build_report(report)
         failed = [step.name for step in report.failed]
         if failed and not options.keep_going:
@@ -169,7 +217,7 @@ def vm_test(options: VmTestOptions) -> int:
                 "fix the errors above, or boot anyway with --keep-going (or --no-build)",
             )
     loads = default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else ()
-    log(f"booting {root.abi} ({root.suite}) under qemu/TCG: {options.command}")
+    log(f"booting {root.abi} ({root.suite}) under {target.qemu_system}/TCG: {options.command}")
     result = boot(
         root.kernel_image,
         root.modules_dir,
@@ -181,12 +229,17 @@ def vm_test(options: VmTestOptions) -> int:
         memory_mb=options.memory_mb,
         timeout=options.timeout,
         log_dir=options.log_dir or default_log_dir(root),
+        arch=target,
+        busybox=BUSYBOX if target == HOST_ARCH else root.busybox,
     )
+    declared_page = image_page_size(root.kernel_image, target)
     status = exit_status(result, loads)
+    if status == 0 and page_size_problem(result, declared_page):
+        status = 1
     _print_earlier_findings(result)
     if result.kernel_log_findings or result.results.get("done") != "1":
         _print_kernel_log(result)
-    print("\n".join(summary_lines(root, result, loads, time.monotonic() - start)), flush=True)
+    print("\n".join(summary_lines(root, result, loads, time.monotonic() - start, declared_page)), flush=True)
     return status
 
 

@@ -1,7 +1,8 @@
 """Debian suites and their kernels: which suite, which kernel ABI, which packages.
 
 A kernel is asked for by suite (`trixie`: that suite's current
-linux-image-amd64) or by ABI string (`6.12.57+deb13-amd64`: those exact
+linux-image-<flavour>, amd64 unless another architecture or flavour is
+asked for) or by ABI string (`6.12.57+deb13-arm64-16k`: those exact
 packages, in whichever suite has them).  The suites and mirrors are
 gdrkit.distro.debian's.  The host's apt sources are never touched: each suite gets a private sources list and package lists under the
 cache, refreshed at most once a day.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gdrkit.distro.arch import HOST_ARCH, Arch, arch_of_abi, flavour_of_abi
 from gdrkit.distro.debian import SUITES, Suite
 from gdrkit.system import die, log, run
 
@@ -40,6 +42,13 @@ class KernelChoice:
 
     suite: Suite
     abi: str
+    arch: Arch = HOST_ARCH
+
+    @property
+    def version(self) -> str:
+        """The ABI without its flavour (`6.12.57+deb13`): what the flavours of one build share."""
+        flavour = flavour_of_abi(self.abi)
+        return self.abi.removesuffix(f"-{flavour}") if flavour else self.abi
 
     @property
     def image_package(self) -> str:
@@ -54,14 +63,14 @@ class KernelChoice:
 AptQuery = Callable[[Sequence[str]], tuple[int, str]]
 
 
-def normalize_abi(spec: str) -> str:
-    """`linux-image-6.1.0-41-amd64`, `6.1.0-41` -> `6.1.0-41-amd64`."""
+def normalize_abi(spec: str, arch: Arch = HOST_ARCH) -> str:
+    """`linux-image-6.1.0-41-amd64`, `6.1.0-41` -> `6.1.0-41-amd64` (`-arm64` for arm64)."""
     abi = spec.strip()
     for prefix in ("linux-image-", "linux-headers-"):
         if abi.startswith(prefix):
             abi = abi[len(prefix) :]
-    if not abi.endswith("-amd64"):
-        abi += "-amd64"
+    if flavour_of_abi(abi) is None:
+        abi += f"-{arch.kernel_flavours[0]}"
     return abi
 
 
@@ -81,9 +90,11 @@ def candidate_suites(abi: str) -> list[Suite]:
 class AptLists:
     """A suite's private apt configuration and package lists under `base`."""
 
-    def __init__(self, suite: Suite, base: Path) -> None:
+    def __init__(self, suite: Suite, base: Path, arch: Arch = HOST_ARCH) -> None:
         self.suite = suite
-        self.base = base / suite.name
+        self.arch = arch
+        # The host architecture's lists keep their old place; others get their own.
+        self.base = base / (suite.name if arch == HOST_ARCH else f"{suite.name}-{arch.debian}")
         self.sources = self.base / "sources.list"
         self.lists = self.base / "lists"
         self.cache = self.base / "cache"
@@ -98,8 +109,8 @@ class AptLists:
             # An empty dpkg status: what the host has installed must not
             # become a suite's candidate (the host's kernel did, for bullseye).
             f"-oDir::State::status={self.status}",
-            "-oAPT::Architecture=amd64",
-            "-oAPT::Architectures=amd64",
+            f"-oAPT::Architecture={self.arch.debian}",
+            f"-oAPT::Architectures={self.arch.debian}",
             # A lagging mirror can serve a Release file past its Valid-Until
             # (seen with sid); signatures are still checked.
             "-oAcquire::Check-Valid-Until=false",
@@ -139,6 +150,10 @@ class AptLists:
         result = run(["apt-cache", *self.options(), *args], capture=True, check=False)
         return result.returncode, result.stdout
 
+    def _deb_arch(self, show: str) -> str:
+        found = re.search(r"^Architecture: (\S+)", show, re.MULTILINE)
+        return found.group(1) if found else self.arch.debian
+
     def download(self, package: str) -> Path:
         """The candidate .deb of `package`, fetched into the lists' cache once."""
         archives = self.cache / "archives"
@@ -148,7 +163,7 @@ class AptLists:
         if status != 0 or not version:
             raise die(f"{self.suite.name} has no package {package}", "check the name, or refresh the lists (--refresh)")
         # The file name apt gives it: the epoch's colon is written %3a.
-        deb = archives / f"{package}_{version.group(1).replace(':', '%3a')}_amd64.deb"
+        deb = archives / f"{package}_{version.group(1).replace(':', '%3a')}_{self._deb_arch(out)}.deb"
         if not deb.exists():
             result = run(
                 ["apt-get", "-q", "download", *self.options(), package], cwd=archives, capture=True, check=False
@@ -161,9 +176,9 @@ class AptLists:
         return deb
 
 
-def current_abi(query: AptQuery) -> str | None:
-    """The ABI that a suite's linux-image-amd64 depends on, from `apt-cache depends`."""
-    status, out = query(["depends", "--no-recommends", "--no-suggests", "linux-image-amd64"])
+def current_abi(query: AptQuery, flavour: str = HOST_ARCH.kernel_flavours[0]) -> str | None:
+    """The ABI that a suite's linux-image-<flavour> depends on, from `apt-cache depends`."""
+    status, out = query(["depends", "--no-recommends", "--no-suggests", f"linux-image-{flavour}"])
     if status != 0:
         return None
     match = _DEPENDS_IMAGE.search(out)
@@ -186,26 +201,52 @@ def check_kernel_spec(spec: str) -> None:
         )
 
 
+def check_flavour(arch: Arch, flavour: str | None) -> str:
+    """`flavour`, or the architecture's default one; dies naming the flavours `arch` has (pure)."""
+    if flavour is None or flavour == "":
+        return arch.kernel_flavours[0]
+    name = flavour.strip().lower()
+    if name not in arch.kernel_flavours:
+        raise die(
+            f"{arch.debian} has no kernel flavour {flavour!r}",
+            f"use one of: {', '.join(arch.kernel_flavours)} (linux-image-<flavour>)",
+        )
+    return name
+
+
 def resolve_kernel(
-    spec: str, *, lists_for: Callable[[Suite], AptQuery] | None = None, base: Path | None = None, refresh: bool = False
+    spec: str,
+    *,
+    lists_for: Callable[[Suite], AptQuery] | None = None,
+    base: Path | None = None,
+    refresh: bool = False,
+    arch: Arch = HOST_ARCH,
+    flavour: str | None = None,
 ) -> KernelChoice:
-    """Which suite and ABI `spec` (a suite name or a kernel ABI string) means."""
+    """Which suite and ABI `spec` (a suite name or a kernel ABI string) means, for `arch`."""
+    wanted = check_flavour(arch, flavour)
     if lists_for is None:
-        lists_for = _real_lists(base, refresh)
+        lists_for = _real_lists(base, refresh, arch)
     name = spec.strip().lower()
     if name in SUITES:
         suite = SUITES[name]
-        abi = current_abi(lists_for(suite))
+        abi = current_abi(lists_for(suite), wanted)
         if abi is None:
-            raise die(f"{suite.name} has no linux-image-amd64 in its package lists", "try again with --refresh")
-        return KernelChoice(suite, abi)
+            raise die(f"{suite.name} has no linux-image-{wanted} in its package lists", "try again with --refresh")
+        return KernelChoice(suite, abi, arch)
     check_kernel_spec(spec)
-    abi = normalize_abi(spec)
+    abi = normalize_abi(spec, arch)
+    named = arch_of_abi(abi)
+    if named is not None and named != arch:
+        raise die(
+            f"kernel {abi} is an {named.debian} kernel, not {arch.debian}",
+            f"pass --arch {named.debian}, or an {arch.debian} kernel",
+        )
     likely = candidate_suites(abi)
     for suite in likely:
         query = lists_for(suite)
         if has_package(query, f"linux-image-{abi}") and has_package(query, f"linux-headers-{abi}"):
-            return KernelChoice(suite, abi)
+            return KernelChoice(suite, abi, arch)
     nearby = similar_abis(lists_for(likely[0]), abi)
     offer = f"{likely[0].name} has {', '.join(nearby)}" if nearby else "pick a current one (e.g. --kernel trixie)"
     raise die(
@@ -215,11 +256,8 @@ def resolve_kernel(
 
 
 def flavour(abi: str) -> str:
-    """`6.1.0-41-cloud-amd64` -> `cloud-amd64`; plain kernels -> `amd64`."""
-    for special in ("cloud-amd64", "rt-amd64"):
-        if abi.endswith("-" + special):
-            return special
-    return "amd64"
+    """`6.1.0-41-cloud-amd64` -> `cloud-amd64`; plain kernels -> `amd64` (their architecture's name)."""
+    return flavour_of_abi(abi) or HOST_ARCH.kernel_flavours[0]
 
 
 def similar_abis(query: AptQuery, abi: str, limit: int = 6) -> list[str]:
@@ -231,7 +269,7 @@ def similar_abis(query: AptQuery, abi: str, limit: int = 6) -> list[str]:
     found = [
         candidate
         for candidate in (name.removeprefix("linux-headers-") for name in out.split())
-        if candidate.startswith(series) and candidate.endswith("-amd64") and flavour(candidate) == flavour(abi)
+        if candidate.startswith(series) and flavour_of_abi(candidate) == flavour(abi)
     ]
     return sorted(found, key=_version_key)[-limit:]
 
@@ -240,17 +278,17 @@ def _version_key(abi: str) -> list[int]:
     return [int(part) for part in re.findall(r"\d+", abi)]
 
 
-def suite_lists(suite: Suite, base: Path | None = None, refresh: bool = False) -> AptLists:
-    """A suite's private package lists under the cache, refreshed at most daily."""
+def suite_lists(suite: Suite, base: Path | None = None, refresh: bool = False, arch: Arch = HOST_ARCH) -> AptLists:
+    """A suite's private package lists (of `arch`) under the cache, refreshed at most daily."""
     from gdrkit.system import cache_dir
 
-    lists = AptLists(suite, base or cache_dir() / "vm" / "apt")
+    lists = AptLists(suite, base or cache_dir() / "vm" / "apt", arch)
     lists.update(force=refresh)
     return lists
 
 
-def _real_lists(base: Path | None, refresh: bool) -> Callable[[Suite], AptQuery]:
+def _real_lists(base: Path | None, refresh: bool, arch: Arch = HOST_ARCH) -> Callable[[Suite], AptQuery]:
     def lists_for(suite: Suite) -> AptQuery:
-        return suite_lists(suite, base, refresh).query
+        return suite_lists(suite, base, refresh, arch).query
 
     return lists_for

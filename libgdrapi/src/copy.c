@@ -27,7 +27,7 @@
 #include "internal.h"
 
 const char *const gdr_copy_routine_names[] = {
-	"auto", "generic", "sse", "avx2", "avx512", "movdir64b", "memcpy", NULL,
+	"auto", "generic", "sse", "avx2", "avx512", "movdir64b", "neon", "ldp", "memcpy", NULL,
 };
 
 /* Live mappings per type, and how many types have any: the mixed-mapping fence. */
@@ -331,7 +331,7 @@ static void engine_choose(void)
 				 wanted, engine.store_desc, engine.load_desc);
 			return;
 		}
-		gdr_warn("copy engine: GDRCOPY_COPY_ROUTINE=%s is unknown or this CPU cannot run it (choose from generic, sse, avx2, avx512, movdir64b, memcpy, auto); using the best available",
+		gdr_warn("copy engine: GDRCOPY_COPY_ROUTINE=%s is unknown or this CPU cannot run it (choose from generic, sse, avx2, avx512, movdir64b on x86; neon, ldp on arm64; memcpy, auto); using the best available",
 			 wanted);
 	}
 	gdr_copy_routines_best(&engine);

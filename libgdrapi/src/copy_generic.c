@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Copy routines and fences for architectures without an x86 part: portable
- * C with 8-byte volatile accesses (the compiler neither merges nor splits
- * them), and the architecture's barriers.
+ * Copy routines and fences for architectures without a part of their own
+ * (copy_x86.c, copy_arm64.c): portable C with 8-byte volatile accesses (the
+ * compiler neither merges nor splits them), and the architecture's barriers.
  */
-#if !defined(__x86_64__) && !defined(__i386__)
+#if !defined(__x86_64__) && !defined(__i386__) && !defined(__aarch64__)
 
 #include <stdatomic.h>
 #include <string.h>
@@ -33,9 +33,7 @@ bool gdr_arch_fast_path_ok(void)
 
 void gdr_arch_store_fence(void)
 {
-#if defined(__aarch64__)
-	__asm__ volatile("dmb st" ::: "memory");
-#elif defined(__powerpc64__)
+#if defined(__powerpc64__)
 	__asm__ volatile("sync" ::: "memory");
 #else
 	atomic_thread_fence(memory_order_seq_cst);
@@ -44,13 +42,11 @@ void gdr_arch_store_fence(void)
 
 void gdr_arch_full_fence(void)
 {
-#if defined(__aarch64__)
-	__asm__ volatile("dmb sy" ::: "memory");
-#elif defined(__powerpc64__)
+#if defined(__powerpc64__)
 	__asm__ volatile("sync" ::: "memory");
 #else
 	atomic_thread_fence(memory_order_seq_cst);
 #endif
 }
 
-#endif /* not x86 */
+#endif /* neither x86 nor arm64 */

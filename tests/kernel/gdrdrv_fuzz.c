@@ -301,6 +301,7 @@ static long int80_3(long nr, long a, long b, long c)
 }
 #else
 #define HAVE_INT80 0
+#define IA32_NR_ioctl 0	/* never issued: probe_int80() says no compat entry */
 static long int80_3(long nr, long a, long b, long c)
 {
 	(void)nr; (void)a; (void)b; (void)c;

@@ -717,7 +717,38 @@ static void test_gdrdrv_map_errors(void)
 		  "mmap of an unaligned pin: %s", kt_errname(err));
 	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_TYPE_COUNT), EINVAL);
 	KT_EXPECT_ERR(gd_req_type(f.gd, h, 0x80000000u), EINVAL);
-	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_DEVICE), EOPNOTSUPP);	/* x86 */
+	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_DEVICE), EOPNOTSUPP);	/* no BlueField-3 */
+}
+
+/*
+ * The page sizes gdrdrv's arithmetic rests on, checked rather than assumed:
+ * GPU pages are 64 KiB and CPU pages 4, 16 or 64 KiB (arm64 kernels come in
+ * all three), so a GPU page is a whole number of CPU pages, and a mapping of
+ * one is that many CPU pages, each faulting in its own part of GPU memory.
+ */
+static void test_gdrdrv_cpu_page_size(void)
+{
+	struct fixture f = fixture(KT_GPU_PAGE);
+	size_t page = host_page(), pages = KT_GPU_PAGE / page, i;
+	uint64_t h = pin_ok(&f, f.va, KT_GPU_PAGE);
+	volatile uint32_t *map;
+	uint32_t v;
+	int err;
+
+	KT_ASSERT(page == 4096 || page == 16384 || page == 65536, "CPU page size %zu", page);
+	KT_ASSERT(KT_GPU_PAGE % page == 0, "GPU page %u is not a multiple of the CPU page %zu",
+		  (unsigned int)KT_GPU_PAGE, page);
+	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+	KT_ASSERT(map, "mmap: %s", kt_errname(err));
+	for (i = 0; i < pages; i++)
+		map[i * page / 4 + 1] = 0x5a000000u | (uint32_t)i;
+	for (i = 0; i < pages; i++) {
+		sg_read(f.sg, f.va + i * page + 4, &v, 4);
+		KT_ASSERT(v == (0x5a000000u | (uint32_t)i),
+			  "CPU page %zu of %zu (%zu bytes) landed elsewhere: read %#x", i, pages, page, v);
+	}
+	munmap((void *)map, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_unpin(f.gd, h));
 }
 
 /*
@@ -1236,16 +1267,41 @@ static void test_gdrdrv_injected_failure(void)
 	KT_EXPECT_OK(gd_unpin(f.gd, h1));
 }
 
+/*
+ * Whether gdrdrv takes pages the kernel sees as RAM for cacheable whatever the
+ * page table's flag says: its open flavour on arm64 (page_is_ram(), as the
+ * reference does there; Grace Hopper's GPU memory is such RAM).
+ */
+static bool ram_pages_cacheable_anyway(void)
+{
+#if defined(__aarch64__)
+	char line[128];
+	bool open_flavour = false;
+	FILE *fp = fopen("/proc/driver/gdrdrv/params", "r");
+
+	if (!fp)
+		return false;
+	while (fgets(line, sizeof(line), fp))
+		if (strstr(line, "flavor: opensource"))
+			open_flavour = true;
+	fclose(fp);
+	return open_flavour;
+#else
+	return false;
+#endif
+}
+
 static void test_gdrdrv_cpu_cacheable_knob(void)
 {
 	struct fixture f = fixture(KT_GPU_PAGE);
 	bool bar = kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED;
+	bool cached = bar || ram_pages_cacheable_anyway();
 	uint64_t h;
 
-	/* The flag alone decides, on x86: flip it and CACHING follows. */
+	/* The flag decides (x86: alone; arm64: RAM pages stay cacheable): flip it. */
 	knob_set("cpu_cacheable", bar ? "1" : "0");
 	h = pin_ok(&f, f.va, KT_GPU_PAGE);
-	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_CACHING), bar ? 0 : EOPNOTSUPP);
+	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_CACHING), cached ? 0 : EOPNOTSUPP);
 	KT_EXPECT_OK(gd_req_type(f.gd, h, GDRDRV_MR_NONE));
 	KT_EXPECT_OK(gd_unpin(f.gd, h));
 }
@@ -1384,6 +1440,7 @@ static const struct kt_test tests[] = {
 	T(gdrdrv_bad_handles, true),
 	T(gdrdrv_map, true),
 	T(gdrdrv_map_errors, true),
+	T(gdrdrv_cpu_page_size, true),
 	T(gdrdrv_map_no_split, true),
 	T(gdrdrv_req_mapping_type, true),
 	T(gdrdrv_unpin_zaps_mapping, true),

@@ -139,7 +139,9 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "boot").mkdir()
     (root / "boot/vmlinuz").write_bytes(b"kernel")
     # The very modules qemu.py imported: patching them by name keeps mypy's explicit-export rule.
-    monkeypatch.setattr("gdrkit.vm.initramfs.build_initramfs", lambda dest, mods, plan: dest.write_bytes(b"x") or plan)
+    monkeypatch.setattr(
+        "gdrkit.vm.initramfs.build_initramfs", lambda dest, mods, plan, busybox=None: dest.write_bytes(b"x") or plan
+    )
     monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
     return root
 

@@ -54,7 +54,7 @@ def test_dry_run_plans_and_changes_nothing(monkeypatch: pytest.MonkeyPatch, caps
 
     for name in ("prepare_suite_root", "build_in_root", "boot"):
         monkeypatch.setattr(runner, name, refuse)
-    monkeypatch.setattr(runner, "cached_suite_root", lambda kernel: None)
+    monkeypatch.setattr(runner, "cached_suite_root", lambda kernel, *_: None)
     monkeypatch.setattr(runner, "missing_debian_packages", lambda packages: ["qemu-system-x86"])
     vm_tasks.vm_test(MockContext(), kernel="trixie", cmd="exit 0", gdrdrv_args="use_persistent_mapping=0", dry_run=True)
     lines = capsys.readouterr().out.splitlines()

@@ -317,6 +317,8 @@ int main(void)
 		ROUTINE_SET_TEST(avx2),
 		ROUTINE_SET_TEST(avx512),
 		ROUTINE_SET_TEST(movdir64b),
+		ROUTINE_SET_TEST(neon),
+		ROUTINE_SET_TEST(ldp),
 		ROUTINE_SET_TEST(auto),
 		cmocka_unit_test(test_copy_by_type),
 		cmocka_unit_test(test_inline_fast_path),

@@ -17,9 +17,10 @@ finish() {
 in_root() {
   chroot /newroot /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LANG=C.UTF-8 "$@"
 }
+insmod /modules/9pnet.ko || { say insmod 9pnet.ko failed; report error 'insmod 9pnet.ko'; finish; }
+insmod /modules/9p.ko || { say insmod 9p.ko failed; report error 'insmod 9p.ko'; finish; }
+[ -c /dev/ttyS1 ] || say "no results port /dev/ttyS1: the host will see no results"
 report booted 1
-insmod /modules/9pnet.ko || { report error 'insmod 9pnet.ko'; finish; }
-insmod /modules/9p.ko || { report error 'insmod 9p.ko'; finish; }
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose gdrkit-root /newroot || { report error 'mount 9p root'; finish; }
 mount -t proc proc /newroot/proc
 mount -t sysfs sysfs /newroot/sys
@@ -29,6 +30,7 @@ mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs tmpfs /newroot/dev/shm
 mount -t tmpfs tmpfs /newroot/tmp
 mount -t tmpfs tmpfs /newroot/run
+report page_size "$(in_root getconf PAGESIZE)"
 loaded_ok=1
 report ours_started 1
 say modprobe softgpu mode=ram
