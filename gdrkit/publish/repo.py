@@ -116,6 +116,24 @@ class Signer:
         return self.gpg("--armor", "--export", self.fingerprint())
 
 
+def throwaway_signer(home: Path, email: str = "publish-test@invalid") -> Signer:
+    """A new passphrase-less signing key in its own GnuPG home `home`: for tests and local runs only."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [
+        "gpg",
+        "--batch",
+        "--passphrase",
+        "",
+        "--quick-gen-key",
+        f"gdrkit test <{email}>",
+        "ed25519",
+        "sign",
+        "never",
+    ]
+    run(argv, env={"GNUPGHOME": str(home)}, capture=True)
+    return Signer(email, home)
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     if path.exists() and path.read_text() == text:
         return False

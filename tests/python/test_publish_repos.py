@@ -23,14 +23,7 @@ pytestmark = pytest.mark.slow
 
 def make_key(home: Path, email: str = "publish-test@invalid") -> Signer:
     """A throwaway passphrase-less signing key in its own GnuPG home."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    subprocess.run(
-        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", f"gdrkit test <{email}>", "ed25519", "sign", "never"],
-        env=dict(os.environ, GNUPGHOME=str(home)),
-        check=True,
-        capture_output=True,
-    )
-    return Signer(email, home)
+    return repo.throwaway_signer(home, email)
 
 
 def make_deb(directory: Path, name: str, version: str, note: str = "") -> Path:
