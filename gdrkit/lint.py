@@ -122,7 +122,15 @@ def ansible_lint(root: Path) -> list[str]:
     bindir = Path(sys.executable).parent
     # ansible-lint runs ansible-config and ansible-playbook of the same environment.
     env = {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"}
-    cmd = [bindir / "ansible-lint", "--offline", "--nocolor", "--profile", "production", "-p", ANSIBLE_DIR]
+    cmd: list[str | os.PathLike[str]] = [
+        bindir / "ansible-lint",
+        "--offline",
+        "--nocolor",
+        "--profile",
+        "production",
+        "-p",
+        ANSIBLE_DIR,
+    ]
     status, out = _output(cmd, root, env)
     findings = [line for line in out.splitlines() if re.match(rf"^{ANSIBLE_DIR}/\S+:\d+", line)]
     if status != 0 and not findings:
