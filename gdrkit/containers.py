@@ -223,6 +223,16 @@ class Engine:
         repository, _, version = tag.partition(":")
         container.commit(repository=repository, tag=version or "latest")
 
+    def flatten(self, container: Any, tag: str) -> None:
+        """Make image `tag` of the container's file system alone, like `docker export | docker import`.
+
+        Unlike commit(), nothing of the image's config carries over: an image
+        committed after run() lists its bind mounts (the CA bundle) as volumes,
+        and a container of it made without the same binds fails to start.
+        """
+        repository, _, version = tag.partition(":")
+        self.client.api.import_image_from_stream(container.export(), repository=repository, tag=version or "latest")
+
     def export_to(self, container: Any, directory: Path) -> None:
         """Unpack the container's filesystem into `directory` (owners and modes kept)."""
         directory.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,7 @@ def host_image(engine: Engine, suite: str, work: Path) -> str:
     """The Molecule host image of `suite`: the matrix's image plus HOST_PACKAGES, committed once."""
     base = matrix_image(engine, suite, work)
     script = host_layer_script(suite)
-    digest = hashlib.sha256(f"{base}\n{script}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{base}\n{script}\nflat".encode()).hexdigest()[:12]
     tag = f"gdrkit-molecule/debian-{suite}:{digest}"
     if engine.has_image(tag):
         return tag
@@ -79,7 +79,8 @@ def host_image(engine: Engine, suite: str, work: Path) -> str:
     try:
         if result.status != 0:
             raise die(f"preparing {tag} failed:\n{result.output[-3000:]}", "Debian's mirror must be reachable once")
-        engine.commit(container, tag)
+        # Flattened: the matrix's image lists its runs' bind mounts as volumes (Engine.flatten).
+        engine.flatten(container, tag)
     finally:
         engine.remove(container)
     return tag
