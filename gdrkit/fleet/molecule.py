@@ -39,8 +39,8 @@ SCENARIO = "default"
 IMAGE_VAR = "GDRCOPY_MOLECULE_IMAGE_{suite}"
 REPO_URL_VAR = "GDRCOPY_MOLECULE_REPO_URL"
 VERSION_VAR = "GDRCOPY_MOLECULE_VERSION"
-# Molecule's action lines ("INFO     default ➜ converge: Executing") and Ansible's recap lines.
-ACTION_LINE = re.compile(rf"^INFO\s+{SCENARIO}\s+\S+\s+(\w[\w-]*):\s+(Executing|Completed|Failed)", re.MULTILINE)
+# Molecule's action lines ("INFO     [default > converge] Executed: Successful") and Ansible's recap lines.
+ACTION_LINE = re.compile(rf"^(?:INFO|ERROR)\s+\[{SCENARIO} > (\w[\w-]*)\] (Executing|Executed: \w+)")
 RECAP_LINE = re.compile(r"^(\S+)\s+:\s+(ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=\d+.*)$")
 
 
@@ -128,21 +128,22 @@ class MoleculeRun:
 
 
 def summarize(output: str) -> list[str]:
-    """Each Molecule action with its outcome, and for the playbook ones the recap line of every host (pure)."""
+    """Each Molecule action with its outcome, then the recap line of every host it ran on (pure)."""
     lines: list[str] = []
+    recaps: list[str] = []
     action = ""
     for text in output.splitlines():
         found = ACTION_LINE.match(text)
         if found:
             action, state = found.groups()
             if state != "Executing":
-                lines.append(f"{action}: {state.lower()}")
+                lines.append(f"{action}: {state.split(': ')[1].lower()}")
+                lines += recaps
+            recaps = []
             continue
         recap = RECAP_LINE.match(text)
         if recap and action:
-            lines.append(f"  {action:12} {recap.group(1):18} {' '.join(recap.group(2).split())}")
-        if "Idempotence completed successfully" in text:
-            lines.append("  idempotence: the second converge changed nothing on any host")
+            recaps.append(f"  {recap.group(1):18} {' '.join(recap.group(2).split())}")
     return lines
 
 

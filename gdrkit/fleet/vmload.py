@@ -57,7 +57,9 @@ def guest_ansible() -> Path:
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     with step(f"installing {pin} for the guest (pip --target, once)") as current:
-        current.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", partial, pin])
+        current.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", partial, pin]
+        )
     partial.rename(target)
     return target
 
