@@ -46,4 +46,6 @@ rm -rf /var/lib/apt/lists/*
 
 echo "CHECK: the role's first converge, in the image (no GPU here)"
 bash "$work/vm_converge.sh" image "$group"
+# Docker's marker file would make doctor, in the booted guest, think it runs in a container.
+rm -f /.dockerenv
 echo "PREPARE PASSED"
