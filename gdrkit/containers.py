@@ -12,10 +12,13 @@ module-level helpers share one default engine, cleaned by `cleanup()`.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import subprocess
+import tarfile
+import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +70,28 @@ def _connect() -> Any:
     import docker  # imported here so that the rest of gdrkit loads without the SDK
 
     return docker.from_env(timeout=600)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (a container export, for tarfile)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
 
 
 def engine_running() -> bool:
@@ -219,19 +244,10 @@ class Engine:
             tarball.unlink()
         return recipe.tag
 
-    def commit(self, container: Any, tag: str) -> None:
-        repository, _, version = tag.partition(":")
-        container.commit(repository=repository, tag=version or "latest")
-
-    def flatten(self, container: Any, tag: str) -> None:
-        """Make image `tag` of the container's file system alone, like `docker export | docker import`.
-
-        Unlike commit(), nothing of the image's config carries over: an image
-        committed after run() lists its bind mounts (the CA bundle) as volumes,
-        and a container of it made without the same binds fails to start.
-        """
-        repository, _, version = tag.partition(":")
-        self.client.api.import_image_from_stream(container.export(), repository=repository, tag=version or "latest")
+    def commit(self, container: Any, tag: str, *, changes: Sequence[str] = ()) -> None:
+        """Image `tag` from `container`; `changes` are Dockerfile instructions (ENTRYPOINT, CMD, LABEL)."""
+        repository, _, version = tag.rpartition(":") if ":" in tag.rpartition("/")[2] else (tag, "", "latest")
+        container.commit(repository=repository, tag=version, changes=list(changes) or None)
 
     def export_to(self, container: Any, directory: Path) -> None:
         """Unpack the container's filesystem into `directory` (owners and modes kept)."""
@@ -246,6 +262,35 @@ class Engine:
             status = proc.wait()
         if status != 0:
             raise die(f"unpacking the exported container into {directory} failed (exit {status})")
+
+    def flatten(self, container: Any, tag: str, *, changes: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
+        """Image `tag` of `container`'s filesystem alone, with `changes` (Dockerfile instructions).
+
+        Unlike commit, nothing of the container's run comes along: not the
+        bind mounts, which commit would keep as VOLUMEs, nor their mount
+        points, which `drop` names (paths without the leading /).
+        """
+        dropped = tuple(path.strip("/") for path in (*drop, CONTAINER_CA_BUNDLE))
+        repository, _, version = tag.rpartition(":")
+        with tempfile.TemporaryDirectory(prefix="gdrkit-flatten-", dir=cache_dir()) as tmp:
+            flat = Path(tmp) / "rootfs.tar"
+            reader = _ChunkReader(container.export())
+            with tarfile.open(fileobj=reader, mode="r|") as source, tarfile.open(flat, "w") as out:
+                for member in source:
+                    name = member.name.strip("/").removeprefix("./")
+                    if any(name == path or name.startswith(path + "/") for path in dropped):
+                        continue
+                    out.addfile(member, source.extractfile(member) if member.isfile() else None)
+            self.client.api.import_image_from_file(str(flat), repository=repository, tag=version, changes=list(changes))
+
+    def export_image(self, tag: str, directory: Path) -> None:
+        """Unpack image `tag`'s filesystem into `directory` (through a container that never starts)."""
+        container = self.client.containers.create(tag, ["true"], entrypoint=[])
+        self.created.append(container)
+        try:
+            self.export_to(container, directory)
+        finally:
+            self.remove(container)
 
     def remove(self, container: Any) -> None:
         try:

@@ -129,6 +129,11 @@ class Family:
     headers_trees: ClassVar[str]
     # The toolkit task that builds this family's packages.
     build_task: ClassVar[str]
+    # What the Kubernetes images of this family install besides our packages
+    # (gdrkit.kube): the loader (kmod's insmod, rmmod, modinfo, depmod) and,
+    # in the image that builds gdrdrv on the node, the compiler and make.
+    kube_loader_packages: ClassVar[tuple[str, ...]] = ("kmod",)
+    kube_build_packages: ClassVar[tuple[str, ...]]
 
     registry: ClassVar[dict[str, type[Family]]] = {}
 
@@ -234,6 +239,9 @@ class DebianFamily(Family):
     headers_line = r"^(linux-headers-\S+) "
     headers_trees = "/lib/modules/*/build"
     build_task = "build-deb"
+    # libelf1: the kernel headers' objtool; dkms: what gdrdrv-dkms depends on
+    # (the image builds with make, not dkms).
+    kube_build_packages = ("kmod", "make", "gcc", "libc6-dev", "libelf1", "dkms")
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
     # Debian's one directory for every Python 3; dh_python3 adds the python3 dependency.
@@ -273,6 +281,7 @@ class RhelFamily(Family):
     headers_spec = "kernel-devel-{match}"
     headers_trees = "/usr/src/kernels/*"
     build_task = "build-rpm"
+    kube_build_packages = ("kmod", "make", "gcc", "elfutils-libelf-devel")
     libdir = "/usr/lib64"
     # The platform python of RHEL 9 and its rebuilds (noarch modules go under /usr/lib).
     pythondir = "/usr/lib/python3.9/site-packages"
@@ -307,6 +316,7 @@ class SuseFamily(Family):
     headers_install_flags = ("--oldpackage",)
     headers_trees = "/usr/src/linux-*-obj/x86_64/default"
     build_task = "build-rpm"
+    kube_build_packages = ("kmod", "make", "gcc", "libelf-devel")
     libdir = "/usr/lib64"
     # Leap 15's python3 is 3.6, too old for the module: its Python 3.11 stack.
     pythondir = "/usr/lib/python3.11/site-packages"

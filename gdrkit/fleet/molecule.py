@@ -79,7 +79,7 @@ def host_image(engine: Engine, suite: str, work: Path) -> str:
     try:
         if result.status != 0:
             raise die(f"preparing {tag} failed:\n{result.output[-3000:]}", "Debian's mirror must be reachable once")
-        # Flattened: the matrix's image lists its runs' bind mounts as volumes (Engine.flatten).
+        # Flattened: the matrix's image lists its runs' bind mounts as volumes (Engine.flatten says why).
         engine.flatten(container, tag)
     finally:
         engine.remove(container)

@@ -293,10 +293,14 @@ class EntryRun:
             if result.status == DRIVER_DOES_NOT_BUILD:
                 # The distro's own driver fails for the distro's kernel: a defect of theirs, named, never hidden.
                 self.engine.remove(container)
-                why = next(line for line in result.output.splitlines() if " does not build for " in line)
-                self.result.skip_rest(
-                    f"{why.removeprefix('nvidia_layer: ')} (the driver package's own build; nothing of ours ran)"
+                said = [line for line in result.output.splitlines() if " does not build for " in line]
+                # The script names the compiler error; should a future one not, the skip still names the package.
+                why = (
+                    said[0].removeprefix("nvidia_layer: ")
+                    if said
+                    else f"{driver.package} {driver.version} does not build for {self.abi}: {tail(result.output)}"
                 )
+                self.result.skip_rest(f"{why} (the driver package's own build; nothing of ours ran)")
                 return False
             if result.status != 0:
                 self.engine.remove(container)

@@ -104,6 +104,9 @@ class DeviceNode:
     name: str
     mode: str
     group: str
+    # CDI names (kind, device) of the packaged spec and of the Kubernetes images' spec.
+    cdi: tuple[str, str]
+    kubernetes_cdi: tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ SECTION_KEYS: Mapping[str, frozenset[str]] = {
     "kernel_module": frozenset(
         {"name", "min_kernel", "architectures", "options", "nvidia_dkms_modules", "extra_sources"}
     ),
-    "device_node": frozenset({"name", "mode", "group"}),
+    "device_node": frozenset({"name", "mode", "group", "cdi", "kubernetes_cdi"}),
     "python": frozenset({"name", "source_dir", "summary", "description", "requires_python", "extras", "classifiers"}),
 }
 PACKAGE_KEYS = frozenset(
@@ -189,6 +192,14 @@ PACKAGE_KEYS = frozenset(
         "suggests",
     }
 )
+
+
+def _cdi_name(value: Any) -> tuple[str, str]:
+    """`vendor/class=device` -> (kind, device); dies on anything else."""
+    kind, sep, device = str(value).partition("=")
+    if not sep or kind.count("/") != 1 or not device:
+        raise die(f"{DESCRIPTION_FILE}: CDI name {value!r} is not vendor/class=device")
+    return kind, device
 
 
 def _check_keys(value: Any, allowed: frozenset[str], where: str, path: Path) -> None:
@@ -247,7 +258,13 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
             extra_sources={str(k): str(v) for k, v in km["extra_sources"].items()},
         )
         node = data["device_node"]
-        device_node = DeviceNode(name=node["name"], mode=str(node["mode"]), group=node["group"])
+        device_node = DeviceNode(
+            name=node["name"],
+            mode=str(node["mode"]),
+            group=node["group"],
+            cdi=_cdi_name(node["cdi"]),
+            kubernetes_cdi=_cdi_name(node["kubernetes_cdi"]),
+        )
         raw = {kind: tuple(data[kind]) for kind in ("deb", "rpm")}
         py = data["python"]
         python = PythonPackage(

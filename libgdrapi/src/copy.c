@@ -33,8 +33,6 @@ const char *const gdr_copy_routine_names[] = {
 /* Live mappings per type, and how many types have any: the mixed-mapping fence. */
 static atomic_int live_mappings[GDR_MAPPING_TYPE_MAX];
 atomic_int gdr_live_mapping_types;
-atomic_bool gdr_copy_fast_ok;
-gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
 
 void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
 {
@@ -190,8 +188,10 @@ void gdr_wc_copy_to(const struct gdr_copy_routines *r, void *wc_dst, const void 
  *  - A 64-byte load of a line whose previous load is still in flight waits
  *    for it, so a loop polling the same 64..512 bytes pays about one round
  *    trip per call.  16-byte loads of one line overlapped on some machines of
- *    the same kind and not on others (0.3 to 1.6 us); they also cost a second
- *    round trip to a single read, so they are not used for whole lines.
+ *    the same kind and not on others (0.3 to 1.6 us), and can cost a single
+ *    read a second round trip.  So polls (the inline path tells them apart)
+ *    use whichever the process measured faster (copy_fast.c); every other
+ *    read of whole lines uses 64-byte loads.
  *  - Staging bytes in a bounce buffer costs about 0.2 us per call (the copy
  *    out of it waits for the load); a masked store of the loaded register
  *    does not.
@@ -337,6 +337,7 @@ static void engine_choose(void)
 	gdr_copy_routines_best(&engine);
 	gdr_fast_lines_to = engine.store64;
 	gdr_fast_lines_from = engine.load64;
+	gdr_poll_setup(engine.poll16);
 	atomic_store_explicit(&gdr_copy_fast_ok, gdr_arch_fast_path_ok(), memory_order_release);
 	gdr_info("copy engine: %s: stores to WC memory with %s, loads with %s", engine.name, engine.store_desc,
 		 engine.load_desc);

@@ -39,6 +39,7 @@ struct gdr_copy_routines {
 	gdr_block_copy_fn load16, load32, load64;
 	gdr_part_load_fn load16_part;	/* NULL: a bounce buffer does the job */
 	gdr_small_read_fn small_read;	/* NULL: the general path */
+	gdr_block_copy_fn poll16;	/* whole lines, 16-byte loads each stored at once (copy_fast.c); NULL: none */
 };
 
 /* Names GDRCOPY_COPY_ROUTINE accepts, NULL-terminated; "auto" is the default. */
@@ -61,6 +62,9 @@ void gdr_arch_store_fence(void);
 /* Whether copy_fast.h's inline path may run (x86: SSE4.1). */
 bool gdr_arch_fast_path_ok(void);
 void gdr_arch_full_fence(void);
+
+/* Polls of whole lines (copy_fast.c): the engine's 16-byte poll routine (NULL: none), GDRCOPY_POLL_READS. */
+void gdr_poll_setup(gdr_block_copy_fn poll16);
 
 /* Portable 16-byte routines (two 8-byte volatile accesses), usable on every arch. */
 void gdr_generic_store16(void *dst, const void *src, size_t n);

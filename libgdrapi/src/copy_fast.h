@@ -33,6 +33,28 @@ extern atomic_int gdr_live_mapping_types;
 #if defined(__x86_64__)
 #include <emmintrin.h>
 
+/*
+ * Polls (copy_fast.c): a read of the same whole lines as this thread's
+ * previous one, begun within GDR_POLL_GAP_TICKS of it (a few microseconds at
+ * any TSC rate: a few PCIe round trips).  Which loads they use is timed once
+ * per process; until then, and for every other read, 64-byte loads.
+ */
+#define GDR_POLL_GAP_TICKS 10000
+enum { GDR_POLL_UNDECIDED, GDR_POLL_LINES, GDR_POLL_BLOCKS };
+struct gdr_poll_watch {
+	const void *src;
+	uint64_t tsc;
+};
+extern __thread struct gdr_poll_watch gdr_poll_watch;
+extern atomic_int gdr_poll_method;
+/* 16-byte streaming loads of whole lines, each stored at once: the other kind of poll. */
+extern gdr_block_copy_fn gdr_fast_poll_from;
+void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
+/* GDRCOPY_POLL_READS's value (NULL: unset) to a GDR_POLL_*; can_time false: always lines. */
+int gdr_poll_method_from_env(const char *value, bool can_time);
+/* The decision from both kinds' poll periods (medians; sorts the arrays). */
+int gdr_poll_choose(uint32_t *lines_ticks, unsigned int n_lines, uint32_t *blocks_ticks, unsigned int n_blocks);
+
 /* MOVNTDQA (SSE4.1, checked at init) as asm: inlinable at the baseline ISA. */
 static inline __m128i gdr_fast_stream_load16(const void *block)
 {
@@ -40,6 +62,32 @@ static inline __m128i gdr_fast_stream_load16(const void *block)
 
 	__asm__ volatile("movntdqa %1, %0" : "=x"(v) : "m"(*(const __m128i *)block));
 	return v;
+}
+
+/* Whole lines from the mapping: a poll goes the way copy_fast.c decided, anything else with 64-byte loads. */
+static inline void gdr_fast_read_lines(void *dst, const void *src, size_t n)
+{
+	int method = atomic_load_explicit(&gdr_poll_method, memory_order_relaxed);
+	struct gdr_poll_watch *watch;
+	uint64_t now, since_last;
+	bool again;
+
+	if (method == GDR_POLL_LINES) {
+		gdr_fast_lines_from(dst, src, n);	/* decided: no watch to keep */
+		return;
+	}
+	watch = &gdr_poll_watch;
+	now = __builtin_ia32_rdtsc();
+	since_last = now - watch->tsc;
+	again = watch->src == src;
+	watch->src = src;
+	watch->tsc = now;
+	if (!again || since_last >= GDR_POLL_GAP_TICKS)
+		gdr_fast_lines_from(dst, src, n);
+	else if (method == GDR_POLL_BLOCKS)
+		gdr_fast_poll_from(dst, src, n);
+	else
+		gdr_poll_read(dst, src, n, since_last);	/* still timing both kinds */
 }
 
 /* True when the copy was done here (fence included); false: take the general path. */
@@ -78,7 +126,10 @@ static inline bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void 
 			}
 		}
 	} else if (n >= 64 && !((wc | n) & 63) && lines) {
-		lines(dst, src, n);
+		if (to_mapping)
+			lines(dst, src, n);
+		else
+			gdr_fast_read_lines(dst, src, n);
 	} else if (n > 64 || ((wc | n) & 15)) {
 		return false;
 	} else if (to_mapping) {

@@ -127,6 +127,16 @@ __attribute__((target("sse4.1"))) static void load16_sse41(void *dst, const void
 }
 
 /* Without SSE4.1 there is no streaming load: plain aligned 16-byte loads. */
+/* For polls (copy_fast.c): each load stored at once, so a poll's loads overlap the next poll's. */
+__attribute__((target("sse4.1"))) static void poll16_sse41(void *dst, const void *src, size_t n)
+{
+	__m128i *d = dst;
+	__m128i *s = (__m128i *)src;
+
+	for (; n; n -= 16, d++, s++)
+		_mm_storeu_si128(d, _mm_stream_load_si128(s));
+}
+
 static void load16_sse2(void *dst, const void *src, size_t n)
 {
 	__m128i *d = dst;
@@ -357,6 +367,7 @@ void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 	if (f->avx512f && f->avx2) {
 		gdr_arch_copy_routines_get("avx512", r);
 		r->load16 = f->sse41 ? load16_sse41 : load16_sse2;
+		r->poll16 = f->sse41 ? poll16_sse41 : NULL;
 		r->load32 = NULL;
 		r->load_desc = r->load16_part ?
 			"AVX-512 VMOVNTDQA (64 B) for whole lines, SSE4.1 MOVNTDQA for parts and polls, masked stores" :

@@ -390,6 +390,13 @@ def test_a_driver_package_that_does_not_build_for_the_kernel_is_a_named_skip(
     assert run.nvidia_layer(0.0) is False and engine.removed == 1
     assert run.result.skipped and not run.result.failed
     assert error in run.result.skip_reason() and "nothing of ours ran" in run.result.skip_reason()
+    # A layer script that exits 3 without its reason line still skips, naming the package and the output.
+    terse = LayerEngine(runner.DRIVER_DOES_NOT_BUILD, f"{error}\n")
+    quiet = runner.EntryRun(entry, terse, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    quiet.abi, quiet.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
+    assert quiet.nvidia_layer(0.0) is False and quiet.result.skipped and not quiet.result.failed
+    reason = quiet.result.skip_reason()
+    assert "nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64" in reason and error in reason
     # Any other failure of the layer stays a failure.
     failing = LayerEngine(1, "E: Unable to locate package\n")
     other = runner.EntryRun(entry, failing, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]

@@ -240,6 +240,74 @@ static void test_inline_fast_path(void **state)
 	print_message("inline path taken for %zu of the copies tried\n", taken);
 }
 
+#if defined(__x86_64__)
+/*
+ * Polls (copy_fast.c): re-reading the same lines back to back must return
+ * what the source holds at each call, whichever kind of load the poll uses
+ * and while the first polls of the process time both kinds; and the timing
+ * must end in a decision.
+ */
+static void poll_and_check(unsigned char *dst, unsigned char *src, size_t n, unsigned int polls)
+{
+	unsigned int i;
+
+	for (i = 0; i < polls; i++) {
+		memset(src, (int)(i & 0xff), n);
+		assert_true(gdr_copy_fast(GDR_MAPPING_TYPE_WC, false, dst, src, n));
+		assert_memory_equal(dst, src, n);
+	}
+}
+
+static void test_polls(void **state)
+{
+	unsigned char *dst = dst_buf + GUARD, *src = src_buf + 64 * 8;
+	static const int methods[] = { GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_UNDECIDED };
+	unsigned char pattern[GDR_FAST_LINES_MAX];
+	size_t n;
+	unsigned int m;
+
+	(void)state;
+	memcpy(pattern, src, sizeof(pattern));	/* the other tests' source bytes, put back at the end */
+	gdr_copy_engine_init();
+	if (!atomic_load(&gdr_copy_fast_ok) || !gdr_fast_lines_from || !gdr_fast_poll_from) {
+		print_message("skipped: this CPU has no inline path with both kinds of polling loads (SSE4.1 and AVX-512)\n");
+		skip();
+	}
+	for (m = 0; m < 3; m++) {
+		atomic_store(&gdr_poll_method, methods[m]);
+		for (n = 64; n <= GDR_FAST_LINES_MAX; n += 64) {
+			poll_and_check(dst, src, n, 400);
+			assert_memory_equal(dst + n, guard_bytes, GUARD);
+			memset(dst, GUARD_BYTE, n);
+		}
+	}
+	/* The UNDECIDED rounds above ran the whole calibration (a few hundred polls). */
+	assert_int_not_equal(atomic_load(&gdr_poll_method), GDR_POLL_UNDECIDED);
+	print_message("polls: the calibration chose %s loads\n",
+		      atomic_load(&gdr_poll_method) == GDR_POLL_BLOCKS ? "16-byte" : "64-byte");
+	memcpy(src, pattern, sizeof(pattern));
+}
+
+static void test_poll_choice(void **state)
+{
+	uint32_t lines[5] = { 1000, 1100, 900, 5000, 1000 }, blocks[5] = { 300, 320, 9000, 310, 330 };
+	uint32_t close[3] = { 950, 900, 1000 };
+
+	(void)state;
+	assert_int_equal(gdr_poll_choose(lines, 5, blocks, 5), GDR_POLL_BLOCKS);
+	assert_int_equal(gdr_poll_choose(blocks, 5, lines, 5), GDR_POLL_LINES);
+	/* Not a fifth faster: 64-byte loads stay. */
+	assert_int_equal(gdr_poll_choose(lines, 5, close, 3), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_choose(lines, 0, blocks, 5), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_method_from_env(NULL, true), GDR_POLL_UNDECIDED);
+	assert_int_equal(gdr_poll_method_from_env("auto", true), GDR_POLL_UNDECIDED);
+	assert_int_equal(gdr_poll_method_from_env("lines", true), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_method_from_env("blocks", true), GDR_POLL_BLOCKS);
+	assert_int_equal(gdr_poll_method_from_env("blocks", false), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_method_from_env("sideways", true), GDR_POLL_UNDECIDED);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,6 +321,10 @@ int main(void)
 		cmocka_unit_test(test_copy_by_type),
 		cmocka_unit_test(test_inline_fast_path),
 		cmocka_unit_test(test_unknown_routine_name),
+#if defined(__x86_64__)
+		cmocka_unit_test(test_poll_choice),
+		cmocka_unit_test(test_polls),
+#endif
 	};
 
 	enable_library_logging();

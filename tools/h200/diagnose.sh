@@ -14,7 +14,7 @@ export LD_LIBRARY_PATH=$PWD/libgdrapi/build
 export GDRCOPY_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 src=libgdrapi/src
-cc -O2 -o /tmp/engine_probe "$here/engine_probe.c" $src/copy.c $src/copy_x86.c $src/copy_generic.c $src/log.c \
+cc -O2 -o /tmp/engine_probe "$here/engine_probe.c" $src/copy.c $src/copy_fast.c $src/copy_x86.c $src/copy_generic.c $src/log.c \
 	-Iinclude -I$src -I/usr/local/cuda/include \
 	-Llibgdrapi/build -lgdrapi -L/usr/local/nvidia/lib64 -lcuda -lpthread || exit 1
 

@@ -7,7 +7,7 @@
  * plain loops with and without each kind of fence.  Rounds are interleaved
  * across variants; the output is the median and range per variant and size.
  *
- *   cc -O2 -o engine_probe tools/h200/engine_probe.c libgdrapi/src/{copy,copy_x86,copy_generic,log}.c \
+ *   cc -O2 -o engine_probe tools/h200/engine_probe.c libgdrapi/src/{copy,copy_fast,copy_x86,copy_generic,log}.c \
  *      -Iinclude -Ilibgdrapi/src -I/usr/local/cuda/include \
  *      -Llibgdrapi/build -lgdrapi -L/usr/local/nvidia/lib64 -lcuda -lpthread
  * (the engine's sources are linked in as well, to time its layers one by one)
@@ -110,6 +110,27 @@ __attribute__((target("sse4.1"))) static void ntload16_deep(char *d, char *s, si
 	ntload16x4(d, s, n);
 }
 
+/* Ordinary (not streaming) 64-byte loads: they bypass the streaming-load buffer. */
+__attribute__((target("avx512f"))) static void plainload64(char *d, char *s, size_t n)
+{
+	for (; n >= 64; n -= 64, d += 64, s += 64) {
+		__m512i v;
+
+		__asm__ volatile("vmovdqu64 (%1), %0" : "=v"(v) : "r"(s) : "memory");
+		_mm512_storeu_si512(d, v);
+	}
+	ntload16(d, s, n);
+}
+
+/* Evict the lines just read instead of fencing: does that drop the streaming-load buffer? */
+__attribute__((target("clflushopt"))) static void flush_lines(char *s, size_t n)
+{
+	size_t off;
+
+	for (off = 0; off < n; off += 64)
+		_mm_clflushopt(s + off);
+}
+
 static void r_lib(size_t n) { gdr_copy_from_mapping(mh, host, target(n), n); }
 static void r_type(size_t n) { gdr_copy_from_mapped_memory(GDR_MAPPING_TYPE_WC, host, target(n), n); }
 static void r_nt(size_t n) { ntload16(host, target(n), n); }
@@ -121,6 +142,27 @@ static void r_nt64_sfence(size_t n) { ntload64(host, target(n), n); _mm_sfence()
 static void r_nt64_nofence(size_t n) { ntload64(host, target(n), n); }
 static void r_nt32_sfence(size_t n) { ntload32(host, target(n), n); _mm_sfence(); }
 static void r_nt16deep_sfence(size_t n) { ntload16_deep(host, target(n), n); _mm_sfence(); }
+static void r_plain64_nofence(size_t n) { plainload64(host, target(n), n); }
+static void r_plain64_sfence(size_t n) { plainload64(host, target(n), n); _mm_sfence(); }
+static void r_nt64_clflushopt(size_t n)
+{
+	char *s = target(n);
+
+	ntload64(host, s, n);
+	flush_lines(s, n);
+}
+/* Streaming and ordinary loads by turns: two kinds of buffer, so two reads of a line in flight? */
+static void r_nt64_plain64_alternate(size_t n)
+{
+	static unsigned turn;
+
+	if (turn++ & 1)
+		plainload64(host, target(n), n);
+	else {
+		ntload64(host, target(n), n);
+		_mm_sfence();
+	}
+}
 static void r_bounce_sfence(size_t n)
 {
 	_Alignas(64) char bounce[4096];
@@ -206,6 +248,10 @@ static const struct variant variants[] = {
 	{ "read ntload64 nofence", r_nt64_nofence, 0, 16 },
 	{ "read ntload32 sfence", r_nt32_sfence, 0, 16 },
 	{ "read ntload16 deep sfence", r_nt16deep_sfence, 0, 16 },
+	{ "read plain64 nofence", r_plain64_nofence, 0, 16 },
+	{ "read plain64 sfence", r_plain64_sfence, 0, 16 },
+	{ "read ntload64 clflushopt", r_nt64_clflushopt, 0, 16 },
+	{ "read ntload64/plain64 by turns", r_nt64_plain64_alternate, 0, 16 },
 	{ "read bounce+memcpy sfence", r_bounce_sfence, 0, 16 },
 	{ "read memcpy", r_memcpy, 0, 1 },
 	{ "read engine core (linked in)", r_engine_core, 0, 1 },

@@ -45,8 +45,15 @@ all_cores="taskset -c 0-15"
 step "benchmarks: $ROUNDS interleaved rounds"
 for round in $(seq 1 "$ROUNDS"); do
 	step "round $round: copylat 1 B - 64 KiB, back to back and single calls, with memcpy, the stream loop and cuMemcpy"
-	$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 64K -w 2000 -r 400 -m both -c -p -j \
+	# Info logging: the engine's log says which loads its polls settled on (copy_fast.c).
+	GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 \
+		$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 64K -w 2000 -r 400 -m both -c -p -j \
 		> "$OUT/copylat-small-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat small: exit $?" >> "$OUT/errors.txt"
+	step "round $round: polls with each kind of load forced (GDRCOPY_POLL_READS), against the choice above"
+	for kind in lines blocks; do
+		GDRCOPY_POLL_READS=$kind $single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 512 -w 2000 -r 400 -m both -j \
+			> "$OUT/poll-$kind-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "poll $kind: exit $?" >> "$OUT/errors.txt"
+	done
 	step "round $round: copylat up to 16 MiB"
 	$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 16M -w 50 -r 5 -c -p -j \
 		> "$OUT/copylat-large-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat large: exit $?" >> "$OUT/errors.txt"
@@ -69,4 +76,5 @@ tail -n 3 "$OUT/no-backend.txt" "$OUT/sanity.txt"
 grep -E "^(Total|waived|failed):" "$OUT/sanity.txt"
 if [ -f "$OUT/errors.txt" ]; then cat "$OUT/errors.txt"; fi
 grep -h -E "Round-trip|ERROR" "$OUT/pplat.txt"
+grep -h "polls of whole lines" "$OUT/copylat.txt"
 if [ -n "$ARCHIVE_DIR" ]; then tar -C "$OUT" -czf "$ARCHIVE_DIR/results.tgz" .; fi

@@ -79,6 +79,30 @@ def copylat_tables(results: Path) -> list[str]:
     return lines
 
 
+def poll_table(results: Path) -> list[str]:
+    """Reads of whole lines back to back and single: the engine's own choice against each kind forced."""
+    figures: dict[tuple[str, int, str], list[float]] = defaultdict(list)
+    sources = [("auto (chosen)", p) for p in results.glob("copylat-small-*.jsonl")]
+    sources += [(p.name.split("-")[1], p) for p in results.glob("poll-*-*.jsonl")]
+    for kind, path in sources:
+        for rec in records(path):
+            if rec.get("test") == "gdr_copy_from_mapping" and 64 <= rec["size"] <= 512:
+                figures[(rec.get("mode", "b2b"), rec["size"], kind)].append(rec["median_us"])
+    if not any(k[2] != "auto (chosen)" for k in figures):
+        return []
+    kinds = ("auto (chosen)", "lines", "blocks")
+    lines = [
+        "\n### Reads of whole lines, GDRCOPY_POLL_READS (µs per call)\n",
+        "| mode | size | " + " | ".join(kinds) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in kinds) + " |",
+    ]
+    for mode, size in sorted({(k[0], k[1]) for k in figures}):
+        lines.append(
+            f"| {mode} | {size_name(size)} | " + " | ".join(cell(figures[(mode, size, k)]) for k in kinds) + " |"
+        )
+    return lines
+
+
 def parallel_table(results: Path) -> list[str]:
     rates: dict[tuple[int, str], list[float]] = defaultdict(list)
     for path in sorted(results.glob("parallel-*-*.jsonl")):
@@ -119,7 +143,7 @@ def main() -> int:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     results = Path(sys.argv[1])
-    lines = copylat_tables(results) + parallel_table(results) + pplat_table(results)
+    lines = copylat_tables(results) + poll_table(results) + parallel_table(results) + pplat_table(results)
     if not lines:
         print(f"no results in {results}: expected copylat-*.jsonl, parallel-*.jsonl, pplat-*.jsonl", file=sys.stderr)
         return 1

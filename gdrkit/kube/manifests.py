@@ -1,0 +1,330 @@
+"""The Kubernetes manifests: rendered from templates/kube/, committed under deploy/kubernetes/, validated offline.
+
+`render()` returns every file (path below deploy/kubernetes/ -> text) from the
+one set of facts: the version (gdrkit.version), the image names and tags
+(gdrkit.kube.images), the CDI name and the module options
+(packages/gdrcopy.yaml).  `./toolkit k8s-manifests` writes them; the test
+suite fails when the committed files differ from a fresh render.
+
+`validate()` checks each Kubernetes object against the schemas of the
+Kubernetes release given, offline, with kubernetes-validate (PyPI), in
+strict mode (unknown fields are errors).  Objects of kinds the built-in
+schemas do not have (the KMM `Module`, a custom resource) and kustomize files
+are reported as not validated, with why; the KMM Module is then checked
+against what we know of it (its images are the ones build-image makes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gdrkit import version
+from gdrkit.distro import debian
+from gdrkit.kube import images
+from gdrkit.packaging import model
+from gdrkit.packaging import render as pkg_render
+from gdrkit.system import die
+from gdrkit.version import REPO_ROOT
+
+OUTPUT_DIR = REPO_ROOT / "deploy" / "kubernetes"
+NAMESPACE = "gdrcopy"
+LOADER_NAME = "gdrcopy-loader"
+# The GPU Operator validator's check for gdrdrv (also the loader's readiness).
+VALIDATOR_CHECK = "lsmod | grep -E '^gdrdrv\\s'"
+# Labels of GPU nodes: GPU feature discovery's, else node feature discovery's (NVIDIA's PCI vendor id).
+GPU_NODE_LABELS = (("nvidia.com/gpu.present", "true"), ("feature.node.kubernetes.io/pci-10de.present", "true"))
+# The Kubernetes release the manifests are validated against: the oldest
+# still supported upstream when written; kubernetes-validate ships its schemas.
+KUBERNETES_VERSION = "1.32.0"
+EXAMPLE_IMAGE = "registry.example.org/cuda-app-with-libgdrapi:latest"
+
+
+def default_node() -> images.NodeOs:
+    """The node OS of the base manifests: the Debian release this project's build host runs."""
+    codename = debian.DEFAULT_DEBIAN_RELEASE.codename
+    return next(node for node in images.node_oses() if node.codename == codename)
+
+
+def driver_image(node: images.NodeOs, repository: str = images.DEFAULT_REPOSITORY) -> str:
+    return images.ImageSpec("driver", node, "", repository).tag
+
+
+def _environment() -> Any:
+    return pkg_render.environment()
+
+
+def module_options(description: model.Description) -> list[str]:
+    """gdrdrv's parameters as the packages' modprobe.d file gives them (the KMM Module passes them)."""
+    options = [f"{key}={value}" for key, value in description.kernel_module.options.items()]
+    return [*options, f"node_mode={description.device_node.mode.rjust(4, '0')}"]
+
+
+def render(kmm_kernels: Sequence[str] = (), repository: str = images.DEFAULT_REPOSITORY) -> dict[str, str]:
+    """Every manifest, by path below deploy/kubernetes/ (pure but for reading the description)."""
+    desc = model.load()
+    env = _environment()
+    node = default_node()
+    image = driver_image(node, repository)
+    image_name = image.rpartition(":")[0]
+    labels = "\n".join(
+        f"{key}: {value}"
+        for key, value in (
+            ("app.kubernetes.io/name", LOADER_NAME),
+            ("app.kubernetes.io/part-of", "gdrcopy"),
+            ("app.kubernetes.io/version", f'"{version.VERSION}"'),
+        )
+    )
+    common = {
+        "namespace": NAMESPACE,
+        "version": version.VERSION,
+        "cdi": desc.device_node.kubernetes_cdi,
+        "node_name": desc.device_node.name,
+    }
+    files = {
+        "loader/namespace.yaml": env.get_template("kube/namespace.yaml.j2").render(common),
+        "loader/daemonset.yaml": env.get_template("kube/daemonset.yaml.j2").render(
+            common,
+            name=LOADER_NAME,
+            labels=labels,
+            image=image,
+            validator=VALIDATOR_CHECK,
+            gpu_node_labels=GPU_NODE_LABELS,
+        ),
+        "loader/kustomization.yaml": env.get_template("kube/kustomization-base.yaml.j2").render(common),
+        "examples/pod-cdi.yaml": env.get_template("kube/pod-cdi.yaml.j2").render(common, example_image=EXAMPLE_IMAGE),
+        "gpu-operator/values.yaml": env.get_template("kube/gpu-operator-values.yaml.j2").render(
+            common, repository=repository, image_name_short=images.DRIVER_IMAGE
+        ),
+    }
+    for other in images.node_oses():
+        if other == node or other.family.package_type != "deb":
+            continue
+        tag = driver_image(other, repository).rpartition(":")[2]
+        files[f"overlays/{other.tag}/kustomization.yaml"] = env.get_template(
+            "kube/kustomization-overlay.yaml.j2"
+        ).render(common, os_tag=other.tag, image_name=image_name, tag=tag)
+    kmm_images = [(kver, images.ImageSpec("kmm", node, kver, repository).tag) for kver in kmm_kernels]
+    # Any other kernel: KMM puts the node's kernel into the tag (right where it needs no `+` -> `_`).
+    generic = images.ImageSpec("kmm", node, "${KERNEL_FULL_VERSION}", repository).tag
+    files["kmm/module.yaml"] = env.get_template("kube/kmm-module.yaml.j2").render(
+        common, module_options=module_options(desc), kmm_images=kmm_images, generic_image=generic
+    )
+    return files
+
+
+def write(output: Path = OUTPUT_DIR, files: Mapping[str, str] | None = None) -> list[Path]:
+    """Write the rendered manifests below `output`; returns the paths written."""
+    written = []
+    for relative, text in (files or render()).items():
+        path = output / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def stale(output: Path = OUTPUT_DIR) -> list[str]:
+    """The committed manifests that differ from a fresh render (or are missing, or left over)."""
+    wanted = render()
+    found = []
+    for relative, text in wanted.items():
+        path = output / relative
+        if not path.exists() or path.read_text() != text:
+            found.append(relative)
+    present = {str(p.relative_to(output)) for p in output.rglob("*.yaml")} if output.exists() else set()
+    found += sorted(present - set(wanted))
+    return found
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One object's validation: valid, invalid (with the error) or not validated (with why)."""
+
+    path: str
+    kind: str
+    name: str
+    status: str  # "valid", "invalid", "not validated"
+    detail: str = ""
+
+    def line(self) -> str:
+        detail = f": {self.detail}" if self.detail else ""
+        return f"{self.status:<13} {self.path} {self.kind}/{self.name}{detail}"
+
+
+def documents(files: Mapping[str, str]) -> Iterable[tuple[str, dict[str, Any]]]:
+    for path, text in files.items():
+        for doc in yaml.safe_load_all(text):
+            if doc is not None:
+                yield path, doc
+
+
+def validate(files: Mapping[str, str], kubernetes_version: str = KUBERNETES_VERSION) -> list[Verdict]:
+    """Each object of `files` against the Kubernetes schemas of `kubernetes_version`, strictly."""
+    try:
+        import kubernetes_validate
+    except ImportError as error:
+        raise die(
+            f"kubernetes-validate is not installed ({error})", "run ./toolkit once: it installs requirements.txt"
+        ) from None
+    verdicts = []
+    for path, doc in documents(files):
+        kind = str(doc.get("kind", "?"))
+        name = str((doc.get("metadata") or {}).get("name", "-"))
+        api = str(doc.get("apiVersion", ""))
+        if path.startswith("gpu-operator/"):
+            verdicts.append(
+                Verdict(
+                    path,
+                    "HelmValues",
+                    "gpu-operator",
+                    "not validated",
+                    "Helm values of the GPU Operator chart, not a Kubernetes object",
+                )
+            )
+            continue
+        if api.startswith("kustomize.config.k8s.io/"):
+            verdicts.append(
+                Verdict(
+                    path,
+                    kind,
+                    name,
+                    "not validated",
+                    "a kustomize file, read by kubectl apply -k, not sent to the cluster",
+                )
+            )
+            continue
+        try:
+            kubernetes_validate.validate(doc, kubernetes_version, strict=True)
+            verdicts.append(Verdict(path, kind, name, "valid", f"Kubernetes {kubernetes_version} schema, strict"))
+        except kubernetes_validate.SchemaNotFoundError:
+            verdicts.append(
+                Verdict(
+                    path,
+                    kind,
+                    name,
+                    "not validated",
+                    f"{api} {kind} is a custom resource: the built-in schemas do not have it",
+                )
+            )
+        except kubernetes_validate.ValidationError as error:
+            where = "/".join(str(part) for part in error.path)
+            verdicts.append(Verdict(path, kind, name, "invalid", f"{where}: {error.message}"))
+    return verdicts
+
+
+def kmm_images(kmm_kernels: Sequence[str] = (), repository: str = images.DEFAULT_REPOSITORY) -> dict[str, str]:
+    """The kernel -> image mappings the KMM Module should have (literal ones, then the generic regexp)."""
+    node = default_node()
+    found = {kver: images.ImageSpec("kmm", node, kver, repository).tag for kver in kmm_kernels}
+    found["^.+$"] = images.ImageSpec("kmm", node, "${KERNEL_FULL_VERSION}", repository).tag
+    return found
+
+
+def check_kmm_module(doc: Mapping[str, Any], expected_images: Mapping[str, str]) -> list[str]:
+    """What is wrong with the KMM Module `doc` (empty: nothing): the fields KMM reads, and our images."""
+    problems = []
+    if doc.get("apiVersion") != "kmm.sigs.x-k8s.io/v1beta1" or doc.get("kind") != "Module":
+        problems.append(f"not a KMM v1beta1 Module: {doc.get('apiVersion')} {doc.get('kind')}")
+    container = (((doc.get("spec") or {}).get("moduleLoader") or {}).get("container")) or {}
+    if (container.get("modprobe") or {}).get("moduleName") != "gdrdrv":
+        problems.append("spec.moduleLoader.container.modprobe.moduleName is not gdrdrv")
+    mappings = {
+        str(m.get("literal") or m.get("regexp")): str(m.get("containerImage"))
+        for m in container.get("kernelMappings") or []
+    }
+    if mappings != dict(expected_images):
+        problems.append(f"kernelMappings {mappings} are not the KMM images build-image makes {dict(expected_images)}")
+    if not (doc.get("spec") or {}).get("selector"):
+        problems.append("no spec.selector: KMM would pick no nodes")
+    return problems
+
+
+# The kustomize fields our overlays use; build_kustomization() refuses others.
+KUSTOMIZE_FIELDS = frozenset({"apiVersion", "kind", "resources", "images"})
+
+
+def build_kustomization(files: Mapping[str, str], directory: str) -> dict[str, str]:
+    """What `kubectl apply -k <directory>` would send, for the kustomize subset our files use (pure).
+
+    `resources` (files, or directories with their own kustomization.yaml)
+    and `images` (name -> newName/newTag in every container and init
+    container) are applied as kustomize applies them; any other field is
+    refused rather than ignored.  Returns the objects by their source path.
+    """
+    path = f"{directory.rstrip('/')}/kustomization.yaml"
+    if path not in files:
+        raise die(f"no {path} among the manifests")
+    spec = yaml.safe_load(files[path])
+    unknown = set(spec) - KUSTOMIZE_FIELDS
+    if unknown:
+        raise die(
+            f"{path} uses kustomize fields {sorted(unknown)} that this check does not apply",
+            "render with kubectl kustomize",
+        )
+    out: dict[str, str] = {}
+    for resource in spec.get("resources") or []:
+        target = _normalize(f"{directory}/{resource}")
+        if f"{target}/kustomization.yaml" in files:
+            out.update(build_kustomization(files, target))
+        elif target in files:
+            out[target] = files[target]
+        else:
+            raise die(f"{path} names {resource}, which is not among the manifests")
+    for image in spec.get("images") or []:
+        out = {name: _retag(text, image) for name, text in out.items()}
+    return out
+
+
+def _normalize(path: str) -> str:
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if not parts:
+                raise die(f"{path} leaves deploy/kubernetes/")
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def _retag(text: str, image: Mapping[str, str]) -> str:
+    """`text`'s objects with kustomize's `images` entry applied to their pod templates."""
+    docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    for doc in docs:
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or doc.get("spec") or {}
+        for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            name = str(container.get("image", "")).rpartition(":")[0] or container.get("image")
+            if name == image["name"]:
+                container["image"] = f"{image.get('newName', name)}:{image['newTag']}"
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def kustomize_dirs(files: Mapping[str, str]) -> list[str]:
+    return sorted(path.rpartition("/")[0] for path in files if path.endswith("kustomization.yaml"))
+
+
+def validate_all(files: Mapping[str, str], kubernetes_version: str = KUBERNETES_VERSION) -> list[Verdict]:
+    """validate() of the files, then of what each kustomize directory renders to (`dir => path`)."""
+    verdicts = validate(files, kubernetes_version)
+    for directory in kustomize_dirs(files):
+        rendered = build_kustomization(files, directory)
+        for verdict in validate(rendered, kubernetes_version):
+            images_used = _images(rendered[verdict.path])
+            detail = f"{verdict.detail}; images {', '.join(images_used)}" if images_used else verdict.detail
+            verdicts.append(
+                Verdict(f"{directory} => {verdict.path}", verdict.kind, verdict.name, verdict.status, detail)
+            )
+    return verdicts
+
+
+def _images(text: str) -> list[str]:
+    found = []
+    for doc in yaml.safe_load_all(text):
+        pod = (((doc or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        found += [str(c.get("image")) for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]]
+    return sorted(set(found))

@@ -1,0 +1,402 @@
+#!/bin/bash
+# nvidia-gdrcopy-driver: loads gdrdrv on a Kubernetes node, as the GPU
+# Operator's gdrcopy sidecar (nvidia-gdrcopy-ctr) and the standalone loader's
+# init container expect.  Installed as /usr/local/bin/nvidia-gdrcopy-driver in
+# the images `./toolkit build-image` makes (gdrkit/kube/images.py).
+#
+#   install  wait for the NVIDIA driver, build gdrdrv against its sources (or
+#            take the prebuilt module for the running kernel), load it, then
+#            wait; on TERM or INT unload it if nothing holds it, and exit 0
+#   load     the same without the waiting at the end (init containers)
+#   watch    wait, unprivileged, until TERM; exit 1 if gdrdrv goes away (the
+#            standalone loader's long-running container; it unloads nothing)
+#   unload   unload gdrdrv if its refcount is 0; leave it loaded otherwise
+#   status   exit 0 when gdrdrv is loaded (the operator validator's check)
+#   cdi DIR  write our CDI spec (nvidia.com/gdrcopy=all) into DIR, unless a
+#            spec there or in the other CDI directories already has that kind
+#
+# Environment (defaults in brackets):
+#   NVIDIA_DRIVER_ROOT     the NVIDIA driver's root filesystem [/run/nvidia/driver];
+#                          "/" or a host mount (/host) for a driver installed on the host
+#   NVIDIA_MODULE          the module to wait for [nvidia]
+#   NVIDIA_DRIVER_VERSION  which /usr/src/nvidia-<version> to build against
+#                          [the loaded module's version, else the only one there]
+#   GDRCOPY_NVIDIA_FLAVOUR open, proprietary or auto [auto: the loaded module's
+#                          taint, else the driver branch (560 and newer: open)]
+#   GDRCOPY_KDIR           kernel build tree [/lib/modules/<kver>/build here, else
+#                          the driver root's]
+#   GDRCOPY_MODULE_ARGS    gdrdrv parameters added after modprobe.d's options
+#   GDRCOPY_WAIT_TIMEOUT   seconds to wait for the driver, 0 = forever [0]
+#   GDRCOPY_POLL_INTERVAL  seconds between checks [5]
+#   GDRCOPY_CDI_DIR        after loading, write the CDI spec there (as `cdi DIR`) [none]
+#   GDRCOPY_CDI_SEARCH     where other CDI specs are looked for [/etc/cdi /var/run/cdi]
+# Tests point these at fake trees: GDRCOPY_SYSFS [/sys], GDRCOPY_PROC [/proc],
+# GDRCOPY_CDI_SPEC [the image's spec].
+#
+# Every step logs one line "nvidia-gdrcopy-driver: <step>: ..." so that the
+# pod's log says where it stopped.
+
+set -euo pipefail
+
+NAME=nvidia-gdrcopy-driver
+MODULE=gdrdrv
+DRIVER_ROOT=${NVIDIA_DRIVER_ROOT:-/run/nvidia/driver}
+NVIDIA_MODULE=${NVIDIA_MODULE:-nvidia}
+SYSFS=${GDRCOPY_SYSFS:-/sys}
+PROC=${GDRCOPY_PROC:-/proc}
+POLL=${GDRCOPY_POLL_INTERVAL:-5}
+WAIT_TIMEOUT=${GDRCOPY_WAIT_TIMEOUT:-0}
+BUILD_DIR=${GDRCOPY_BUILD_DIR:-/var/lib/gdrcopy/build}
+CDI_SPEC=${GDRCOPY_CDI_SPEC:-/usr/share/gdrcopy/cdi/nvidia.com-gdrcopy.yaml}
+CDI_DIRS=${GDRCOPY_CDI_SEARCH:-/etc/cdi /var/run/cdi}
+
+# On stderr: stdout carries the values the functions return.
+log() { echo "$NAME: $1: $2" >&2; }
+fail() {
+	log "$1" "FAILED: $2"
+	exit 1
+}
+
+module_loaded() { grep -q "^$1 " "$PROC/modules"; }
+
+unload_on_term=""
+
+# Sleep in the background so that a signal is handled at once, not after the sleep.
+pause() {
+	sleep "$1" &
+	wait $! || true
+}
+
+# Leave no sleep behind when a signal ends us (every background job: a
+# signal can come before `$!` of the latest is known).
+stop_pause() {
+	local left
+	left=$(jobs -p)
+	if [ -n "$left" ]; then
+		# shellcheck disable=SC2086 # one pid per word
+		kill $left 2>/dev/null || true
+	fi
+}
+
+# Exit when TERM or INT arrives during the waits (before anything is loaded).
+stop_waiting() {
+	stop_pause
+	log term "signal before gdrdrv was loaded: nothing to unload"
+	exit 0
+}
+
+wait_for_driver() {
+	local waited=0 said=""
+	trap stop_waiting TERM INT
+	while :; do
+		if [ -d "$DRIVER_ROOT/usr/src" ] && module_loaded "$NVIDIA_MODULE"; then
+			log wait "module $NVIDIA_MODULE is loaded and $DRIVER_ROOT/usr/src exists (after ${waited}s)"
+			return 0
+		fi
+		if [ -z "$said" ]; then
+			log wait "waiting for module $NVIDIA_MODULE to be loaded and $DRIVER_ROOT/usr/src to exist"
+			said=1
+		fi
+		if [ "$WAIT_TIMEOUT" -gt 0 ] && [ "$waited" -ge "$WAIT_TIMEOUT" ]; then
+			fail wait "the NVIDIA driver did not appear within ${WAIT_TIMEOUT}s; is the driver container running?"
+		fi
+		pause "$POLL"
+		waited=$((waited + POLL))
+	done
+}
+
+driver_version() {
+	local version_file="$SYSFS/module/$NVIDIA_MODULE/version"
+	if [ -n "${NVIDIA_DRIVER_VERSION:-}" ]; then
+		echo "$NVIDIA_DRIVER_VERSION"
+	elif [ -r "$version_file" ]; then
+		cat "$version_file"
+	fi
+}
+
+# The driver's source directory: /usr/src/nvidia-<version> of the driver root.
+driver_sources() {
+	local version candidates=()
+	version=$(driver_version)
+	if [ -n "$version" ]; then
+		[ -d "$DRIVER_ROOT/usr/src/nvidia-$version" ] ||
+			fail sources "$DRIVER_ROOT/usr/src/nvidia-$version is missing (driver $version is loaded); mount the driver root at $DRIVER_ROOT"
+		echo "$DRIVER_ROOT/usr/src/nvidia-$version"
+		return 0
+	fi
+	for dir in "$DRIVER_ROOT"/usr/src/nvidia-*; do
+		[ -d "$dir" ] && candidates+=("$dir")
+	done
+	case ${#candidates[@]} in
+	1) echo "${candidates[0]}" ;;
+	0) fail sources "no $DRIVER_ROOT/usr/src/nvidia-* directory: mount the NVIDIA driver's root at $DRIVER_ROOT (NVIDIA_DRIVER_ROOT)" ;;
+	*) fail sources "several driver sources (${candidates[*]}) and $NVIDIA_MODULE reports no version: set NVIDIA_DRIVER_VERSION" ;;
+	esac
+}
+
+# open or proprietary.  The loaded module knows: a proprietary license taints
+# the kernel with P.  Without it, the branch decides: NVIDIA made the open
+# modules the default from 560 on, and before 515 there were none.
+choose_flavour() {
+	local requested=${GDRCOPY_NVIDIA_FLAVOUR:-auto} taint_file="$SYSFS/module/$NVIDIA_MODULE/taint" version major
+	case $requested in
+	open | proprietary)
+		echo "$requested requested (GDRCOPY_NVIDIA_FLAVOUR)"
+		return 0
+		;;
+	auto) ;;
+	*) fail flavour "GDRCOPY_NVIDIA_FLAVOUR=$requested: say open, proprietary or auto" ;;
+	esac
+	if [ -r "$taint_file" ]; then
+		if grep -q P "$taint_file"; then
+			echo "proprietary (module $NVIDIA_MODULE taints the kernel: $(cat "$taint_file"))"
+		else
+			echo "open (module $NVIDIA_MODULE is not proprietary: taint '$(cat "$taint_file")')"
+		fi
+		return 0
+	fi
+	version=$(driver_version)
+	major=${version%%.*}
+	case $major in
+	'' | *[!0-9]*) fail flavour "neither $taint_file nor a driver version tells the flavour: set GDRCOPY_NVIDIA_FLAVOUR" ;;
+	esac
+	if [ "$major" -ge 560 ]; then
+		echo "open (driver branch $major: open modules are the default from 560)"
+	else
+		echo "proprietary (driver branch $major: proprietary modules are the default before 560)"
+	fi
+}
+
+# The directory holding nv-p2p.h in the flavour's half of the driver sources
+# (kernel-open/ or kernel/), else anywhere in them.
+p2p_header_dir() {
+	local sources=$1 flavour=$2 half found
+	half=kernel
+	[ "$flavour" = open ] && half=kernel-open
+	for where in "$sources/$half" "$sources"; do
+		[ -d "$where" ] || continue
+		found=$(find "$where" -name nv-p2p.h -print -quit)
+		if [ -n "$found" ]; then
+			dirname "$found"
+			return 0
+		fi
+	done
+	fail sources "no nv-p2p.h under $sources; the driver root's sources are incomplete"
+}
+
+# The kernel build tree: ours, else the driver root's.  The driver root's
+# trees name each other by absolute paths (Debian's Makefile includes
+# /usr/src/linux-headers-<kver>-common), so their /usr/src entries are linked here.
+kernel_tree() {
+	local kver=$1 link target
+	if [ -n "${GDRCOPY_KDIR:-}" ]; then
+		echo "$GDRCOPY_KDIR"
+		return 0
+	fi
+	if [ -e "/lib/modules/$kver/build/Makefile" ]; then
+		echo "/lib/modules/$kver/build"
+		return 0
+	fi
+	link="$DRIVER_ROOT/lib/modules/$kver/build"
+	[ -L "$link" ] || [ -d "$link" ] ||
+		fail kernel "no kernel build tree for $kver here or in the driver root ($link): the driver container installs the headers; or set GDRCOPY_KDIR"
+	for entry in "$DRIVER_ROOT"/usr/src/*; do
+		[ -e "/usr/src/${entry##*/}" ] || ln -s "$entry" "/usr/src/${entry##*/}"
+	done
+	target=$(readlink "$link" || true)
+	case $target in
+	/*) echo "$DRIVER_ROOT$target" ;;
+	"") echo "$link" ;;
+	*) echo "$DRIVER_ROOT/lib/modules/$kver/$target" ;;
+	esac
+}
+
+# A prebuilt gdrdrv.ko for `kver` in this image, if any.
+prebuilt_module() {
+	local kver=$1
+	[ -d "/lib/modules/$kver" ] || return 0
+	find "/lib/modules/$kver" -name "$MODULE.ko*" -print -quit
+}
+
+build_module() {
+	local kver=$1 flavour=$2 sources header_dir kdir source_tree opensource=n
+	source_tree=$(find /usr/src -maxdepth 1 -name "$MODULE-*" -print -quit)
+	[ -n "$source_tree" ] || fail build "no /usr/src/$MODULE-* in this image and no prebuilt module for $kver: use the image built with the gdrdrv-dkms package"
+	if ! command -v make >/dev/null || ! command -v gcc >/dev/null; then
+		fail build "this image has no compiler and no prebuilt module for $kver: use the build image (<version>-<os>) or one precompiled for $kver"
+	fi
+	sources=$(driver_sources)
+	header_dir=$(p2p_header_dir "$sources" "$flavour")
+	kdir=$(kernel_tree "$kver")
+	[ "$flavour" = open ] && opensource=y
+	log build "gdrdrv from $source_tree for $kver: kernel tree $kdir, nv-p2p.h from $header_dir, NVIDIA_IS_OPENSOURCE=$opensource"
+	rm -rf "$BUILD_DIR"
+	mkdir -p "$BUILD_DIR"
+	cp -a "$source_tree/." "$BUILD_DIR/"
+	if ! make -C "$BUILD_DIR" KVER="$kver" KDIR="$kdir" NVIDIA_SRC_DIR="$header_dir" \
+		NVIDIA_IS_OPENSOURCE="$opensource" >"$BUILD_DIR/build.log" 2>&1; then
+		tail -n 40 "$BUILD_DIR/build.log" >&2
+		fail build "make failed (last lines above; whole log $BUILD_DIR/build.log)"
+	fi
+	echo "$BUILD_DIR/$MODULE.ko"
+}
+
+# gdrdrv's options as modprobe would give them (modprobe.d), then ours.
+module_options() {
+	local options
+	options=$(modprobe -c 2>/dev/null | awk -v m="$MODULE" '$1 == "options" && $2 == m { for (i = 3; i <= NF; i++) printf "%s ", $i }' || true)
+	echo "$options${GDRCOPY_MODULE_ARGS:-}"
+}
+
+# The flavour the module `ko` was built for, as "open" or "proprietary".
+module_flavour() {
+	case $(modinfo -F nvidia_flavor "$1" 2>/dev/null) in
+	opensource) echo open ;;
+	proprietary) echo proprietary ;;
+	*) echo unknown ;;
+	esac
+}
+
+load_module() {
+	local kver flavour_line flavour ko built options
+	kver=$(uname -r)
+	if module_loaded "$MODULE"; then
+		log load "$MODULE $(cat "$SYSFS/module/$MODULE/version" 2>/dev/null || echo '(version unknown)') is loaded already: using it"
+		return 0
+	fi
+	flavour_line=$(choose_flavour)
+	flavour=${flavour_line%% *}
+	log flavour "$flavour_line"
+	ko=$(prebuilt_module "$kver")
+	if [ -n "$ko" ]; then
+		built=$(module_flavour "$ko")
+		# An open-flavour gdrdrv uses GPL-only exports, which a proprietary driver refuses.
+		if [ "$built" = open ] && [ "$flavour" = proprietary ]; then
+			log module "prebuilt $ko is for the open driver, this one is proprietary: building instead"
+			ko=""
+		else
+			log module "prebuilt $ko for $kver ($built flavour)"
+		fi
+	fi
+	if [ -z "$ko" ]; then
+		ko=$(build_module "$kver" "$flavour")
+		log module "built $ko"
+	fi
+	options=$(module_options)
+	# From here on a TERM must unload what insmod loads (install mode), or
+	# the driver container could not unload nvidia under it.
+	if [ -n "$unload_on_term" ]; then
+		trap on_term TERM INT
+	fi
+	log load "insmod $ko $options"
+	# shellcheck disable=SC2086 # the options are separate words
+	insmod "$ko" $options || fail load "insmod failed; the kernel log (dmesg) says why"
+	module_loaded "$MODULE" || fail load "$MODULE is not in $PROC/modules after insmod"
+	log load "$MODULE $(cat "$SYSFS/module/$MODULE/version" 2>/dev/null) loaded; /dev/gdrdrv $([ -e /dev/gdrdrv ] && echo present || echo 'not seen here')"
+}
+
+# Unload gdrdrv only when nothing holds it: a process with /dev/gdrdrv open
+# (or pinned GPU memory) keeps it, and NVIDIA's driver stays loaded under it.
+unload_module() {
+	local refcnt
+	if ! module_loaded "$MODULE"; then
+		log unload "$MODULE is not loaded"
+		return 0
+	fi
+	refcnt=$(cat "$SYSFS/module/$MODULE/refcnt" 2>/dev/null || echo unknown)
+	if [ "$refcnt" != 0 ]; then
+		log unload "$MODULE is in use (refcount $refcnt): left loaded; stop what uses /dev/gdrdrv, then rmmod $MODULE"
+		return 0
+	fi
+	if rmmod "$MODULE"; then
+		log unload "$MODULE unloaded (refcount was 0)"
+	else
+		log unload "rmmod $MODULE failed; left loaded"
+	fi
+}
+
+on_term() {
+	stop_pause
+	log term "signal received"
+	unload_module
+	exit 0
+}
+
+# The standalone loader's long-running container: unprivileged, so it unloads nothing.
+watch_module() {
+	trap 'stop_pause; log term "signal received; gdrdrv stays loaded (the loader unloads nothing)"; exit 0' TERM INT
+	module_loaded "$MODULE" || fail watch "$MODULE is not loaded: the init container did not load it"
+	log watch "$MODULE is loaded; watching (readiness: lsmod | grep -E '^$MODULE\\s')"
+	while :; do
+		pause "$POLL"
+		module_loaded "$MODULE" || fail watch "$MODULE was unloaded by someone else"
+	done
+}
+
+cdi_if_asked() {
+	if [ -n "${GDRCOPY_CDI_DIR:-}" ]; then
+		install_cdi "$GDRCOPY_CDI_DIR"
+	fi
+}
+
+serve() {
+	trap on_term TERM INT
+	log ready "$MODULE is loaded; waiting for TERM (readiness: lsmod | grep -E '^$MODULE\\s')"
+	while :; do
+		pause "$POLL"
+		module_loaded "$MODULE" || fail ready "$MODULE was unloaded by someone else"
+	done
+}
+
+install_cdi() {
+	local dir=$1 other kind
+	[ -r "$CDI_SPEC" ] || fail cdi "$CDI_SPEC is missing from this image"
+	# The kind comes from the spec itself (rendered from packages/gdrcopy.yaml).
+	kind=$(sed -n 's/^kind: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CDI_SPEC")
+	[ -n "$kind" ] || fail cdi "$CDI_SPEC names no kind"
+	for where in $CDI_DIRS "$dir"; do
+		[ -d "$where" ] || continue
+		other=$(grep -l -E "^kind: *\"?$kind\"?\$" "$where"/*.yaml 2>/dev/null | grep -v -x "$dir/gdrcopy-k8s.yaml" || true)
+		other=$other$(grep -l -E "\"kind\": *\"$kind\"" "$where"/*.json 2>/dev/null || true)
+		if [ -n "$other" ]; then
+			log cdi "$other already defines $kind: ours is not written (two specs of one kind conflict)"
+			return 0
+		fi
+	done
+	mkdir -p "$dir"
+	cp "$CDI_SPEC" "$dir/gdrcopy-k8s.yaml.tmp"
+	mv "$dir/gdrcopy-k8s.yaml.tmp" "$dir/gdrcopy-k8s.yaml"
+	log cdi "wrote $dir/gdrcopy-k8s.yaml ($(sed -n 's/^  - name: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CDI_SPEC" | sed "s|^|$kind=|"))"
+}
+
+main() {
+	case ${1:-} in
+	install)
+		unload_on_term=1
+		wait_for_driver
+		load_module
+		cdi_if_asked
+		serve
+		;;
+	load)
+		wait_for_driver
+		load_module
+		cdi_if_asked
+		;;
+	watch) watch_module ;;
+	unload) unload_module ;;
+	status) module_loaded "$MODULE" ;;
+	cdi)
+		[ -n "${2:-}" ] || fail cdi "usage: $NAME cdi DIR"
+		install_cdi "$2"
+		;;
+	*)
+		echo "usage: $NAME install|load|watch|unload|status|cdi DIR" >&2
+		exit 2
+		;;
+	esac
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	main "$@"
+fi

@@ -1,0 +1,103 @@
+"""`build-image`: the Kubernetes images (gdrkit.kube.images); `k8s-manifests`: the manifests (gdrkit.kube.manifests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke.context import Context
+from invoke.tasks import task
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+@task(
+    help={
+        "os": "node OSes by the GPU Operator's name, comma-separated (debian12, debian13, ubuntu22.04, rhel9, ...;"
+        " default: every one, those that cannot be built here are listed as skipped with why)",
+        "kernel": "kernel releases for the precompiled and KMM images, comma-separated (default: this host's"
+        " kernels with headers; none: --kernel none)",
+        "kind": "image kinds, comma-separated: driver, precompiled, kmm (default: all three)",
+        "repository": "image repository prefix (default: gdrcopy); the operator's gdrcopy.repository",
+        "packages": "directory of already built .deb packages to use (default: build them from --ref)",
+        "ref": "git commit whose packages go into the images (default: HEAD)",
+        "nvidia_src_dir": "NVIDIA driver kernel sources (nv-p2p.h, Module.symvers) the precompiled module is built"
+        " against (default: gdrdrv's own declarations, whose symbol versions are NVIDIA's)",
+        "dry_run": "print the images and why any cannot be built, build nothing",
+    }
+)
+def build_image(
+    c: Context,
+    os: str = "",
+    kernel: str = "",
+    kind: str = "",
+    repository: str = "",
+    packages: str = "",
+    ref: str = "HEAD",
+    nvidia_src_dir: str = "",
+    dry_run: bool = False,
+) -> None:
+    """Build the GPU Operator driver-container images (<version>-<os>), precompiled ones and KMM images."""
+    from gdrkit.kube import images
+    from gdrkit.packaging.build import default_kernels
+    from gdrkit.packaging.pipeline import deb_target_release
+
+    kernels = [] if kernel == "none" else _split(kernel) or default_kernels()
+    host = deb_target_release().codename
+    specs = images.plan(
+        _split(os),
+        kernels,
+        host,
+        kinds=_split(kind) or images.KINDS,
+        repository=repository or images.DEFAULT_REPOSITORY,
+    )
+    if dry_run:
+        rows = [images.Row(s, *images.dry_run_status(s, host)) for s in specs]
+        print("\n".join(images.summary_lines(rows)))
+        return
+    rows = images.build_images(
+        specs,
+        packages_dir=Path(packages).resolve() if packages else None,
+        ref=ref,
+        nvidia_src_dir=Path(nvidia_src_dir).resolve() if nvidia_src_dir else None,
+    )
+    print("\n".join(images.summary_lines(rows)), flush=True)
+    images.check_rows(rows)
+
+
+@task(
+    name="k8s-manifests",
+    help={
+        "kernel": "kernel releases to map in the KMM Module, comma-separated (besides the generic mapping)",
+        "repository": "image repository prefix the manifests name (default: gdrcopy)",
+        "output": "directory to write (default: deploy/kubernetes/, the committed copy)",
+        "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render, then validate it",
+        "kubernetes": "Kubernetes release whose schemas validate the objects (default: gdrkit.kube.manifests')",
+    },
+)
+def k8s_manifests(
+    c: Context, kernel: str = "", repository: str = "", output: str = "", check: bool = False, kubernetes: str = ""
+) -> None:
+    """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples) and validate them offline."""
+    from gdrkit.kube import images, manifests
+    from gdrkit.system import die
+
+    files = manifests.render(_split(kernel), repository or images.DEFAULT_REPOSITORY)
+    if check:
+        stale = manifests.stale()
+        if stale:
+            raise die(
+                f"deploy/kubernetes/ is out of date: {', '.join(stale)}", "run ./toolkit k8s-manifests and commit"
+            )
+    else:
+        for path in manifests.write(Path(output).resolve() if output else manifests.OUTPUT_DIR, files):
+            print(f"wrote {path}")
+    verdicts = manifests.validate_all(files, kubernetes or manifests.KUBERNETES_VERSION)
+    print("\n".join(verdict.line() for verdict in verdicts))
+    invalid = [v for v in verdicts if v.status == "invalid"]
+    if invalid:
+        raise die(f"{len(invalid)} object(s) do not match the Kubernetes schemas", "the lines above say where")
+
+
+TASKS = [build_image, k8s_manifests]

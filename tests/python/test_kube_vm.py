@@ -1,0 +1,152 @@
+"""The Kubernetes images, run for real: their entrypoint and their module in a booted kernel.
+
+The images are built from the packages (`gdrkit.kube.images`, as
+`./toolkit build-image` builds them) for the release of this host and the
+kernel of its suite's VM root, unpacked into that root, and run there as a
+pod would run them (tests/python/vm/kube_pod.sh: chrooted, with the node's
+/proc, /sys and /dev, and a driver root like the one the GPU Operator's
+driver container shares, with softgpu standing in for nvidia.ko).  One boot
+runs the precompiled image's pod as the GPU Operator's sidecar, then as the
+standalone loader's init and long-running containers (deploy/kubernetes/loader),
+then loads the KMM image's module (modprobe -d <image>/opt); the driver image's pod, which builds gdrdrv in the
+guest, boots on its own in the soak tier.  Each boot also fails on any
+kernel-log finding (gdrkit.vm).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from gdrkit import containers
+from gdrkit.kube import images
+from gdrkit.packaging.pipeline import deb_target_release
+from gdrkit.vm import SuiteRoot, boot, in_root
+
+pytestmark = pytest.mark.slow
+
+WORK = "var/tmp/gdrkit-kube"
+DRIVER_ROOT = f"/{WORK}/driver-root"
+POD = "/src/tests/python/vm/kube_pod.sh"
+CHECK = re.compile(r"^kube-pod\[(\w+)\]: CHECK (.*): (ok|FAILED)$", re.MULTILINE)
+VERDICT = re.compile(r"^kube-pod\[(\w+)\]: VERDICT (PASS|FAIL)$", re.MULTILINE)
+
+
+@dataclass
+class Boot:
+    console: str
+    problems: list[str]
+    seconds: float
+    rows: list[images.Row]
+
+
+@contextmanager
+def prepared(root: SuiteRoot, kinds: tuple[str, ...]) -> Iterator[list[images.Row]]:
+    """The images of `kinds` built from the packages and unpacked into the root, and the driver root laid out."""
+    host = deb_target_release().codename
+    node = next(n for n in images.node_oses() if n.codename == host)
+    specs = images.plan([node.tag], [root.abi], host, kinds=kinds)
+    with containers.engine() as engine:
+        # softgpu's P2P exports carry other symbol versions than NVIDIA's: the
+        # prebuilt module is built against its Module.symvers, as a fleet's
+        # would be against its driver's (build-image --nvidia-src-dir).
+        softgpu = root.source_dir / "tests" / "softgpu" / "kmod"
+        rows = images.build_images(specs, nvidia_src_dir=softgpu, engine=engine)
+        print("\n".join(images.summary_lines(rows)))
+        missing = [row for row in rows if row.status != "built"]
+        assert not missing, "\n".join(images.summary_lines(missing))
+        work = root.root_dir / WORK
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            for spec in specs:
+                engine.export_image(spec.tag, work / spec.kind)
+            status, output = in_root(
+                root.root_dir, f"sh /src/tests/python/vm/kube_driver_root.sh {root.abi} {DRIVER_ROOT} softgpu"
+            )
+            assert status == 0, output[-3000:]
+            yield rows
+        finally:
+            # The root is shared (cached): leave nothing of ours in it.
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def boot_pods(root: SuiteRoot, rows: list[images.Row], pods: list[str]) -> Boot:
+    """One boot that runs `pods` (kube_pod.sh argument lists) in turn."""
+    steps = [f"sh {POD} {pod}; s{index}=$?" for index, pod in enumerate(pods)]
+    statuses = "".join(f"$s{index}" for index in range(len(pods)))
+    command = "; ".join([*steps, f'test "{statuses}" = "{"0" * len(pods)}"'])
+    result = boot(root.kernel_image, root.modules_dir, root.root_dir, command, timeout=1500)
+    console = result.console_log.read_text(errors="replace")
+    print(f"boot: {result.seconds:.0f} s in the VM")
+    return Boot(console, result.problems(), result.seconds, rows)
+
+
+@pytest.fixture(scope="module")
+def root(built_root: Callable[[str], SuiteRoot]) -> SuiteRoot:
+    return built_root(deb_target_release().codename)
+
+
+@pytest.fixture(scope="module")
+def loader_boot(root: SuiteRoot) -> Boot:
+    """The precompiled driver image as the operator's sidecar, then as the standalone loader; the KMM image."""
+    with prepared(root, ("precompiled", "kmm")) as rows:
+        pods = [f"operator /{WORK}/precompiled {DRIVER_ROOT}", f"standalone /{WORK}/precompiled", f"kmm /{WORK}/kmm"]
+        return boot_pods(root, rows, pods)
+
+
+@pytest.fixture(scope="module")
+def build_boot(root: SuiteRoot) -> Boot:
+    """The driver image's pod: gdrdrv built in the VM (minutes under TCG)."""
+    with prepared(root, ("driver",)) as rows:
+        return boot_pods(root, rows, [f"operator /{WORK}/driver {DRIVER_ROOT}"])
+
+
+def pod_lines(boot_: Boot, name: str) -> str:
+    return "\n".join(
+        line for line in boot_.console.splitlines() if line.startswith(f"kube-pod[{name}]") or line.startswith("    ")
+    )
+
+
+def assert_pod_passed(boot_: Boot, name: str, at_least: int) -> None:
+    checks = [(what, state) for pod, what, state in CHECK.findall(boot_.console) if pod == name]
+    verdicts = [state for pod, state in VERDICT.findall(boot_.console) if pod == name]
+    lines = pod_lines(boot_, name)
+    assert verdicts == ["PASS"], f"{name}: verdict {verdicts}\n{lines[-8000:]}"
+    assert len(checks) >= at_least and all(state == "ok" for _, state in checks), lines
+    assert not boot_.problems, f"{boot_.problems}\n{boot_.console[-6000:]}"
+
+
+# Building gdrdrv inside the TCG guest takes minutes (the kernel's conftest
+# probes and the module, compiled emulated): beyond .ci/run's budget, so in
+# the soak tier.  The precompiled pod runs the same entrypoint through every
+# other step in CI.
+@pytest.mark.soak
+def test_driver_image_builds_gdrdrv_on_the_node_and_unloads_on_term(build_boot: Boot) -> None:
+    assert_pod_passed(build_boot, "driver", 16)
+    log = pod_lines(build_boot, "driver")
+    # Built here, against the driver root's sources, in the open flavour softgpu is.
+    assert re.search(
+        r"nvidia-gdrcopy-driver: build: gdrdrv from /usr/src/gdrdrv-[\d.]+ .*NVIDIA_IS_OPENSOURCE=y", log
+    ), log
+    assert "nvidia-gdrcopy-driver: module: built /var/lib/gdrcopy/build/gdrdrv.ko" in log, log
+
+
+def test_precompiled_image_waits_loads_and_unloads_on_term(loader_boot: Boot) -> None:
+    assert_pod_passed(loader_boot, "precompiled", 16)
+    log = pod_lines(loader_boot, "precompiled")
+    assert re.search(r"nvidia-gdrcopy-driver: module: prebuilt /lib/modules/\S+/updates/gdrdrv.ko", log), log
+    assert "build:" not in log, log
+
+
+def test_standalone_loader_loads_writes_cdi_and_stays_unprivileged(loader_boot: Boot) -> None:
+    # deploy/kubernetes/loader's containers: `load` with the host's root at /host, then `watch` as nobody.
+    assert_pod_passed(loader_boot, "standalone", 11)
+
+
+def test_kmm_image_module_loads_in_its_kernel(loader_boot: Boot) -> None:
+    assert_pod_passed(loader_boot, "kmm", 8)
