@@ -41,7 +41,7 @@ SUBMAKE_VARS = prefix=$(prefix) exec_prefix=$(exec_prefix) libdir=$(libdir) bind
 EXES_VARS = $(SUBMAKE_VARS) CUDA=$(CUDA)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
-.PHONY: python_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
+.PHONY: python_install doctor_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
 	driver_install drv_install softgpu_install ktests_install clean version
 
 # As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
@@ -65,6 +65,15 @@ PYTHON_FILES := $(sort $(wildcard python/gdrcopy/*.py)) python/gdrcopy/py.typed
 python_install:
 	install -d $(DESTDIR)$(pythondir)/gdrcopy
 	install -m 0644 $(PYTHON_FILES) $(DESTDIR)$(pythondir)/gdrcopy/
+
+# gdrcopy_doctor's modules: the toolkit's doctor (gdrkit/host; the standard
+# library only) as the package gdrcopy_doctor under doctordir.  The packages
+# add its launcher and facts.json (gdrkit/packaging/render.py).
+doctordir ?= $(prefix)/share/gdrcopy
+DOCTOR_FILES := $(addprefix gdrkit/host/,__init__.py facts.py probe.py doctor.py cli.py)
+doctor_install:
+	install -d $(DESTDIR)$(doctordir)/gdrcopy_doctor
+	install -m 0644 $(DOCTOR_FILES) $(DESTDIR)$(doctordir)/gdrcopy_doctor/
 
 # The CPU family the library's copy routines are built for (GDRCopy's make config).
 UNAME_M := $(shell uname -m)

@@ -111,6 +111,33 @@ def ruff(root: Path) -> list[str]:
     return findings
 
 
+# ---- Ansible ----
+
+# The role, its Molecule scenario and the example playbook.
+ANSIBLE_DIR = "ansible"
+
+
+def ansible_lint(root: Path) -> list[str]:
+    """ansible-lint (production profile, offline) over ansible/."""
+    bindir = Path(sys.executable).parent
+    # ansible-lint runs ansible-config and ansible-playbook of the same environment.
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"}
+    cmd: list[str | os.PathLike[str]] = [
+        bindir / "ansible-lint",
+        "--offline",
+        "--nocolor",
+        "--profile",
+        "production",
+        "-p",
+        ANSIBLE_DIR,
+    ]
+    status, out = _output(cmd, root, env)
+    findings = [line for line in out.splitlines() if re.match(rf"^{ANSIBLE_DIR}/\S+:\d+", line)]
+    if status != 0 and not findings:
+        findings = [f"ansible-lint exited {status}: {out.strip()[-2000:]}"]
+    return findings
+
+
 # ---- shell ----
 
 
@@ -361,6 +388,7 @@ def deps(root: Path) -> list[str]:
 CHECKS = [
     Check("mypy", "mypy --strict (pyproject.toml's files)", mypy),
     Check("ruff", "ruff check" + (" and format --check" if RUFF_FORMAT_CHECK else ""), ruff),
+    Check("ansible-lint", "ansible-lint (production profile) on the role and its scenario", ansible_lint),
     Check("shellcheck", "shellcheck on every shell file", shellcheck, lambda: ["shellcheck"]),
     Check("rendered-scripts", "shellcheck on the rendered maintainer scripts and VM /init", rendered_scripts,
           lambda: ["shellcheck"]),

@@ -12,7 +12,6 @@ distribution path.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -23,6 +22,9 @@ from gdrkit.distro.debian import (
     debian_release,
     debian_release_for_os_release,
 )
+
+# Shared with the packaged doctor, which runs without this registry (gdrkit.host.facts).
+from gdrkit.host.facts import format_install_hint, parse_os_release
 
 __all__ = [
     "DebianFamily",
@@ -86,6 +88,9 @@ class Family:
     # the Python it is installed for (the module needs 3.8 or later).
     pythondir: ClassVar[str]
     python_requires: ClassVar[str]
+    # The Python 3.8+ that runs gdrcopy_doctor, and where its modules go (a private directory).
+    python_interpreter: ClassVar[str] = "/usr/bin/python3"
+    doctordir: ClassVar[str] = "/usr/share/gdrcopy"
     modprobe: ClassVar[str]
     # Where DKMS installs modules under <modulesdir>/<kver> on this family.
     dkms_module_location: ClassVar[str]
@@ -143,7 +148,7 @@ class Family:
 
     def install_hint(self, *packages: str) -> str:
         """The command a person runs to install `packages` on a host of this family."""
-        return f"{self.hint_install} {' '.join(shlex.quote(p) for p in packages)}"
+        return format_install_hint(self.hint_install, packages)
 
     def headers_hint(self, kver: str) -> str:
         """How to install the headers of kernel `kver` on a host of this family."""
@@ -189,6 +194,7 @@ class Family:
             "modulesdir": self.modulesdir,
             "pythondir": self.pythondir,
             "python_requires": self.python_requires,
+            "doctordir": self.doctordir,
         }
 
 
@@ -318,6 +324,7 @@ class SuseFamily(Family):
     # Leap 15's python3 is 3.6, too old for the module: its Python 3.11 stack.
     pythondir = "/usr/lib/python3.11/site-packages"
     python_requires = "python311"
+    python_interpreter = "/usr/bin/python3.11"
     # SUSE kernels refuse unsupported (out-of-tree) modules unless told.
     modprobe = "/usr/sbin/modprobe --allow-unsupported-modules"
     dkms_module_location = "/updates"
@@ -351,16 +358,6 @@ def family_for_os_release(os_release: Mapping[str, str]) -> Family | None:
             if os_id in cls.os_ids:
                 return cls()
     return None
-
-
-def parse_os_release(text: str) -> dict[str, str]:
-    """The fields of an /etc/os-release file's text (pure)."""
-    fields = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and not key.startswith("#"):
-            fields[key.strip()] = value.strip().strip("\"'")
-    return fields
 
 
 def families_of_type(package_type: str) -> list[Family]:

@@ -1,7 +1,11 @@
-"""`invoke doctor`: check a host for everything gdrcopy needs, each finding with its fix.
+"""Doctor: check a host for everything gdrcopy needs, each finding with its fix.
 
 Every check is a function of a Probe (gdrkit.host.probe) returning one
 Finding; `diagnose()` runs them all.  Nothing here changes the system.
+The same module runs as `./toolkit doctor` and, installed by the packages,
+as `gdrcopy_doctor` on nodes (gdrkit.host.cli): so it imports only the
+standard library and its siblings (relative imports), and takes what it
+knows about distributions and this release from a Facts (gdrkit.host.facts).
 """
 
 from __future__ import annotations
@@ -11,10 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from gdrkit import version
-from gdrkit.host.probe import Output, Probe
-from gdrkit.distro import families
-from gdrkit.distro.families import family_for_os_release, parse_os_release
+from .facts import parse_os_release
+from .probe import Output, Probe
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MODULE = "gdrdrv"
@@ -35,18 +37,59 @@ def _os_release(probe: Probe) -> dict[str, str]:
 
 
 def _headers_package(probe: Probe, release: str) -> str:
-    fam = family_for_os_release(_os_release(probe))
+    fam = probe.facts.family(_os_release(probe))
     if fam is None:
         return f"the kernel headers of {release}"
     return fam.kernel_headers_package.format(kver=release)
 
 
 def _install_hint(probe: Probe, package: str) -> str:
-    return families.install_hint(probe.read("/etc/os-release") or "", [package])
+    return probe.facts.install_hint(probe.read("/etc/os-release") or "", [package])
+
+
+# PCI vendor of NVIDIA, and the display-controller class (0x03xxxx: VGA, 3D controller).
+NVIDIA_PCI_VENDOR = "0x10de"
+PCI_DISPLAY_CLASS = "0x03"
+
+
+def nvidia_pci_devices(probe: Probe) -> list[str]:
+    """The PCI addresses of NVIDIA GPUs (display controllers), bound to a driver or not."""
+    found = []
+    for device in probe.listdir("/sys/bus/pci/devices"):
+        base = f"/sys/bus/pci/devices/{device}"
+        vendor = (probe.read(f"{base}/vendor") or "").strip().lower()
+        klass = (probe.read(f"{base}/class") or "").strip().lower()
+        if vendor == NVIDIA_PCI_VENDOR and klass.startswith(PCI_DISPLAY_CLASS):
+            found.append(device)
+    return found
+
+
+def p2p_providers(probe: Probe) -> list[str]:
+    """The modules that export nvidia_p2p_get_pages (nvidia, or a stand-in such as the test GPU)."""
+    syms = probe.read("/proc/kallsyms") or ""
+    return sorted(set(re.findall(r"\bnvidia_p2p_get_pages\s+\[(\w+)\]", syms)))
+
+
+def gpu_present(probe: Probe) -> bool:
+    """Whether this host has anything for gdrcopy to work with: an NVIDIA GPU, its driver, or a P2P provider.
+
+    False is "nothing to check here" (gdrcopy_doctor's exit status 3), as on
+    CPU-only nodes that get the packages with the rest of a fleet.
+    """
+    return probe.exists("/proc/driver/nvidia/version") or bool(p2p_providers(probe)) or bool(nvidia_pci_devices(probe))
 
 
 def check_nvidia_driver(probe: Probe) -> Finding:
     text = probe.read("/proc/driver/nvidia/version")
+    stand_ins = [m for m in p2p_providers(probe) if m not in ("nvidia", "nvidia_p2p")]
+    if text is None and stand_ins:
+        return Finding(
+            "nvidia driver",
+            WARN,
+            f"no NVIDIA kernel driver, but {', '.join(stand_ins)} exports the NVIDIA P2P API in its place"
+            " (a stand-in, such as the test GPU softgpu)",
+            "on a GPU node, install and load the NVIDIA data-center driver instead: modprobe nvidia",
+        )
     if text is None:
         return Finding(
             "nvidia driver",
@@ -160,7 +203,7 @@ def check_versions(probe: Probe) -> Finding:
             f"libgdrapi ({library}) but no gdrdrv module for this kernel",
             "install gdrdrv-dkms / gdrcopy-kmod, or a prebuilt module package for this kernel",
         )
-    api = version.api_version()
+    api = probe.facts.api_version
     if not module.startswith(api):
         return Finding(
             "versions",

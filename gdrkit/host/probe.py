@@ -2,6 +2,8 @@
 
 Host logic (doctor, insmod) asks a Probe, never the OS directly, so unit
 tests replace it with FakeProbe and run in milliseconds on any machine.
+The standard library only: the packages install this module with doctor
+(gdrkit.host.facts says why).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from .facts import Facts, current
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,24 @@ class Output:
 
 class Probe:
     """The real machine."""
+
+    _facts: Facts | None = None
+
+    def __init__(self, facts: Facts | None = None) -> None:
+        self._facts = facts
+
+    @property
+    def facts(self) -> Facts:
+        """What doctor knows about distributions and this release (gdrkit.host.facts)."""
+        if self._facts is None:
+            self._facts = current()
+        return self._facts
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
 
     def read(self, path: str) -> str | None:
         try:
@@ -109,6 +131,10 @@ class FakeProbe(Probe):
 
     def node(self, path: str) -> Node | None:
         return self.nodes.get(path)
+
+    def listdir(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted({f[len(prefix) :].split("/")[0] for f in self.files if f.startswith(prefix)})
 
     def which(self, name: str) -> bool:
         return any(key.split()[0] == name for key in self.commands)

@@ -15,12 +15,17 @@ from typing import Any
 
 import jinja2
 
+from gdrkit.host import facts
+from gdrkit.host.registry import registry_facts
 from gdrkit.packaging.model import Package, Plan
 from gdrkit.version import REPO_ROOT
 
 TEMPLATE_DIR = REPO_ROOT / "templates"
 # GDRCopy's service script (RPM packages), run by gdrcopy.service.
 GDRCOPY_SERVICE_SCRIPT = "/usr/libexec/gdrcopy/gdrcopy"
+# The installed doctor: the program, and the package its modules (gdrkit/host) form under doctordir.
+DOCTOR_PROGRAM = "gdrcopy_doctor"
+DOCTOR_PACKAGE = "gdrcopy_doctor"
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ def _context(plan: Plan) -> dict[str, Any]:
         ),
         "copyright_year": time.strftime("%Y", time.gmtime(epoch)),
         "mit_text": (TEMPLATE_DIR / "licenses" / "MIT.txt").read_text(),
+        "doctor_package": DOCTOR_PACKAGE,
     }
 
 
@@ -92,17 +98,22 @@ def system_files(plan: Plan) -> dict[str, RenderedFile]:
     }
     if plan.with_dkms:
         files[f"pkgroot{plan.dkms_src}/dkms.conf"] = "dkms.conf.j2"
-    executables = set()
+    # gdrcopy_doctor: its launcher here, its modules from `make doctor_install`.
+    files[f"pkgroot{fam.bindir}/{DOCTOR_PROGRAM}"] = "system/gdrcopy_doctor.j2"
+    executables = {f"pkgroot{fam.bindir}/{DOCTOR_PROGRAM}"}
     if plan.package_type == "rpm":
         # The unit and service script of GDRCopy's RPMs, at their paths
         # (`systemctl enable gdrcopy`, `/usr/libexec/gdrcopy/gdrcopy start`).
         files[f"pkgroot{fam.unitdir}/gdrcopy.service"] = "system/gdrcopy.service.j2"
         files[f"pkgroot{GDRCOPY_SERVICE_SCRIPT}"] = "system/gdrcopy.sh.j2"
         executables.add(f"pkgroot{GDRCOPY_SERVICE_SCRIPT}")
-    return {
+    out = {
         path: RenderedFile(env.get_template(name).render(ctx), 0o755 if path in executables else 0o644)
         for path, name in files.items()
     }
+    # What doctor knows of the distributions and this release, from their homes (data, not a template).
+    out[f"pkgroot{fam.doctordir}/{DOCTOR_PACKAGE}/{facts.FACTS_FILE}"] = RenderedFile(registry_facts().to_json())
+    return out
 
 
 def render(plan: Plan) -> dict[str, RenderedFile]:

@@ -3,7 +3,7 @@
 Layout of the output directory (serve it as it is, over HTTP):
 
   gdrcopy-archive-keyring.asc     the public key (ASCII armour)
-  apt/                            reprepro's repository: dists/<codename>/, pool/
+  apt/<codename>/                 reprepro's repository of that release: dists/<codename>/, pool/
   apt/gdrcopy-<codename>.sources  deb822 source, the key inline in Signed-By
   rpm/<release>/                  signed RPMs and repodata/ (repomd.xml.asc)
   rpm/gdrcopy-<release>.repo      RPM repository file (gpgcheck, repo_gpgcheck)
@@ -11,7 +11,10 @@ Layout of the output directory (serve it as it is, over HTTP):
   published.json                  what the repositories hold (gdrkit.publish.model)
 
 Nothing is rewritten when nothing changed: re-publishing a version leaves
-every file as it was.
+every file as it was.  Each release has a pool of its own: the packages of
+one version are built per release (their paths follow the release's layout,
+gdrkit/distro), so bookworm's and trixie's gdrdrv-dkms_2.6.1-1_all.deb are
+different files under one name, which one pool cannot hold.
 """
 
 from __future__ import annotations
@@ -116,6 +119,24 @@ class Signer:
         return self.gpg("--armor", "--export", self.fingerprint())
 
 
+def throwaway_signer(home: Path, email: str = "publish-test@invalid") -> Signer:
+    """A new passphrase-less signing key in its own GnuPG home `home`: for tests and local runs only."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [
+        "gpg",
+        "--batch",
+        "--passphrase",
+        "",
+        "--quick-gen-key",
+        f"gdrkit test <{email}>",
+        "ed25519",
+        "sign",
+        "never",
+    ]
+    run(argv, env={"GNUPGHOME": str(home)}, capture=True)
+    return Signer(email, home)
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     if path.exists() and path.read_text() == text:
         return False
@@ -173,7 +194,7 @@ def sources_file(url: str, codename: str, public_key: str) -> str:
             [
                 *head,
                 "Types: deb",
-                f"URIs: {base}/apt",
+                f"URIs: {base}/apt/{codename}",
                 f"Suites: {codename}",
                 f"Components: {COMPONENT}",
                 *signed_by,
@@ -207,19 +228,22 @@ def _arches(packages: Sequence[PackageFile]) -> list[str]:
     return sorted({p.arch for p in packages if p.arch != "all"} or {"amd64"})
 
 
+def apt_base(out: Path, codename: str) -> Path:
+    """The reprepro repository of one release (its own pool: see the module's docstring)."""
+    return out / "apt" / codename
+
+
 def publish_apt(out: Path, record: Record, adds: Mapping[Target, Sequence[PackageFile]], signer: Signer) -> None:
-    base = out / "apt"
-    deb_targets = [t for t in record.held if t.kind == "deb"]
-    every = [p for t in deb_targets for p in record.held[t]]
     fingerprint = signer.fingerprint()
-    write_if_changed(
-        base / "conf" / "distributions", distributions([t.release for t in deb_targets], _arches(every), fingerprint)
-    )
+    for target, held in record.held.items():
+        if target.kind == "deb":
+            conf = distributions([target.release], _arches(held), fingerprint)
+            write_if_changed(apt_base(out, target.release) / "conf" / "distributions", conf)
     for target, packages in adds.items():
         log(f"{target}: reprepro includedeb {len(packages)} packages")
         files = [p.path for p in packages if p.path is not None]
         run(
-            ["reprepro", "--basedir", base, "--silent", "includedeb", target.release, *files],
+            ["reprepro", "--basedir", apt_base(out, target.release), "--silent", "includedeb", target.release, *files],
             env=signer.env,
             capture=True,
         )

@@ -12,7 +12,7 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from gdrkit.host import doctor as doctor_checks
+from gdrkit.host import cli as doctor_cli
 from gdrkit.host import module
 from gdrkit.system import log
 
@@ -59,13 +59,17 @@ def sanity(c: Context, path: str = "", args: str = "") -> None:
         raise Exit(f"gdrcopy_sanity failed (exit {status})", code=status)
 
 
-@task(help={"json": "print the findings as JSON"})
-def doctor(c: Context, json: bool = False) -> None:
-    """Check this host for gdrcopy: NVIDIA driver, P2P API, headers, DKMS, versions, /dev/gdrdrv, BAR1, Secure Boot."""
-    findings = doctor_checks.diagnose()
-    print(doctor_checks.as_json(findings) if json else doctor_checks.as_table(findings))
-    if any(f.status == doctor_checks.FAIL for f in findings):
-        raise Exit(code=1)
+@task(
+    help={
+        "json": "print the findings as JSON",
+        "no_gpu_ok": "exit 0 instead of 3 on a host without an NVIDIA GPU or driver",
+    }
+)
+def doctor(c: Context, json: bool = False, no_gpu_ok: bool = False) -> None:
+    """Check this host for gdrcopy (what nodes run as gdrcopy_doctor): exit 0 healthy, 1 failed, 3 no GPU."""
+    status = doctor_cli.run(json=json, no_gpu_ok=no_gpu_ok)
+    if status != doctor_cli.HEALTHY:
+        raise Exit(code=status)
 
 
 TASKS = [insmod, rmmod, sanity, doctor]

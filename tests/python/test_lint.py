@@ -61,6 +61,16 @@ def test_a_planted_formatting_change_fails(tmp_path: Path) -> None:
     assert any("planted.py" in line for line in lint.ruff(root))
 
 
+def test_a_planted_ansible_lint_finding_fails(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    lint.copy_tree(REPO_ROOT, ["pyproject.toml", "ansible"], root)
+    tasks = root / "ansible" / "roles" / "gdrcopy" / "tasks" / "main.yml"
+    # A bare command with no name and no changed_when: two rules (name, no-changed-when) object.
+    tasks.write_text(tasks.read_text() + "\n- ansible.builtin.command: true\n")
+    findings = lint.ansible_lint(root)
+    assert any(line.startswith("ansible/roles/gdrcopy/tasks/main.yml:") for line in findings), findings
+
+
 def test_a_planted_shellcheck_warning_fails(tmp_path: Path) -> None:
     prepared("shellcheck")
     script = tmp_path / "tools" / "planted"

@@ -206,7 +206,7 @@ def test_sources_file_carries_the_key_inline() -> None:
     text = repo.sources_file("http://127.0.0.1:8000/", "bookworm", key)
     assert text.splitlines() == [
         "Types: deb",
-        "URIs: http://127.0.0.1:8000/apt",
+        "URIs: http://127.0.0.1:8000/apt/bookworm",
         "Suites: bookworm",
         "Components: main",
         "Signed-By:",

@@ -11,9 +11,6 @@ the .sources file copied in, a wrongly keyed copy refused first.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from gdrkit import containers
 from gdrkit.packaging import build, model
 from gdrkit.publish import repo
 from gdrkit.publish.model import Target
+from gdrkit.publish.serve import serve
 from gdrkit.system import ensure_debian_packages
 from pkgkit import faults, scenarios
 from test_publish_repos import make_key
@@ -30,24 +28,13 @@ from test_publish_repos import make_key
 pytestmark = pytest.mark.slow
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A directory served over HTTP on 127.0.0.1 while the test runs; (directory, URL)."""
     directory = tmp_path / "repo"
     directory.mkdir()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield directory, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(directory) as url:
+        yield directory, url
 
 
 def test_apt_installs_gdrcopy_from_the_published_sources_file(tmp_path: Path, served: tuple[Path, str]) -> None:

@@ -23,14 +23,7 @@ pytestmark = pytest.mark.slow
 
 def make_key(home: Path, email: str = "publish-test@invalid") -> Signer:
     """A throwaway passphrase-less signing key in its own GnuPG home."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    subprocess.run(
-        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", f"gdrkit test <{email}>", "ed25519", "sign", "never"],
-        env=dict(os.environ, GNUPGHOME=str(home)),
-        check=True,
-        capture_output=True,
-    )
-    return Signer(email, home)
+    return repo.throwaway_signer(home, email)
 
 
 def make_deb(directory: Path, name: str, version: str, note: str = "") -> Path:
@@ -93,7 +86,7 @@ def test_apt_repository_is_signed_idempotent_and_refuses_downgrades(tools: None,
     publish(out, dist, signer)
     keyring = tmp_path / "key.gpg"
     subprocess.run(["gpg", "--dearmor", "--output", keyring, out / repo.KEY_FILE], check=True)
-    release = out / "apt" / "dists" / "bookworm"
+    release = out / "apt" / "bookworm" / "dists" / "bookworm"
     verified = subprocess.run(["gpgv", "--keyring", keyring, release / "InRelease"], capture_output=True, text=True)
     assert verified.returncode == 0, verified.stderr
     assert "Version: 2.6.1-1" in (release / "main" / "binary-amd64" / "Packages").read_text()
@@ -125,6 +118,22 @@ def test_apt_repository_is_signed_idempotent_and_refuses_downgrades(tools: None,
     assert "Version: 2.6.2-1" in packages and "Version: 2.6.1-1" not in packages
     versions = [v["version"] for v in (manifest.load(out / manifest.MANIFEST) or {})["versions"]]
     assert versions == ["2.6.1-1", "2.6.2-1"]
+
+
+def test_each_release_has_its_own_pool_for_the_same_version_built_per_release(tools: None, tmp_path: Path) -> None:
+    # One version built for bookworm and for trixie: same file name, other content (each release's layout).
+    signer = make_key(tmp_path / "gnupg")
+    dist, out = tmp_path / "dist", tmp_path / "repo"
+    for suite in ("bookworm", "trixie"):
+        (dist / suite).mkdir(parents=True)
+        make_deb(dist / suite, "gdrdrv-dkms", "2.6.1-1", note=f"built for {suite}")
+    repo.publish(out, repo.collect(dist, "", ""), signer, "http://127.0.0.1:1")
+    for suite in ("bookworm", "trixie"):
+        base = out / "apt" / suite
+        pooled = next(base.glob("pool/main/*/*/gdrdrv-dkms_2.6.1-1_all.deb"))
+        assert pooled.read_bytes() == (dist / suite / "gdrdrv-dkms_2.6.1-1_all.deb").read_bytes()
+        assert "Version: 2.6.1-1" in (base / "dists" / suite / "main" / "binary-amd64" / "Packages").read_text()
+        assert f"URIs: http://127.0.0.1:1/apt/{suite}\n" in (out / "apt" / f"gdrcopy-{suite}.sources").read_text()
 
 
 def test_rpm_repository_and_packages_are_signed(tools: None, tmp_path: Path) -> None:

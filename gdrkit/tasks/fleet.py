@@ -1,0 +1,40 @@
+"""`invoke molecule`: the Ansible role's tests on several hosts, and inside a VM (gdrkit.fleet)."""
+
+from __future__ import annotations
+
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import task
+
+
+@task(
+    help={
+        "command": "the Molecule command: test (default: the whole sequence), converge, verify, destroy, ...",
+        "vm": "instead: the role with a local connection inside a booted bookworm kernel, softgpu as the GPU",
+        "ref": "the commit whose packages are built and published (default HEAD)",
+        "dry_run": "print the plan, change nothing",
+    }
+)
+def molecule(c: Context, command: str = "test", vm: bool = False, ref: str = "HEAD", dry_run: bool = False) -> None:
+    """Bookworm and trixie hosts converge with the Ansible role from a signed repository on loopback HTTP."""
+    if vm:
+        from gdrkit.fleet import vmload
+
+        result = vmload.vm_converge(ref=ref, dry_run=dry_run)
+        if result is None:
+            return
+        print("\n".join(result.checks()))
+        if not result.passed:
+            why = "; ".join(result.problems) or f"vm_converge.sh exit {result.status}"
+            raise Exit(f"the role in the VM failed: {why} (logs: {vmload.WORK / 'vm-logs'})", code=1)
+        print(f"the role in the VM passed in {result.seconds:.0f} s")
+        return
+    from gdrkit.fleet import molecule as flow
+
+    run = flow.molecule(command, ref=ref, dry_run=dry_run)
+    if run is not None:
+        print("\n".join(run.summary()))
+        print(f"molecule {command} passed in {run.seconds:.0f} s (log: {run.log_file})")
+
+
+TASKS = [molecule]
