@@ -24,21 +24,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
-from gdrkit.system import die, log, run, run_step
+from gdrkit.system import die, log, run
 from gdrkit.vm.rootfs import (
     APT_OPTIONS,
     DPKG_EXCLUDES,
-    ROOT_BUILD_TIMEOUT_S,
     SOURCE_DIR,
     BuildReport,
     StepResult,
     SuiteRoot,
     build_in_root,
+    build_root_with_mmdebstrap,
     default_steps,
     in_root,
     locked,
     lock_file,
-    remove_tree,
     roots_dir,
     sync_source,
 )
@@ -188,23 +187,11 @@ def cross_unit_tests(choice: KernelChoice, *, refresh: bool = False) -> tuple[in
 
 
 def _build(choice: KernelChoice, target: Path, packages: list[str]) -> float:
-    if os.geteuid() != 0:
-        raise die("building a cross root needs root (mmdebstrap, chroot)", "run the task as root")
-    partial = target.with_name(f".{target.name}.partial")
-    remove_tree(partial)
-    remove_tree(target)
-    start = time.monotonic()
-    try:
-        run_step(
-            f"building the {choice.suite.name} cross root for {choice.arch.debian} (mmdebstrap; once, cached in {target})",
-            cross_mmdebstrap_command(choice, partial, packages),
-            timeout=ROOT_BUILD_TIMEOUT_S,
-            hint="see the log; a mirror out of reach or a package missing from the suite are the usual causes",
-        )
-        partial.rename(target)
-    finally:
-        remove_tree(partial)
-    return time.monotonic() - start
+    return build_root_with_mmdebstrap(
+        f"the {choice.suite.name} cross root for {choice.arch.debian}",
+        target,
+        lambda partial: cross_mmdebstrap_command(choice, partial, packages),
+    )
 
 
 def inside(root: Path, relative: PurePosixPath) -> Path:

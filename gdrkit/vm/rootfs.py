@@ -321,19 +321,25 @@ def _top_up(root: SuiteRoot, stamp: Path, wanted: Sequence[str]) -> None:
     stamp.write_text(json.dumps(facts))
 
 
-def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str]) -> float:
+def build_root_with_mmdebstrap(what: str, target: Path, command: Callable[[Path], list[str]]) -> float:
+    """Build a root (`what`, for the log) into `target` with mmdebstrap as `command(partial)` gives it.
+
+    It is built beside the target and moved in place only when complete, so an
+    interrupted build leaves nothing a later run could take for a root.
+    Returns the seconds it took.
+    """
     if not shutil.which("mmdebstrap"):
         raise die("mmdebstrap not found", apt_install_hint(["mmdebstrap"]))
     if os.geteuid() != 0:
-        raise die("building a VM root needs root (mmdebstrap, chroot)", "run the task as root")
+        raise die(f"building {what} needs root (mmdebstrap, chroot)", "run the task as root")
     partial = target.with_name(f".{target.name}.partial")
     remove_tree(partial)
     remove_tree(target)
     start = time.monotonic()
     try:
         run_step(
-            f"building the {choice.suite.name} root with kernel {choice.abi} (mmdebstrap; once, cached in {target})",
-            mmdebstrap_command(choice, partial, extra_packages),
+            f"building {what} (mmdebstrap; once, cached in {target})",
+            command(partial),
             timeout=ROOT_BUILD_TIMEOUT_S,
             hint="see the log; a mirror that is out of reach or a package missing from the suite are the usual causes",
         )
@@ -341,6 +347,14 @@ def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str
     finally:
         remove_tree(partial)
     return time.monotonic() - start
+
+
+def _build_root(choice: KernelChoice, target: Path, extra_packages: Sequence[str]) -> float:
+    return build_root_with_mmdebstrap(
+        f"the {choice.suite.name} root with kernel {choice.abi}",
+        target,
+        lambda partial: mmdebstrap_command(choice, partial, extra_packages),
+    )
 
 
 # --- running things inside a root ---------------------------------------------

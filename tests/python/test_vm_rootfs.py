@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gdrkit.system import UserError
 from gdrkit.vm import rootfs
 from gdrkit.vm.rootfs import BuildStep, SuiteRoot
 from gdrkit.vm.suites import SUITES, KernelChoice
@@ -224,3 +225,30 @@ def test_a_root_built_before_its_package_list_grew_gets_only_the_new_packages() 
     assert rootfs.missing_packages(old, wanted) == ["libcmocka-dev", "python3", "python3-numpy"]
     assert rootfs.missing_packages({**old, "packages": wanted}, wanted) == []
     assert rootfs.missing_packages({**old, "packages": ["python3"]}, ["kmod", "python3"]) == ["kmod"]
+
+
+def test_a_root_appears_only_when_its_build_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "roots" / "bookworm-x"
+    target.mkdir(parents=True)
+    (target / "stale").write_text("from an older build")
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+    def builds(what: str, argv: list[str], **_: object) -> None:
+        partial = Path(argv[-1])
+        assert partial.name == ".bookworm-x.partial" and not target.exists()
+        (partial / "usr").mkdir(parents=True)
+
+    monkeypatch.setattr(rootfs, "run_step", builds)
+    seconds = rootfs.build_root_with_mmdebstrap("a test root", target, lambda partial: ["mmdebstrap", str(partial)])
+    assert seconds >= 0 and (target / "usr").is_dir() and not (target / "stale").exists()
+
+    def fails(what: str, argv: list[str], **_: object) -> None:
+        (Path(argv[-1]) / "usr").mkdir(parents=True)
+        raise UserError("mmdebstrap failed")
+
+    monkeypatch.setattr(rootfs, "run_step", fails)
+    with pytest.raises(UserError):
+        rootfs.build_root_with_mmdebstrap("a test root", target, lambda partial: ["mmdebstrap", str(partial)])
+    # Neither the half-built root nor the one it replaced is left to be taken for a root.
+    assert not target.exists() and not (target.parent / ".bookworm-x.partial").exists()
