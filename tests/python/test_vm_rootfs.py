@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -231,8 +233,8 @@ def test_a_root_appears_only_when_its_build_completed(tmp_path: Path, monkeypatc
     target = tmp_path / "roots" / "bookworm-x"
     target.mkdir(parents=True)
     (target / "stale").write_text("from an older build")
-    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(rootfs.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
 
     def builds(what: str, argv: list[str], **_: object) -> None:
         partial = Path(argv[-1])
