@@ -44,9 +44,8 @@ static __thread bool calibrating;	/* this thread times the polls */
 static struct {
 	uint32_t ticks[2][POLL_SAMPLES];	/* [0] 64-byte loads, [1] 16-byte loads */
 	unsigned int count[2];
-	unsigned int polls;	/* polls since calibration began */
-	int previous;		/* the kind the previous poll used, -1 at first */
-} cal = { .previous = -1 };
+	unsigned int polls;	/* polls since calibration began; poll i used kind (i / POLL_TURN) & 1 */
+} cal;
 
 static int cmp_u32(const void *a, const void *b)
 {
@@ -85,9 +84,13 @@ static int calibration_step(uint64_t since_last)
 			return GDR_POLL_LINES;	/* another thread is timing; meanwhile, the default */
 		calibrating = true;
 	}
-	/* since_last is the period of the previous poll, which ran with cal.previous's kind. */
-	if (cal.previous >= 0 && (cal.polls - 1) % POLL_TURN >= POLL_SETTLE && cal.count[cal.previous] < POLL_SAMPLES)
-		cal.ticks[cal.previous][cal.count[cal.previous]++] = (uint32_t)since_last;
+	/* since_last is the period of the previous poll (number cal.polls - 1), with its turn's kind. */
+	if (cal.polls && (cal.polls - 1) % POLL_TURN >= POLL_SETTLE) {
+		int previous = ((cal.polls - 1) / POLL_TURN) & 1;
+
+		if (cal.count[previous] < POLL_SAMPLES)
+			cal.ticks[previous][cal.count[previous]++] = (uint32_t)since_last;
+	}
 	if (cal.count[0] == POLL_SAMPLES && cal.count[1] == POLL_SAMPLES) {
 		method = gdr_poll_choose(cal.ticks[0], POLL_SAMPLES, cal.ticks[1], POLL_SAMPLES);
 		gdr_info("copy engine: polls of whole lines: %s (median period %u TSC ticks with 16-byte loads, %u with 64-byte ones; GDRCOPY_POLL_READS overrides)",
@@ -97,19 +100,14 @@ static int calibration_step(uint64_t since_last)
 		calibrating = false;
 		return method;
 	}
-	kind = (cal.polls / POLL_TURN) & 1;
-	cal.polls++;
-	cal.previous = kind;
+	kind = (cal.polls++ / POLL_TURN) & 1;
 	return kind ? GDR_POLL_BLOCKS : GDR_POLL_LINES;
 }
 
+/* The inline path's poll while undecided (it reads the decided kinds itself). */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last)
 {
-	int method = atomic_load_explicit(&gdr_poll_method, memory_order_relaxed);
-
-	if (method == GDR_POLL_UNDECIDED)
-		method = calibration_step(since_last);
-	if (method == GDR_POLL_BLOCKS)
+	if (calibration_step(since_last) == GDR_POLL_BLOCKS)
 		gdr_fast_poll_from(dst, src, n);
 	else
 		gdr_fast_lines_from(dst, src, n);

@@ -49,6 +49,7 @@ extern __thread struct gdr_poll_watch gdr_poll_watch;
 extern atomic_int gdr_poll_method;
 /* 16-byte streaming loads of whole lines, each stored at once: the other kind of poll. */
 extern gdr_block_copy_fn gdr_fast_poll_from;
+/* A poll while undecided: one step of the timing, then the read with the kind it picked. */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
 /* GDRCOPY_POLL_READS's value (NULL: unset) to a GDR_POLL_*; can_time false: always lines. */
 int gdr_poll_method_from_env(const char *value, bool can_time);
