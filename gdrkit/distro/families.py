@@ -28,6 +28,7 @@ from gdrkit.host.facts import format_install_hint, parse_os_release
 
 __all__ = [
     "DebianFamily",
+    "KubeBases",
     "DebianRelease",
     "Family",
     "Layout",
@@ -63,6 +64,21 @@ USR_LIB_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/us
 # RPM distributions moved units, rules and modprobe.d under /usr long ago;
 # their kernel packages still own /lib/modules.
 RPM_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d", "/lib/modules")
+
+
+@dataclass(frozen=True)
+class KubeBases:
+    """Where the Kubernetes images (gdrkit.kube) for nodes of one major release of an RPM family start.
+
+    `{major}` and `{version}` (the node's VERSION_ID) are filled in.
+    """
+
+    # The images' own base: redistributable, and what the node's vendor
+    # supports in containers (UBI, SLE BCI); it has no kernel-devel packages.
+    node: str
+    # Where a precompiled module is compiled: a rebuild of the release whose
+    # public repositories carry the devel package of each of its kernels.
+    build: str
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,16 @@ class Family:
     # in the image that builds gdrdrv on the node, the compiler and make.
     kube_loader_packages: ClassVar[tuple[str, ...]] = ("kmod",)
     kube_build_packages: ClassVar[tuple[str, ...]]
+    # How an image installs our package files.  The Debian images resolve
+    # their dependencies; see the RPM families for why theirs do not.
+    kube_install_files_command: ClassVar[tuple[str, ...]]
+    # Node OSes of RPM families (Debian's come from gdrkit.distro.debian's
+    # releases): the os-release IDs, as node feature discovery labels nodes
+    # and the GPU Operator tags images (`<ID><VERSION_ID>`); the tags made
+    # when none is named; the bases by major release.
+    kube_os_ids: ClassVar[tuple[str, ...]] = ()
+    kube_default_nodes: ClassVar[tuple[str, ...]] = ()
+    kube_bases: ClassVar[Mapping[str, KubeBases]] = {}
 
     registry: ClassVar[dict[str, type[Family]]] = {}
 
@@ -163,6 +189,32 @@ class Family:
         line = re.compile(self.headers_line)
         found = (line.search(text) for text in listing.splitlines())
         return list(dict.fromkeys(self.headers_spec.format(match=m.group(1)) for m in found if m))
+
+    def kernel_package_version(self, kver: str) -> str:
+        """The version its kernel packages carry, from a kernel release (`uname -r`) of this family."""
+        return kver
+
+    def headers_package_for(self, kver: str, listing: str) -> str:
+        """The package of `headers_query`'s output that holds kernel `kver`'s build tree ("" when none does).
+
+        A package version may add a rebuild count to the kernel's
+        (SUSE: release 6.4.0-150600.23.25-default is package 6.4.0-150600.23.25.1).
+        """
+        wanted = self.kernel_package_version(kver)
+        prefix = self.headers_spec.format(match="")
+        for spec in self.headers_packages(listing):
+            found = spec.removeprefix(prefix)
+            if found == wanted or found.startswith(wanted + "."):
+                return spec
+        return ""
+
+    def kube_major(self, os_id: str, version_id: str) -> str:
+        """The major release of this family that a node of `os_id` `version_id` runs."""
+        return version_id.split(".")[0]
+
+    def kernel_of_release(self, kver: str, major: str) -> bool:
+        """Whether kernel release `kver` can be one of this family's release `major` (RPM families tell)."""
+        return True
 
     @property
     def unitdir(self) -> str:
@@ -245,6 +297,7 @@ class DebianFamily(Family):
     # libelf1: the kernel headers' objtool; dkms: what gdrdrv-dkms depends on
     # (the image builds with make, not dkms).
     kube_build_packages = ("kmod", "make", "gcc", "libc6-dev", "libelf1", "dkms")
+    kube_install_files_command = install_command
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
     # Debian's one directory for every Python 3; dh_python3 adds the python3 dependency.
@@ -284,7 +337,24 @@ class RhelFamily(Family):
     headers_spec = "kernel-devel-{match}"
     headers_trees = "/usr/src/kernels/*"
     build_task = "build-rpm"
-    kube_build_packages = ("kmod", "make", "gcc", "elfutils-libelf-devel")
+    clean_command = ("dnf", "clean", "all")
+    # What the entrypoint calls besides bash and coreutils (a registry base
+    # may lack them); elfutils-libelf: the kernel-devel tree's objtool (UBI has
+    # no -devel of it).
+    kube_loader_packages = ("kmod", "findutils", "gawk", "grep", "sed")
+    kube_build_packages = (*kube_loader_packages, "make", "gcc", "elfutils-libelf")
+    # Without dependencies or scriptlets: the DKMS package needs dkms (EPEL,
+    # which UBI does not reach) and its scriptlets would run DKMS, which the
+    # image never does (the entrypoint builds with make on the node).
+    kube_install_files_command = ("rpm", "--install", "--nodeps", "--noscripts")
+    # rhcos: OpenShift's CoreOS; the rebuilds name themselves.
+    kube_os_ids = ("rhel", "rhcos", "rocky", "almalinux", "centos", "ol")
+    kube_default_nodes = ("rhel8.10", "rhel9.4", "rhel9.6", "rhel10.0")
+    kube_bases = {
+        "8": KubeBases("registry.access.redhat.com/ubi8/ubi:latest", "rockylinux:8"),
+        "9": KubeBases("registry.access.redhat.com/ubi9/ubi:latest", "rockylinux:9"),
+        "10": KubeBases("registry.access.redhat.com/ubi10/ubi:latest", "rockylinux/rockylinux:10"),
+    }
     libdir = "/usr/lib64"
     # The platform python of RHEL 9 and its rebuilds (noarch modules go under /usr/lib).
     pythondir = "/usr/lib/python3.9/site-packages"
@@ -298,6 +368,21 @@ class RhelFamily(Family):
     @property
     def layout(self) -> Layout:
         return RPM_LAYOUT
+
+    def kernel_package_version(self, kver: str) -> str:
+        # 5.14.0-427.13.1.el9_4.x86_64 is kernel-devel-5.14.0-427.13.1.el9_4.
+        return re.sub(r"\.(x86_64|aarch64|ppc64le|s390x)$", "", kver)
+
+    def kernel_of_release(self, kver: str, major: str) -> bool:
+        # 5.14.0-427.13.1.el9_4.x86_64, 4.18.0-553.el8_10.x86_64
+        return re.search(rf"\.el{major}(_\d+)?(\.|$)", kver) is not None
+
+    def kube_major(self, os_id: str, version_id: str) -> str:
+        if os_id == "rhcos":
+            # OpenShift 4.13 moved CoreOS from RHEL 8 to RHEL 9.
+            minor = version_id.split(".")[1] if "." in version_id else ""
+            return "9" if minor.isdigit() and int(minor) >= 13 else "8"
+        return super().kube_major(os_id, version_id)
 
 
 @dataclass(frozen=True)
@@ -319,7 +404,17 @@ class SuseFamily(Family):
     headers_install_flags = ("--oldpackage",)
     headers_trees = "/usr/src/linux-*-obj/x86_64/default"
     build_task = "build-rpm"
-    kube_build_packages = ("kmod", "make", "gcc", "libelf-devel")
+    clean_command = ("zypper", "--non-interactive", "clean", "--all")
+    # As RHEL's; libelf1: the kernel-default-devel tree's objtool.
+    kube_loader_packages = ("kmod", "findutils", "gawk", "grep", "sed")
+    kube_build_packages = (*kube_loader_packages, "make", "gcc", "libelf1")
+    # As RHEL's: the DKMS package's dependency and scriptlets are DKMS's.
+    kube_install_files_command = ("rpm", "--install", "--nodeps", "--noscripts")
+    kube_os_ids = ("sles", "opensuse-leap")
+    kube_default_nodes = ("sles15.6", "sles15.7")
+    # Leap 15.3 and later ship SLE's own kernels, so its repositories have the
+    # devel package of each SLES kernel of the same service pack.
+    kube_bases = {"15": KubeBases("registry.suse.com/bci/bci-base:{version}", "opensuse/leap:{version}")}
     libdir = "/usr/lib64"
     # Leap 15's python3 is 3.6, too old for the module: its Python 3.11 stack.
     pythondir = "/usr/lib/python3.11/site-packages"
@@ -335,6 +430,14 @@ class SuseFamily(Family):
     @property
     def layout(self) -> Layout:
         return RPM_LAYOUT
+
+    def kernel_of_release(self, kver: str, major: str) -> bool:
+        # 6.4.0-150600.23.25-default: 150600 is SLE 15 SP6.
+        return re.search(rf"-{major}\d{{4}}\.", kver) is not None
+
+    def kernel_package_version(self, kver: str) -> str:
+        # 6.4.0-150600.23.25-default: the flavour is the package's name, not its version.
+        return kver.rsplit("-", 1)[0] if kver.count("-") >= 2 else kver
 
 
 def family(name: str) -> Family:

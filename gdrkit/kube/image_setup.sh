@@ -3,13 +3,16 @@
 # which is committed afterwards.  Installs our packages, the entrypoint and the
 # CDI spec, and lays the module out as the image's kind needs it.
 #
-#   image_setup.sh KIND KVER PACKAGE_FILE...
-#     KIND  driver       gdrdrv is built on the node (the gdrdrv-dkms sources)
+#   image_setup.sh KIND KVER FILE...
+#     KIND  driver       gdrdrv is built on the node (the DKMS package's sources)
 #           precompiled  gdrdrv.ko for KVER, loaded by the entrypoint
 #           kmm          gdrdrv.ko for KVER under /opt/lib/modules/KVER, for KMM
 #     KVER  the kernel of precompiled and kmm images ("-" for driver)
+#     FILE  a package file, or a gdrdrv.ko compiled for KVER (the RPM
+#           families' precompiled and kmm images: module_build.sh's)
 # Environment: INSTALL_FILES, the family's command that installs package
-# files, and CLEAN, the one that drops its download cache (may be empty);
+# files for an image, CLEAN, the one that drops its download cache (may be
+# empty), and MODULE_SUBDIR, where a module goes below /lib/modules/KVER;
 # on a registry base also BASE_PACKAGES, installed first with REFRESH and
 # INSTALL (the family's commands).  /kube holds nvidia-gdrcopy-driver.sh and cdi.yaml.
 
@@ -30,9 +33,23 @@ if [ -n "${BASE_PACKAGES:-}" ]; then
 	# shellcheck disable=SC2086
 	$INSTALL $BASE_PACKAGES
 fi
-step "installing $*"
-# shellcheck disable=SC2086 # the commands are argv prefixes
-$INSTALL_FILES "$@"
+packages=()
+modules=()
+for file in "$@"; do
+	case $file in
+	*.ko) modules+=("$file") ;;
+	*) packages+=("$file") ;;
+	esac
+done
+if [ ${#packages[@]} -gt 0 ]; then
+	step "installing ${packages[*]}"
+	# shellcheck disable=SC2086 # the commands are argv prefixes
+	$INSTALL_FILES "${packages[@]}"
+fi
+for ko in "${modules[@]}"; do
+	install -D -m 0644 "$ko" "/lib/modules/$kver${MODULE_SUBDIR:-/extra}/gdrdrv.ko"
+	step "installed $ko as /lib/modules/$kver${MODULE_SUBDIR:-/extra}/gdrdrv.ko"
+done
 if [ -n "${CLEAN:-}" ]; then
 	# shellcheck disable=SC2086
 	$CLEAN

@@ -14,15 +14,21 @@ Three kinds, each built from our packages (never from the tree):
                `/opt/lib/modules/<kver>/` with depmod's files, for a KMM `Module`.
 
 Bases: a Debian suite's root made with mmdebstrap (gdrkit.containers) where
-this host can build one; otherwise the family's registry image, pulled, and
-the row is skipped with the pull's error where no registry answers.  `plan()`
-says what would be built and why a row cannot be, without touching Docker;
-`build_images()` builds; both are what `./toolkit build-image` prints.
+this host can build one; otherwise the registry image of the node's release
+(Ubuntu's; UBI for the RHEL family, SLE BCI for SUSE: the families'
+`kube_bases`), pulled, and the row is skipped with the pull's error where no
+registry answers.  The RPM families' precompiled modules are compiled in a
+container of the release's public rebuild (Rocky Linux, openSUSE Leap), whose
+repositories carry each kernel's devel package (module_build.sh); only the
+module goes into the image.  `plan()` says what would be built and why a row
+cannot be, without touching Docker; `build_images()` builds; both are what
+`./toolkit build-image` prints.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -41,6 +47,7 @@ from gdrkit.system import die, log
 KUBE_DIR = Path(__file__).resolve().parent
 ENTRYPOINT_SCRIPT = KUBE_DIR / "nvidia-gdrcopy-driver.sh"
 SETUP_SCRIPT = KUBE_DIR / "image_setup.sh"
+MODULE_BUILD_SCRIPT = KUBE_DIR / "module_build.sh"
 ENTRYPOINT = "nvidia-gdrcopy-driver"
 # The GPU Operator's default gdrcopy.image; ours keeps the name so that only
 # gdrcopy.repository and gdrcopy.version change.
@@ -64,6 +71,9 @@ class NodeOs:
     registry_base: str = ""
     # The Debian or Ubuntu release the .deb packages are built for (codename).
     codename: str = ""
+    # RPM families: the major release, and where precompiled modules are compiled.
+    major: str = ""
+    build_base: str = ""
 
     @property
     def tag(self) -> str:
@@ -76,8 +86,8 @@ class NodeOs:
         return family(self.family_name)
 
 
-def node_oses() -> list[NodeOs]:
-    """Every node OS an image can be asked for: the Debian and Ubuntu releases, one per RPM family."""
+def debian_node_oses() -> list[NodeOs]:
+    """The Debian and Ubuntu releases, one node OS each."""
     found = []
     for release in debian.DEBIAN_RELEASES.values():
         if not release.version:
@@ -87,19 +97,65 @@ def node_oses() -> list[NodeOs]:
             "" if suite else f"{release.os_id}:{release.version if release.os_id == 'ubuntu' else release.codename}"
         )
         found.append(NodeOs(release.os_id, release.version, "debian", suite, registry, release.codename))
-    for fam in families_of_type("rpm"):
-        found.append(
-            NodeOs(fam.name, fam.container_image.rpartition(":")[2], fam.name, registry_base=fam.container_image)
-        )
     return found
 
 
+_OPERATOR_TAG = re.compile(r"(?P<os_id>[a-z][a-z-]*?)(?P<version_id>\d+(?:\.\d+)*)")
+
+
+def rpm_node_os(tag: str) -> NodeOs | None:
+    """The node OS of an RPM family whose operator tag is `tag` (rhel9.4, rocky8.10, rhcos4.16, sles15.6).
+
+    Any VERSION_ID of a release the family has bases for is accepted: the
+    operator's tag carries the node's minor release.  None when no RPM
+    family knows the ID; dies when the release has no bases.
+    """
+    match = _OPERATOR_TAG.fullmatch(tag)
+    if match is None:
+        return None
+    os_id, version_id = match["os_id"], match["version_id"]
+    for fam in families_of_type("rpm"):
+        if os_id not in fam.kube_os_ids:
+            continue
+        major = fam.kube_major(os_id, version_id)
+        bases = fam.kube_bases.get(major)
+        if bases is None:
+            raise die(
+                f"no image is made for node OS {tag!r}: {fam.name} {major} is not a release images are made for",
+                f"use a node OS of {fam.name} {', '.join(fam.kube_bases)}",
+            )
+        fill = {"major": major, "version": version_id}
+        return NodeOs(
+            os_id,
+            version_id,
+            fam.name,
+            registry_base=bases.node.format(**fill),
+            major=major,
+            build_base=bases.build.format(**fill),
+        )
+    return None
+
+
+def node_oses() -> list[NodeOs]:
+    """The node OSes images are made for when none is named: the Debian and Ubuntu releases, the RPM families' defaults."""
+    rpm = [rpm_node_os(tag) for fam in families_of_type("rpm") for tag in fam.kube_default_nodes]
+    return [*debian_node_oses(), *(node for node in rpm if node is not None)]
+
+
 def node_os(tag: str) -> NodeOs:
-    """The node OS whose operator tag is `tag` (debian12, ubuntu22.04, rhel9); dies with the known ones."""
-    for candidate in node_oses():
+    """The node OS whose operator tag is `tag` (debian12, ubuntu22.04, rhel9.4); dies with the known ones."""
+    for candidate in debian_node_oses():
         if candidate.tag == tag:
             return candidate
-    raise die(f"no image is made for node OS {tag!r}", f"use one of: {', '.join(o.tag for o in node_oses())}")
+    found = rpm_node_os(tag)
+    if found is not None:
+        return found
+    ids = sorted({os_id for fam in families_of_type("rpm") for os_id in fam.kube_os_ids})
+    raise die(
+        f"no image is made for node OS {tag!r}",
+        f"use one of: {', '.join(o.tag for o in debian_node_oses())}, or <ID><VERSION_ID> of {', '.join(ids)}"
+        " (as the GPU Operator tags: rhel9.4, rocky8.10, rhcos4.16, sles15.6)",
+    )
 
 
 def tag_safe(kver: str) -> str:
@@ -172,10 +228,13 @@ def plan(
 ) -> list[ImageSpec]:
     """The images for node OSes `oses` (operator tags; empty: every one) and `kernels` (pure).
 
-    Precompiled and KMM images hold a module built with this host's
-    compiler: they are planned for the node OS of this host's release
-    (`host_codename`), and for others only when `oses` names them (to be
-    skipped with the reason).  A KMM image is per kernel, not per OS.
+    A Debian or Ubuntu precompiled or KMM image holds a module built with
+    this host's compiler: without `oses` it is planned for the node OS of
+    this host's release (`host_codename`) only.  An RPM family's is compiled
+    in its release's build base, for kernels of that release: planned when
+    `oses` names the node OS.  Named OSes get every kernel's images (those
+    that cannot be built are skipped with the reason).  A KMM image is per
+    kernel, not per OS.
     """
     chosen = [node_os(tag) for tag in oses] if oses else node_oses()
     unknown = set(kinds) - set(KINDS)
@@ -198,13 +257,18 @@ def plan(
 def skip_reason(spec: ImageSpec, host_codename: str) -> str:
     """Why `spec` cannot be built on this host ("" when it can), before any Docker call (pure).
 
-    Missing kernel headers are not a reason: the package build installs them.
+    Missing kernel headers are not a reason: the package build (Debian) or
+    the module build (RPM families) installs them.
     """
-    if spec.node.family.package_type != "deb":
-        return f"{spec.node.tag} images need the {spec.node.family_name} packages' base {spec.node.registry_base}; only the deb path is built here so far"
-    if spec.kind != "driver":
-        if spec.node.codename != host_codename:
-            return f"the prebuilt module is built with this host's compiler ({host_codename}): build {spec.node.tag}'s on a {spec.node.codename} host"
+    fam = spec.node.family
+    if spec.kind == "driver":
+        return ""
+    if fam.package_type == "rpm":
+        if not fam.kernel_of_release(spec.kernel, spec.node.major):
+            return f"{spec.kernel} is not a kernel of {fam.name} {spec.node.major} ({spec.node.tag} nodes run those)"
+        return ""
+    if spec.node.codename != host_codename:
+        return f"the prebuilt module is built with this host's compiler ({host_codename}): build {spec.node.tag}'s on a {spec.node.codename} host"
     return ""
 
 
@@ -225,30 +289,56 @@ def setup_command(spec: ImageSpec, files: Sequence[str]) -> list[str]:
     return ["bash", "/kube/image_setup.sh", spec.kind, spec.kernel or "-", *files]
 
 
+def _pull(engine: Engine, reference: str) -> tuple[str, str]:
+    """(reference, "") once pulled, or ("", why) when no registry gives it."""
+    pulled, why = engine.pull(reference)
+    # The daemon's error is long (the whole registry URL and resolver reply): its start says enough.
+    short = why if len(why) <= 160 else why[:157] + "..."
+    return (reference, "") if pulled else ("", f"{short} (is a registry reachable from here?)")
+
+
 def _base_image(engine: Engine, spec: ImageSpec) -> tuple[str, str]:
     """(image, "") for the base of `spec`, or ("", why) when it cannot be had here."""
     if spec.node.suite:
         return engine.ensure_image(base_recipe(spec)), ""
-    pulled, why = engine.pull(spec.node.registry_base)
-    # The daemon's error is long (the whole registry URL and resolver reply): its start says enough.
-    short = why if len(why) <= 160 else why[:157] + "..."
-    return (spec.node.registry_base, "") if pulled else ("", f"{short} (is a registry reachable from here?)")
+    return _pull(engine, spec.node.registry_base)
 
 
 def image_size(engine: Engine, tag: str) -> int:
     return int(engine.client.images.get(tag).attrs.get("Size", 0))
 
 
-def build_image(engine: Engine, spec: ImageSpec, base: str, package_files: Sequence[Path]) -> Row:
-    """Build one image on `base` from `package_files` (the built packages of its release)."""
+def image_files(spec: ImageSpec, package_files: Sequence[Path], module: Path | None = None) -> tuple[list[Path], str]:
+    """(files, "") that image_setup.sh installs for `spec`, or ([], why) when they are not there (pure).
+
+    A Debian image installs packages: the DKMS sources, or the kernel's
+    prebuilt module package.  An RPM family's driver image installs the DKMS
+    package; its precompiled and KMM images take the compiled `module`.
+    """
     from gdrkit.matrix.runner import built_files
 
     fam = spec.node.family
+    if spec.kind != "driver" and fam.package_type == "rpm":
+        if module is None or not module.is_file():
+            return [], f"no gdrdrv.ko compiled for {spec.kernel}"
+        return [module], ""
     plan_ = model.plan(fam, kernels=[spec.kernel] if spec.kernel else [])
     dist = package_files[0].parent if package_files else Path()
     files = built_files(dist, fam.name, spec.package_names(plan_))
     if not files:
-        return Row(spec, "skipped", f"no built package {', '.join(spec.package_names(plan_))} in {dist}")
+        return [], f"no built package {', '.join(spec.package_names(plan_))} in {dist}"
+    return files, ""
+
+
+def build_image(
+    engine: Engine, spec: ImageSpec, base: str, package_files: Sequence[Path], module: Path | None = None
+) -> Row:
+    """Build one image on `base` from `package_files` (the built packages of its release) or `module`."""
+    fam = spec.node.family
+    files, why = image_files(spec, package_files, module)
+    if not files:
+        return Row(spec, "skipped", why)
+    dist = files[0].parent
     with tempfile.TemporaryDirectory(prefix="gdrkit-kube-") as tmp:
         kube = Path(tmp)
         shutil.copy2(ENTRYPOINT_SCRIPT, kube / ENTRYPOINT_SCRIPT.name)
@@ -256,7 +346,11 @@ def build_image(engine: Engine, spec: ImageSpec, base: str, package_files: Seque
         (kube / "cdi.yaml").write_text(kube_cdi_spec())
         mounts = {kube: "/kube", dist: "/pkgs"}
         argv = setup_command(spec, [f"/pkgs/{f.name}" for f in files])
-        env = {"INSTALL_FILES": " ".join(fam.install_files_command), "CLEAN": " ".join(fam.clean_command)}
+        env = {
+            "INSTALL_FILES": " ".join(fam.kube_install_files_command),
+            "CLEAN": " ".join(fam.clean_command),
+            "MODULE_SUBDIR": fam.kmod_module_location,
+        }
         from_registry = not spec.node.suite
         if from_registry:
             # A registry base is the bare distribution: the loader's tools first (from its mirrors).
@@ -287,11 +381,79 @@ def build_image(engine: Engine, spec: ImageSpec, base: str, package_files: Seque
     return Row(spec, "built", steps[-2] if len(steps) >= 2 else "", image_size(engine, spec.tag))
 
 
+def module_build_command(node: NodeOs, kver: str, headers_package: str, source_package: str) -> list[str]:
+    """The argv of module_build.sh in the build base of `node` (pure)."""
+    return ["bash", "/kube/module_build.sh", kver, headers_package, f"/pkgs/{source_package}"]
+
+
+def module_build_env(node: NodeOs) -> dict[str, str]:
+    """The family's commands and packages that module_build.sh uses (pure)."""
+    fam = node.family
+    return {
+        "REFRESH": " ".join(fam.refresh_command),
+        "INSTALL": " ".join(fam.install_command),
+        "HEADERS_FLAGS": " ".join(fam.headers_install_flags),
+        "BUILD_PACKAGES": " ".join(fam.kube_build_packages),
+        "INSTALL_FILES": " ".join(fam.kube_install_files_command),
+    }
+
+
+def compile_module(
+    engine: Engine, node: NodeOs, kver: str, package_files: Sequence[Path], output: Path
+) -> tuple[Path | None, str]:
+    """gdrdrv.ko for kernel `kver` of an RPM family's `node`, compiled in its build base from the DKMS package.
+
+    (module, "") or (None, why): the build base cannot be pulled, or its
+    repositories have no devel package of that kernel.
+    """
+    from gdrkit.matrix.runner import built_files
+
+    fam = node.family
+    base, why = _pull(engine, node.build_base)
+    if not base:
+        return None, why
+    sources = built_files(package_files[0].parent if package_files else Path(), fam.name, _dkms_names(fam))
+    if not sources:
+        return None, f"no built DKMS package {', '.join(_dkms_names(fam))} to compile gdrdrv from"
+    listing, _ = engine.run(base, shlex.join(fam.headers_query), stream=False)
+    headers = fam.headers_package_for(kver, listing.output)
+    if not headers:
+        offered = fam.headers_packages(listing.output)
+        newest = f"; it offers {', '.join(offered[-3:])}" if offered else ""
+        return None, f"{base}'s repositories have no kernel headers package of {kver}{newest}"
+    output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gdrkit-kube-build-") as tmp:
+        kube = Path(tmp)
+        shutil.copy2(MODULE_BUILD_SCRIPT, kube / MODULE_BUILD_SCRIPT.name)
+        log(f"compiling gdrdrv for {kver} in {base} with {headers}")
+        result, _ = engine.run(
+            base,
+            shlex.join(module_build_command(node, kver, headers, sources[0].name)),
+            mounts={kube: "/kube", sources[0].parent: "/pkgs", output: "/out"},
+            env=module_build_env(node),
+            stream=False,
+        )
+    if result.status != 0:
+        tail = "\n".join(result.output.splitlines()[-30:])
+        raise die(
+            f"compiling gdrdrv for {kver} in {base} failed (exit {result.status}):\n{tail}", "the lines above say why"
+        )
+    return output / "gdrdrv.ko", ""
+
+
+def _dkms_names(fam: Family) -> list[str]:
+    return [p.name for p in model.plan(fam, kernels=[]).packages if p.kind == "dkms"]
+
+
 def build_packages(
     node: NodeOs, kernels: Sequence[str], output: Path, ref: str = "HEAD", nvidia_src_dir: Path | None = None
 ) -> list[Path]:
-    """The .deb packages of `ref` for `node`'s release (and prebuilt modules for `kernels`) into `output`.
+    """The packages of `ref` for `node`'s release into `output`.
 
+    Debian and Ubuntu: the .deb packages, with prebuilt modules for
+    `kernels` (this host's).  RPM families: the .rpm packages without
+    prebuilt modules (their kernels' modules are compiled in the release's
+    build base, compile_module).
     `nvidia_src_dir` (nv-p2p.h and the driver's Module.symvers): the prebuilt
     module takes the P2P symbol versions of that driver; without it, those of
     gdrdrv's own declarations, which are NVIDIA's (tests/python/test_p2p_crcs.py).
@@ -300,6 +462,9 @@ def build_packages(
 
     source = build.source_at(ref)
     fam = node.family
+    if fam.package_type == "rpm":
+        build.ensure_build_deps([], kinds=("rpm",), lint=False)
+        return build.build_rpms(model.plan(fam, kernels=[], source_date_epoch=source.epoch), source, output)
     build.ensure_build_deps(kernels, kinds=("deb",), lint=False)
     if nvidia_src_dir is not None and not (nvidia_src_dir / "nv-p2p.h").exists():
         raise die(f"{nvidia_src_dir} has no nv-p2p.h", "pass the NVIDIA driver's kernel source directory that holds it")
@@ -326,6 +491,43 @@ def summary_lines(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+def _build_node(
+    engine: Engine,
+    node: NodeOs,
+    specs: Sequence[ImageSpec],
+    packages_dir: Path | None,
+    ref: str,
+    nvidia_src_dir: Path | None,
+) -> list[Row]:
+    """The rows of one node OS: its bases first (a base that cannot be had skips
+    its images before any package is built), then the packages, then each image."""
+    bases = {spec: _base_image(engine, spec) for spec in specs}
+    rows = [Row(spec, "skipped", bases[spec][1]) for spec in specs if not bases[spec][0]]
+    ready = [spec for spec in specs if bases[spec][0]]
+    if not ready:
+        return rows
+    fam = node.family
+    kernels = sorted({s.kernel for s in ready if s.kernel})
+    if packages_dir is not None:
+        files = sorted(packages_dir.glob(f"*.{fam.package_type}"))
+    else:
+        out = Path(tempfile.mkdtemp(prefix=f"gdrkit-kube-{node.tag}-"))
+        files = build_packages(node, kernels, out, ref, nvidia_src_dir)
+    modules: dict[str, tuple[Path | None, str]] = {}
+    for spec in ready:
+        module = None
+        if spec.kernel and fam.package_type == "rpm":
+            if spec.kernel not in modules:
+                where = Path(tempfile.mkdtemp(prefix=f"gdrkit-kube-module-{tag_safe(spec.kernel)}-"))
+                modules[spec.kernel] = compile_module(engine, node, spec.kernel, files, where)
+            module, why = modules[spec.kernel]
+            if module is None:
+                rows.append(Row(spec, "skipped", why))
+                continue
+        rows.append(build_image(engine, spec, bases[spec][0], files, module))
+    return rows
+
+
 def build_images(
     specs: Sequence[ImageSpec],
     *,
@@ -334,7 +536,7 @@ def build_images(
     nvidia_src_dir: Path | None = None,
     engine: Engine | None = None,
 ) -> list[Row]:
-    """Build every buildable image of `specs`, rows for all.
+    """Build every buildable image of `specs`, rows for all, in the order of `specs`.
 
     Per node OS: its bases first (a base that cannot be had skips the OS
     before any package is built), then the packages of `ref` for its release
@@ -357,18 +559,7 @@ def build_images(
     try:
         for node, node_specs in buildable.items():
             assert engine is not None
-            bases = {spec: _base_image(engine, spec) for spec in node_specs}
-            ready = [spec for spec in node_specs if bases[spec][0]]
-            rows += [Row(spec, "skipped", bases[spec][1]) for spec in node_specs if not bases[spec][0]]
-            if not ready:
-                continue
-            kernels = sorted({s.kernel for s in ready if s.kernel})
-            if packages_dir is not None:
-                files = sorted(packages_dir.glob("*.deb"))
-            else:
-                out = Path(tempfile.mkdtemp(prefix=f"gdrkit-kube-{node.tag}-"))
-                files = build_packages(node, kernels, out, ref, nvidia_src_dir)
-            rows += [build_image(engine, spec, bases[spec][0], files) for spec in ready]
+            rows += _build_node(engine, node, node_specs, packages_dir, ref, nvidia_src_dir)
     finally:
         if own and engine is not None:
             engine.cleanup()
@@ -387,9 +578,9 @@ def dry_run_status(spec: ImageSpec, host_codename: str) -> tuple[str, str]:
     why = skip_reason(spec, host_codename)
     if why:
         return "skipped", why
-    base = (
-        f"mmdebstrap {spec.node.suite} + {' '.join(spec.base_packages())}"
-        if spec.node.suite
-        else spec.node.registry_base
-    )
-    return "planned", f"base {base}"
+    if spec.node.suite:
+        return "planned", f"base mmdebstrap {spec.node.suite} + {' '.join(spec.base_packages())}"
+    detail = f"base {spec.node.registry_base}"
+    if spec.kernel and spec.node.build_base:
+        detail += f"; gdrdrv.ko compiled in {spec.node.build_base}"
+    return "planned", detail

@@ -102,7 +102,7 @@ def render(kmm_kernels: Sequence[str] = (), repository: str = images.DEFAULT_REP
         ),
     }
     for other in images.node_oses():
-        if other == node or other.family.package_type != "deb":
+        if other == node:
             continue
         tag = driver_image(other, repository).rpartition(":")[2]
         files[f"overlays/{other.tag}/kustomization.yaml"] = env.get_template(

@@ -23,12 +23,40 @@ V = version.VERSION
 
 def test_node_oses_are_named_as_the_gpu_operator_names_them() -> None:
     tags = [node.tag for node in images.node_oses()]
-    assert {"debian12", "debian13", "ubuntu22.04", "ubuntu24.04", "rhel9"} <= set(tags)
+    assert {"debian12", "debian13", "ubuntu22.04", "ubuntu24.04", "rhel8.10", "rhel9.4", "sles15.6"} <= set(tags)
     bookworm = images.node_os("debian12")
     assert (bookworm.suite, bookworm.codename, bookworm.registry_base) == ("bookworm", "bookworm", "")
     assert images.node_os("ubuntu22.04").registry_base == "ubuntu:22.04"
-    with pytest.raises(UserError, match="no image is made for node OS 'centos7'"):
+    with pytest.raises(UserError, match="no image is made for node OS 'centos7'.*rhel .*7 is not a release"):
         images.node_os("centos7")
+    with pytest.raises(UserError, match="no image is made for node OS 'arch2024'"):
+        images.node_os("arch2024")
+
+
+@pytest.mark.parametrize(
+    "tag, family, major, base, build_base",
+    [
+        # The operator's tag is <ID><VERSION_ID>: any minor release of a known major.
+        ("rhel9.4", "rhel", "9", "registry.access.redhat.com/ubi9/ubi:latest", "rockylinux:9"),
+        ("rocky8.10", "rhel", "8", "registry.access.redhat.com/ubi8/ubi:latest", "rockylinux:8"),
+        ("almalinux9.6", "rhel", "9", "registry.access.redhat.com/ubi9/ubi:latest", "rockylinux:9"),
+        # OpenShift 4.13 moved CoreOS to RHEL 9.
+        ("rhcos4.12", "rhel", "8", "registry.access.redhat.com/ubi8/ubi:latest", "rockylinux:8"),
+        ("rhcos4.16", "rhel", "9", "registry.access.redhat.com/ubi9/ubi:latest", "rockylinux:9"),
+        ("sles15.6", "suse", "15", "registry.suse.com/bci/bci-base:15.6", "opensuse/leap:15.6"),
+        ("opensuse-leap15.7", "suse", "15", "registry.suse.com/bci/bci-base:15.7", "opensuse/leap:15.7"),
+    ],
+)
+def test_rpm_node_oses_take_the_operators_tag(tag: str, family: str, major: str, base: str, build_base: str) -> None:
+    node = images.node_os(tag)
+    assert (node.tag, node.family_name, node.major, node.registry_base, node.build_base) == (
+        tag,
+        family,
+        major,
+        base,
+        build_base,
+    )
+    assert images.ImageSpec("driver", node, "").tag == f"gdrcopy/gdrdrv:{V}-{tag}"
 
 
 def test_tags_fit_the_operators_repository_image_version_os() -> None:
@@ -59,8 +87,32 @@ def test_plan_makes_kernel_images_for_this_hosts_release_only() -> None:
 def test_skip_reasons() -> None:
     driver = images.ImageSpec("driver", images.node_os("debian13"), "")
     assert images.skip_reason(driver, "bookworm") == ""
-    rhel = images.ImageSpec("driver", images.node_os("rhel9"), "")
-    assert "only the deb path is built here" in images.skip_reason(rhel, "bookworm")
+    rhel = images.node_os("rhel9.4")
+    assert images.skip_reason(images.ImageSpec("driver", rhel, ""), "bookworm") == ""
+    el9 = "5.14.0-427.13.1.el9_4.x86_64"
+    assert images.skip_reason(images.ImageSpec("precompiled", rhel, el9), "bookworm") == ""
+    assert images.skip_reason(images.ImageSpec("kmm", rhel, "4.18.0-553.el8_10.x86_64"), "bookworm") == (
+        "4.18.0-553.el8_10.x86_64 is not a kernel of rhel 9 (rhel9.4 nodes run those)"
+    )
+    sles = images.node_os("sles15.6")
+    assert images.skip_reason(images.ImageSpec("precompiled", sles, "6.4.0-150600.23.25-default"), "bookworm") == ""
+    assert "is not a kernel of suse 15" in images.skip_reason(images.ImageSpec("kmm", sles, el9), "bookworm")
+
+
+def test_rpm_kernels_name_their_headers_package() -> None:
+    from gdrkit.distro.families import family
+
+    rhel, suse = family("rhel"), family("suse")
+    dnf = "kernel-devel.x86_64   5.14.0-427.13.1.el9_4   baseos\nkernel-devel.x86_64   5.14.0-427.16.1.el9_4   baseos\n"
+    assert rhel.headers_package_for("5.14.0-427.16.1.el9_4.x86_64", dnf) == "kernel-devel-5.14.0-427.16.1.el9_4"
+    assert rhel.headers_package_for("5.14.0-427.2.1.el9_4.x86_64", dnf) == ""
+    # SUSE's package version adds a rebuild count to the kernel release.
+    zypper = (
+        "v | kernel-default-devel | package | 6.4.0-150600.23.22.1 | noarch | Update\n"
+        "v | kernel-default-devel | package | 6.4.0-150600.23.25.1 | noarch | Update\n"
+    )
+    assert suse.headers_package_for("6.4.0-150600.23.25-default", zypper) == "kernel-default-devel-6.4.0-150600.23.25.1"
+    assert suse.headers_package_for("6.4.0-150600.23.2-default", zypper) == ""
 
 
 def test_image_config_is_the_sidecars_entrypoint_and_command() -> None:
@@ -159,7 +211,7 @@ def test_summary_has_tags_sizes_and_reasons() -> None:
     node = images.node_os("debian12")
     rows = [
         images.Row(images.ImageSpec("driver", node, ""), "built", "ok", 358_000_000),
-        images.Row(images.ImageSpec("driver", images.node_os("rhel9"), ""), "skipped", "why"),
+        images.Row(images.ImageSpec("driver", images.node_os("rhel9.4"), ""), "skipped", "why"),
     ]
     lines = images.summary_lines(rows)
     assert lines[1].split() == [f"gdrcopy/gdrdrv:{V}-debian12", "358", "MB", "built:", "ok"]
@@ -167,3 +219,133 @@ def test_summary_has_tags_sizes_and_reasons() -> None:
     images.check_rows(rows)
     with pytest.raises(UserError, match="no image was built"):
         images.check_rows(rows[1:])
+
+
+EL9 = "5.14.0-427.13.1.el9_4.x86_64"
+DNF_LISTING = f"kernel-devel.x86_64   {EL9.removesuffix('.x86_64')}   baseos\n"
+
+
+@dataclass
+class RpmEngine(FakeEngine):
+    """A fake engine for the RPM families' path: pulls, the headers listing, the module build."""
+
+    unreachable: tuple[str, ...] = ()
+    listing: str = DNF_LISTING
+    module_status: int = 0
+    pulled: list[str] = field(default_factory=list)
+
+    def pull(self, reference: str) -> tuple[bool, str]:
+        self.pulled.append(reference)
+        if reference in self.unreachable:
+            return False, f"cannot pull {reference}: dial tcp: lookup registry: no such host"
+        return True, ""
+
+    def run(self, image: str, script: str, **kwargs: Any) -> tuple[RunResult, FakeContainer]:
+        mounts = kwargs.get("mounts", {})
+        if "/out" in mounts.values():  # module_build.sh
+            self.runs.append({"image": image, "script": script, **kwargs})
+            out = next(host for host, inside in mounts.items() if inside == "/out")
+            if self.module_status == 0:
+                (out / "gdrdrv.ko").write_bytes(b"\x7fELF")
+            return RunResult(self.module_status, "module-build: make failed\n"), FakeContainer()
+        if "/kube" not in mounts.values():  # the headers listing
+            self.runs.append({"image": image, "script": script, **kwargs})
+            return RunResult(0, self.listing), FakeContainer()
+        return super().run(image, script, **kwargs)
+
+
+@pytest.fixture
+def rpms(tmp_path: Path) -> list[Path]:
+    files = [tmp_path / f"{name}-{V}-1.noarch.rpm" for name in ("gdrcopy-kmod", "gdrcopy-devel")]
+    for rpm in files:
+        rpm.touch()
+    return files
+
+
+def test_rpm_driver_image_installs_the_dkms_package_without_its_scriptlets(rpms: list[Path]) -> None:
+    engine = RpmEngine()
+    spec = images.ImageSpec("driver", images.node_os("rhel9.4"), "")
+    row = images.build_image(engine, spec, spec.node.registry_base, rpms)  # type: ignore[arg-type]
+    assert row.status == "built"
+    run = engine.runs[0]
+    assert run["script"] == f"bash /kube/image_setup.sh driver - /pkgs/gdrcopy-kmod-{V}-1.noarch.rpm"
+    # Registry base: the mirrors for the loader's tools and the compiler, our package without DKMS's scriptlets.
+    assert run["network"] is True
+    assert run["env"]["INSTALL_FILES"] == "rpm --install --nodeps --noscripts"
+    assert run["env"]["INSTALL"] == "dnf install -y"
+    assert {"kmod", "gcc", "make", "findutils"} <= set(run["env"]["BASE_PACKAGES"].split())
+
+
+def test_rpm_precompiled_images_take_the_module_compiled_in_the_build_base(
+    tmp_path: Path, rpms: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = images.node_os("rhel9.4")
+    specs = [images.ImageSpec(kind, node, EL9) for kind in ("precompiled", "kmm")]
+    monkeypatch.setattr(images, "build_packages", lambda *args, **kwargs: rpms)
+    engine = RpmEngine()
+    rows = images._build_node(engine, node, specs, None, "HEAD", None)  # type: ignore[arg-type]
+    assert [row.status for row in rows] == ["built", "built"]
+    listing, build, *setups = engine.runs
+    assert (listing["image"], listing["script"]) == ("rockylinux:9", "dnf -q --showduplicates list kernel-devel")
+    assert build["image"] == "rockylinux:9"
+    assert build["script"] == (
+        f"bash /kube/module_build.sh {EL9} kernel-devel-5.14.0-427.13.1.el9_4 /pkgs/gdrcopy-kmod-{V}-1.noarch.rpm"
+    )
+    assert build["env"]["BUILD_PACKAGES"].split()[-3:] == ["make", "gcc", "elfutils-libelf"]
+    # One compile for both images of the kernel; each image gets the module, no package of ours.
+    assert len(setups) == 2
+    for setup, kind in zip(setups, ("precompiled", "kmm")):
+        assert setup["image"] == "registry.access.redhat.com/ubi9/ubi:latest"
+        assert setup["script"] == f"bash /kube/image_setup.sh {kind} {EL9} /pkgs/gdrdrv.ko"
+        assert setup["env"]["MODULE_SUBDIR"] == "/extra"
+    assert engine.pulled == ["registry.access.redhat.com/ubi9/ubi:latest"] * 2 + ["rockylinux:9"]
+
+
+def test_rpm_images_skip_with_why_before_building_anything(rpms: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    node = images.node_os("sles15.6")
+    kver = "6.4.0-150600.23.25-default"
+    specs = [images.ImageSpec("driver", node, ""), images.ImageSpec("precompiled", node, kver)]
+
+    def no_build(*args: Any, **kwargs: Any) -> list[Path]:
+        raise AssertionError("packages are built only for a base that could be had")
+
+    monkeypatch.setattr(images, "build_packages", no_build)
+    engine = RpmEngine(unreachable=(node.registry_base,))
+    rows = images._build_node(engine, node, specs, None, "HEAD", None)  # type: ignore[arg-type]
+    assert [row.status for row in rows] == ["skipped", "skipped"]
+    assert rows[0].detail.startswith("cannot pull registry.suse.com/bci/bci-base:15.6: ")
+    assert rows[0].detail.endswith("(is a registry reachable from here?)")
+
+
+def test_rpm_kernel_without_headers_in_the_build_base_is_skipped_with_what_it_offers(
+    tmp_path: Path, rpms: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = images.node_os("rhel9.4")
+    monkeypatch.setattr(images, "build_packages", lambda *args, **kwargs: rpms)
+    engine = RpmEngine(listing="kernel-devel.x86_64   5.14.0-503.11.1.el9_5   baseos\n")
+    rows = images._build_node(engine, node, [images.ImageSpec("kmm", node, EL9)], None, "HEAD", None)  # type: ignore[arg-type]
+    assert rows[0].status == "skipped"
+    assert rows[0].detail == (
+        f"rockylinux:9's repositories have no kernel headers package of {EL9}; it offers kernel-devel-5.14.0-503.11.1.el9_5"
+    )
+    # The build base cannot be had: skipped with the pull's error.
+    engine = RpmEngine(unreachable=("rockylinux:9",))
+    rows = images._build_node(engine, node, [images.ImageSpec("kmm", node, EL9)], None, "HEAD", None)  # type: ignore[arg-type]
+    assert rows[0].status == "skipped" and rows[0].detail.startswith("cannot pull rockylinux:9")
+
+
+def test_a_failed_module_build_says_why(tmp_path: Path, rpms: list[Path]) -> None:
+    node = images.node_os("rhel9.4")
+    with pytest.raises(UserError, match=f"compiling gdrdrv for {EL9} in rockylinux:9 failed .*make failed"):
+        images.compile_module(RpmEngine(module_status=1), node, EL9, rpms, tmp_path / "out")  # type: ignore[arg-type]
+
+
+def test_dry_run_names_the_bases() -> None:
+    rhel = images.node_os("rhel9.4")
+    assert images.dry_run_status(images.ImageSpec("precompiled", rhel, EL9), "bookworm") == (
+        "planned",
+        "base registry.access.redhat.com/ubi9/ubi:latest; gdrdrv.ko compiled in rockylinux:9",
+    )
+    assert images.dry_run_status(images.ImageSpec("driver", images.node_os("debian12"), ""), "bookworm")[1].startswith(
+        "base mmdebstrap bookworm + kmod"
+    )

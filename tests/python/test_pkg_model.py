@@ -10,7 +10,7 @@ import pytest
 
 from gdrkit.distro import families
 from gdrkit.packaging import model, render
-from gdrkit.system import UserError
+from gdrkit.system import UserError, ensure_debian_packages
 
 EPOCH = 1767225600
 
@@ -82,7 +82,9 @@ def test_versions_upgrade_the_reference_packages() -> None:
     plan = model.plan(families.family("debian"))
     # dpkg's own comparison: ours must sort above NVIDIA's 2.6-1.
     assert subprocess.run(["dpkg", "--compare-versions", plan.full_version, "gt", "2.6-1"]).returncode == 0
-    # rpm's own comparison, against the reference's gdrcopy 2.6-1 and gdrcopy-kmod 2.6-1dkms.
+    # rpm's own comparison, against the reference's gdrcopy 2.6-1 and gdrcopy-kmod 2.6-1dkms
+    # (a fresh machine has no rpm until a package build installs it).
+    ensure_debian_packages(["rpm"])
     for old in ("2.6-1", "2.6-1dkms"):
         lua = f'%{{lua: print(rpm.vercmp("{plan.version}-{plan.release}", "{old}"))}}'
         assert subprocess.run(["rpm", "--eval", lua], capture_output=True, text=True).stdout.strip() == "1"
