@@ -313,12 +313,13 @@ def image_files(spec: ImageSpec, package_files: Sequence[Path], module: Path | N
 
     A Debian image installs packages: the DKMS sources, or the kernel's
     prebuilt module package.  An RPM family's driver image installs the DKMS
-    package; its precompiled and KMM images take the compiled `module`.
+    package; its precompiled and KMM images take the compiled `module` (as
+    any precompiled or KMM image does when given one).
     """
     from gdrkit.matrix.runner import built_files
 
     fam = spec.node.family
-    if spec.kind != "driver" and fam.package_type == "rpm":
+    if spec.kind != "driver" and (module is not None or fam.package_type == "rpm"):
         if module is None or not module.is_file():
             return [], f"no gdrdrv.ko compiled for {spec.kernel}"
         return [module], ""

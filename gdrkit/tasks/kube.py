@@ -14,13 +14,15 @@ def _split(value: str) -> list[str]:
 
 @task(
     help={
-        "os": "node OSes by the GPU Operator's name, comma-separated (debian12, debian13, ubuntu22.04, rhel9, ...;"
-        " default: every one, those that cannot be built here are listed as skipped with why)",
+        "os": "node OSes by the GPU Operator's name <ID><VERSION_ID>, comma-separated (debian12, ubuntu22.04,"
+        " rhel9.4, rocky8.10, rhcos4.16, sles15.6, ...; default: the Debian and Ubuntu releases and a few RHEL and"
+        " SLES ones; those that cannot be built here are listed as skipped with why)",
         "kernel": "kernel releases for the precompiled and KMM images, comma-separated (default: this host's"
-        " kernels with headers; none: --kernel none)",
+        " kernels with headers; an RPM family's kernels need its node OS named in --os; none: --kernel none)",
         "kind": "image kinds, comma-separated: driver, precompiled, kmm (default: all three)",
         "repository": "image repository prefix (default: gdrcopy); the operator's gdrcopy.repository",
-        "packages": "directory of already built .deb packages to use (default: build them from --ref)",
+        "packages": "directory of already built packages to use, .deb or .rpm by the node OS (default: build them"
+        " from --ref)",
         "ref": "git commit whose packages go into the images (default: HEAD)",
         "nvidia_src_dir": "NVIDIA driver kernel sources (nv-p2p.h, Module.symvers) the precompiled module is built"
         " against (default: gdrdrv's own declarations, whose symbol versions are NVIDIA's)",
