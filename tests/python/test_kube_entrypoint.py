@@ -1,10 +1,12 @@
 """nvidia-gdrcopy-driver's decisions, on fake /sys and /proc trees (no kernel, no container).
 
 The script is sourced by bash (it runs main only when executed), each
-function is called with GDRCOPY_SYSFS / GDRCOPY_PROC pointing at a temporary
+function is called with GDRCOPY_SYSFS / GDRCOPY_PROC (and, for the kernel
+build tree, GDRCOPY_LIB_MODULES / GDRCOPY_USR_SRC) pointing at a temporary
 tree, and commands that would touch the kernel (rmmod) are fakes on PATH that
-record their calls.  The whole flow, with a real kernel, is
-tests/python/test_kube_vm.py's.
+record their calls.  The driver roots are laid out as each family's NVIDIA
+driver container keeps its kernel headers.  The whole flow, with a real
+kernel, is tests/python/test_kube_vm.py's.
 """
 
 from __future__ import annotations
@@ -124,6 +126,126 @@ def test_sources_missing_or_ambiguous_say_what_to_do(tree: Path) -> None:
     assert result.returncode == 1 and "set NVIDIA_DRIVER_VERSION" in result.stderr
     result = run(tree, "driver_sources", {"NVIDIA_DRIVER_VERSION": "570.2"})
     assert result.returncode == 0 and result.stdout.strip().endswith("nvidia-570.2")
+
+
+# The kernel build tree, in the driver roots of each family's NVIDIA driver container.
+DEBIAN_KVER = "6.1.0-18-amd64"
+EL_KVER = "5.14.0-427.13.1.el9_4.x86_64"
+SUSE_VERSION = "5.14.21-150500.55.62"
+SUSE_KVER = f"{SUSE_VERSION}-default"
+ARCH = os.uname().machine  # the script's `uname -m`: SUSE's obj trees are per architecture
+
+
+def image(tree: Path) -> dict[str, str]:
+    """The image's /lib/modules and /usr/src, under tree/image."""
+    (tree / "image/lib/modules").mkdir(parents=True, exist_ok=True)
+    (tree / "image/usr/src").mkdir(parents=True, exist_ok=True)
+    return {"GDRCOPY_LIB_MODULES": str(tree / "image/lib/modules"), "GDRCOPY_USR_SRC": str(tree / "image/usr/src")}
+
+
+def makefile(directory: Path, text: str = "") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "Makefile").write_text(text)
+    return directory
+
+
+def build_link(tree: Path, kver: str, target: str) -> None:
+    """The driver root's lib/modules/<kver>/build link (absolute, as the packages make it)."""
+    link = tree / "driver/lib/modules" / kver / "build"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+
+
+def test_kernel_tree_debian_link_is_followed_inside_the_driver_root(tree: Path) -> None:
+    headers = makefile(
+        tree / f"driver/usr/src/linux-headers-{DEBIAN_KVER}",
+        "include /usr/src/linux-headers-6.1.0-18-common/Makefile\n",
+    )
+    makefile(tree / "driver/usr/src/linux-headers-6.1.0-18-common")
+    build_link(tree, DEBIAN_KVER, f"/usr/src/linux-headers-{DEBIAN_KVER}")
+    result = run(tree, f"kernel_tree {DEBIAN_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(headers)
+    assert f"-> /usr/src/linux-headers-{DEBIAN_KVER}, taken inside the driver root" in result.stderr
+    # The Makefile's absolute include resolves through our /usr/src.
+    common = tree / "image/usr/src/linux-headers-6.1.0-18-common"
+    assert common.is_symlink() and common.resolve() == (tree / "driver/usr/src/linux-headers-6.1.0-18-common").resolve()
+    assert "linked the driver root's /usr/src entries" in result.stderr
+
+
+@pytest.mark.parametrize("with_link", [False, True])
+def test_kernel_tree_el_kernel_devel_with_or_without_its_build_link(tree: Path, with_link: bool) -> None:
+    devel = makefile(tree / f"driver/usr/src/kernels/{EL_KVER}")
+    if with_link:
+        build_link(tree, EL_KVER, f"/usr/src/kernels/{EL_KVER}")
+    result = run(tree, f"kernel_tree {EL_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(devel)
+    why = f"-> /usr/src/kernels/{EL_KVER}, taken inside" if with_link else "EL kernel-devel in the driver root"
+    assert f"kernel: build tree {devel} (" in result.stderr and why in result.stderr
+    assert (tree / "image/usr/src/kernels").is_symlink()
+
+
+@pytest.mark.parametrize("with_link", [False, True])
+def test_kernel_tree_suse_obj_tree_and_its_sources_linked(tree: Path, with_link: bool) -> None:
+    sources = makefile(tree / f"driver/usr/src/linux-{SUSE_VERSION}")
+    obj = makefile(
+        tree / f"driver/usr/src/linux-{SUSE_VERSION}-obj/{ARCH}/default",
+        f"include /usr/src/linux-{SUSE_VERSION}/Makefile\n",
+    )
+    if with_link:
+        build_link(tree, SUSE_KVER, f"/usr/src/linux-{SUSE_VERSION}-obj/{ARCH}/default")
+    result = run(tree, f"kernel_tree {SUSE_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(obj)
+    if not with_link:
+        assert "SUSE kernel-default-devel in the driver root" in result.stderr
+    # The obj tree's Makefile names the sources by absolute path: they are ours too.
+    linked = tree / f"image/usr/src/linux-{SUSE_VERSION}"
+    assert linked.is_symlink() and (linked / "Makefile").exists()
+    assert linked.resolve() == sources.resolve()
+    assert (tree / f"image/usr/src/linux-{SUSE_VERSION}-obj").is_symlink()
+
+
+def test_kernel_tree_of_the_image_first_and_nothing_linked(tree: Path) -> None:
+    own = makefile(tree / f"image/lib/modules/{EL_KVER}/build")
+    makefile(tree / f"driver/usr/src/kernels/{EL_KVER}")
+    result = run(tree, f"kernel_tree {EL_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(own) and "this image's headers" in result.stderr
+    assert not any((tree / "image/usr/src").iterdir())
+
+
+def test_kernel_tree_missing_lists_every_place_and_what_to_do(tree: Path) -> None:
+    (tree / "driver/usr/src").mkdir(parents=True)
+    build_link(tree, SUSE_KVER, "/usr/src/linux-gone-obj/x86_64/default")  # dangling in the driver root too
+    result = run(tree, f"kernel_tree {SUSE_KVER}", image(tree))
+    assert result.returncode == 1
+    driver = tree / "driver"
+    for place in (
+        f"{tree}/image/lib/modules/{SUSE_KVER}/build (this image)",
+        f"{driver}/lib/modules/{SUSE_KVER}/build -> /usr/src/linux-gone-obj/x86_64/default (no {driver}/usr/src/linux-gone-obj/x86_64/default/Makefile)",
+        f"{driver}/usr/lib/modules/{SUSE_KVER}/build",
+        f"{driver}/usr/src/kernels/{SUSE_KVER} (EL, RHCOS)",
+        f"{driver}/usr/src/linux-{SUSE_VERSION}-obj/{ARCH}/default (SUSE)",
+    ):
+        assert place in result.stderr, place
+    assert "Install the running kernel's headers in the NVIDIA driver container" in result.stderr
+    assert f"SUSE: kernel-default-devel {SUSE_VERSION}" in result.stderr and "set GDRCOPY_KDIR" in result.stderr
+    # An EL release names no SUSE tree and no SUSE package.
+    result = run(tree, f"kernel_tree {EL_KVER}", image(tree))
+    assert result.returncode == 1
+    assert f"{driver}/usr/src/kernels/{EL_KVER} (EL, RHCOS)" in result.stderr and "SUSE" not in result.stderr
+    assert f"EL, RHCOS: kernel-devel-{EL_KVER})" in result.stderr
+
+
+def test_kernel_tree_named_by_gdrcopy_kdir(tree: Path) -> None:
+    kdir = makefile(tree / "elsewhere")
+    result = run(tree, f"kernel_tree {EL_KVER}", {**image(tree), "GDRCOPY_KDIR": str(kdir)})
+    assert result.returncode == 0 and result.stdout.strip() == str(kdir)
+    assert "(GDRCOPY_KDIR)" in result.stderr
+    result = run(tree, f"kernel_tree {EL_KVER}", {**image(tree), "GDRCOPY_KDIR": str(tree / "nowhere")})
+    assert result.returncode == 1 and "has no Makefile" in result.stderr
 
 
 def test_unload_leaves_a_module_in_use_and_unloads_one_at_refcount_0(tree: Path) -> None:
