@@ -29,6 +29,10 @@
 #                          usr/src/linux-<version>-obj/<arch>/<flavour> (SUSE)]
 #   GDRCOPY_BUILD_DIR      where gdrdrv is built [/var/lib/gdrcopy/build]
 #   GDRCOPY_MODULE_ARGS    gdrdrv parameters added after modprobe.d's options
+#   GDRCOPY_ALLOW_UNSUPPORTED
+#                          1: where a SUSE kernel refuses modules not marked
+#                          supported (kernel.unsupported=0), raise it to 1 for
+#                          our insmod alone and put 0 back [0: refuse, saying so]
 #   GDRCOPY_WAIT_TIMEOUT   seconds to wait for the driver, 0 = forever [0]
 #   GDRCOPY_POLL_INTERVAL  seconds between checks [5]
 #   GDRCOPY_CDI_DIR        after loading, write the CDI spec there (as `cdi DIR`) [none]
@@ -338,6 +342,82 @@ module_flavour() {
 	esac
 }
 
+# SUSE's enterprise kernels (CONFIG_SUSE_KERNEL_SUPPORTED, the kernels that
+# have /proc/sys/kernel/unsupported) read a "supported" flag in each module's
+# modinfo: "yes" (SUSE's own), "external" (a SolidDriver partner's) or none.
+# gdrdrv, built out of the kernel's tree, has none.  Two switches decide
+# whether such a module loads:
+#   kernel.unsupported   the kernel's own: 0 refuses it (ENOEXEC, which insmod
+#                        reports as "Invalid module format"), 1 loads it and
+#                        warns in the kernel log, 2 loads it quietly (SLE's
+#                        default); both taint the kernel N
+#   allow_unsupported_modules
+#                        SUSE's modprobe's, in modprobe.d (0 on SLE): modprobe
+#                        refuses such a module unless it is 1 or
+#                        --allow-unsupported-modules is given.  insmod reads no
+#                        modprobe.d, so it does not apply to our insmod.
+# So with 1 or 2 gdrdrv loads and nothing on the node changes.  With 0, set
+# by the node's administrator, we refuse and say what to set, unless
+# GDRCOPY_ALLOW_UNSUPPORTED=1 asks us to raise it to 1 for our insmod alone;
+# restore_unsupported puts 0 back right after it (or on any exit), so the
+# node is left as it was, and both steps are logged.  (Another unsupported
+# module loaded in that moment would pass too; 1, not 2, has the kernel log
+# each one.)  We never mark gdrdrv "external": that claims a SUSE partner's
+# support, which it does not have.
+unsupported_restore=""
+
+allow_unsupported() {
+	local ko=$1 knob="$PROC/sys/kernel/unsupported" allow=${GDRCOPY_ALLOW_UNSUPPORTED:-0} value supported
+	case $allow in
+	0 | 1) ;;
+	*) fail supported "GDRCOPY_ALLOW_UNSUPPORTED=$allow: say 0 or 1" ;;
+	esac
+	[ -r "$knob" ] || return 0 # not a SUSE enterprise kernel
+	value=$(cat "$knob")
+	supported=$(modinfo -F supported "$ko" 2>/dev/null || true)
+	case $supported in
+	yes | external)
+		log supported "SUSE kernel: $ko is marked supported=$supported, which kernel.unsupported ($value) does not restrict"
+		return 0
+		;;
+	esac
+	if [ "$value" != 0 ]; then
+		log supported "SUSE kernel: $MODULE is not marked supported by SUSE and kernel.unsupported=$value lets it load (the kernel is tainted N); modprobe's allow_unsupported_modules does not apply to insmod; nothing on the node is changed"
+		return 0
+	fi
+	[ "$allow" = 1 ] ||
+		fail supported "this SUSE kernel refuses modules not marked supported (kernel.unsupported=0, set on the node by sysctl or the boot option unsupported=0) and $MODULE is not marked: set kernel.unsupported=1 on the node (sysctl -w kernel.unsupported=1, kept in /etc/sysctl.d), or GDRCOPY_ALLOW_UNSUPPORTED=1 in this container to raise it for this insmod alone"
+	trap restore_unsupported EXIT
+	unsupported_restore=$value
+	if ! echo 1 >"$knob"; then
+		unsupported_restore=""
+		fail supported "cannot write $knob to allow $MODULE (GDRCOPY_ALLOW_UNSUPPORTED=1): the container must be privileged"
+	fi
+	log supported "SUSE kernel: kernel.unsupported raised from 0 to 1 for this insmod of $MODULE alone (GDRCOPY_ALLOW_UNSUPPORTED=1); the kernel logs the load and is tainted N"
+}
+
+# Put kernel.unsupported back to what allow_unsupported found, if it changed it.
+restore_unsupported() {
+	[ -n "$unsupported_restore" ] || return 0
+	if echo "$unsupported_restore" >"$PROC/sys/kernel/unsupported"; then
+		log supported "kernel.unsupported put back to $unsupported_restore"
+	else
+		log supported "FAILED to put kernel.unsupported back to $unsupported_restore: run sysctl -w kernel.unsupported=$unsupported_restore on the node"
+	fi
+	unsupported_restore=""
+	trap - EXIT
+}
+
+# insmod `ko` with its options, once SUSE's support policy allows it.
+insert_module() {
+	local ko=$1 rc=0
+	shift
+	allow_unsupported "$ko"
+	insmod "$ko" "$@" || rc=$?
+	restore_unsupported
+	[ "$rc" = 0 ] || fail load "insmod failed; the kernel log (dmesg) says why"
+}
+
 load_module() {
 	local kver flavour_line flavour ko built options
 	kver=$(uname -r)
@@ -371,7 +451,7 @@ load_module() {
 	fi
 	log load "insmod $ko $options"
 	# shellcheck disable=SC2086 # the options are separate words
-	insmod "$ko" $options || fail load "insmod failed; the kernel log (dmesg) says why"
+	insert_module "$ko" $options
 	module_loaded "$MODULE" || fail load "$MODULE is not in $PROC/modules after insmod"
 	log load "$MODULE $(cat "$SYSFS/module/$MODULE/version" 2>/dev/null) loaded; /dev/gdrdrv $([ -e /dev/gdrdrv ] && echo present || echo 'not seen here')"
 }
