@@ -23,15 +23,24 @@
 #                          [the loaded module's version, else the only one there]
 #   GDRCOPY_NVIDIA_FLAVOUR open, proprietary or auto [auto: the loaded module's
 #                          taint, else the driver branch (560 and newer: open)]
-#   GDRCOPY_KDIR           kernel build tree [/lib/modules/<kver>/build here, else
-#                          the driver root's]
+#   GDRCOPY_KDIR           kernel build tree [this image's /lib/modules/<kver>/build,
+#                          else the driver root's: lib/modules/<kver>/build,
+#                          usr/src/kernels/<kver> (EL, RHCOS) or
+#                          usr/src/linux-<version>-obj/<arch>/<flavour> (SUSE)]
+#   GDRCOPY_BUILD_DIR      where gdrdrv is built [/var/lib/gdrcopy/build]
 #   GDRCOPY_MODULE_ARGS    gdrdrv parameters added after modprobe.d's options
+#   GDRCOPY_ALLOW_UNSUPPORTED
+#                          1: where a SUSE kernel refuses modules not marked
+#                          supported (kernel.unsupported=0), raise it to 1 for
+#                          our insmod alone and put 0 back [0: refuse, saying so]
 #   GDRCOPY_WAIT_TIMEOUT   seconds to wait for the driver, 0 = forever [0]
 #   GDRCOPY_POLL_INTERVAL  seconds between checks [5]
 #   GDRCOPY_CDI_DIR        after loading, write the CDI spec there (as `cdi DIR`) [none]
 #   GDRCOPY_CDI_SEARCH     where other CDI specs are looked for [/etc/cdi /var/run/cdi]
 # Tests point these at fake trees: GDRCOPY_SYSFS [/sys], GDRCOPY_PROC [/proc],
-# GDRCOPY_CDI_SPEC [the image's spec].
+# GDRCOPY_CDI_SPEC [the image's spec], GDRCOPY_LIB_MODULES [/lib/modules: the
+# image's modules and build tree], GDRCOPY_USR_SRC [/usr/src: the image's
+# gdrdrv sources, and where the driver root's /usr/src entries are linked].
 #
 # Every step logs one line "nvidia-gdrcopy-driver: <step>: ..." so that the
 # pod's log says where it stopped.
@@ -44,6 +53,8 @@ DRIVER_ROOT=${NVIDIA_DRIVER_ROOT:-/run/nvidia/driver}
 NVIDIA_MODULE=${NVIDIA_MODULE:-nvidia}
 SYSFS=${GDRCOPY_SYSFS:-/sys}
 PROC=${GDRCOPY_PROC:-/proc}
+LIB_MODULES=${GDRCOPY_LIB_MODULES:-/lib/modules}
+USR_SRC=${GDRCOPY_USR_SRC:-/usr/src}
 POLL=${GDRCOPY_POLL_INTERVAL:-5}
 WAIT_TIMEOUT=${GDRCOPY_WAIT_TIMEOUT:-0}
 BUILD_DIR=${GDRCOPY_BUILD_DIR:-/var/lib/gdrcopy/build}
@@ -184,44 +195,118 @@ p2p_header_dir() {
 	fail sources "no nv-p2p.h under $sources; the driver root's sources are incomplete"
 }
 
-# The kernel build tree: ours, else the driver root's.  The driver root's
-# trees name each other by absolute paths (Debian's Makefile includes
-# /usr/src/linux-headers-<kver>-common), so their /usr/src entries are linked here.
+# The kernel build tree for `kver`: GDRCOPY_KDIR, else this image's, else
+# the one the NVIDIA driver container installed for the running kernel, where
+# its family keeps it:
+#   lib/modules/<kver>/build   a link on every family (Debian, Ubuntu: to
+#                              /usr/src/linux-headers-<kver>); an absolute
+#                              target is taken inside the driver root
+#   usr/src/kernels/<kver>     EL's and RHCOS's kernel-devel; its build link
+#                              is not always there
+#   usr/src/linux-<version>-obj/<arch>/<flavour>
+#                              SUSE's kernel-<flavour>-devel (<kver> is
+#                              <version>-<flavour>)
+# The driver root's trees name each other by absolute paths (Debian's
+# Makefile includes /usr/src/linux-headers-<kver>-common, SUSE's obj tree's
+# the sources /usr/src/linux-<version>), so its /usr/src entries are linked
+# into ours (link_driver_sources).  Logs the tree and why; without one, fails
+# with every place looked at.
 kernel_tree() {
-	local kver=$1 link target
+	local kver=$1 root=${DRIVER_ROOT%/} looked=() link target tree version flavour arch places packages
 	if [ -n "${GDRCOPY_KDIR:-}" ]; then
+		[ -e "$GDRCOPY_KDIR/Makefile" ] ||
+			fail kernel "GDRCOPY_KDIR=$GDRCOPY_KDIR has no Makefile: point it at the build tree of $kver"
+		log kernel "build tree $GDRCOPY_KDIR (GDRCOPY_KDIR)"
 		echo "$GDRCOPY_KDIR"
 		return 0
 	fi
-	if [ -e "/lib/modules/$kver/build/Makefile" ]; then
-		echo "/lib/modules/$kver/build"
+	if [ -e "$LIB_MODULES/$kver/build/Makefile" ]; then
+		log kernel "build tree $LIB_MODULES/$kver/build (this image's headers for $kver)"
+		echo "$LIB_MODULES/$kver/build"
 		return 0
 	fi
-	link="$DRIVER_ROOT/lib/modules/$kver/build"
-	[ -L "$link" ] || [ -d "$link" ] ||
-		fail kernel "no kernel build tree for $kver here or in the driver root ($link): the driver container installs the headers; or set GDRCOPY_KDIR"
-	for entry in "$DRIVER_ROOT"/usr/src/*; do
-		[ -e "/usr/src/${entry##*/}" ] || ln -s "$entry" "/usr/src/${entry##*/}"
+	looked+=("$LIB_MODULES/$kver/build (this image)")
+	for link in "$root/lib/modules/$kver/build" "$root/usr/lib/modules/$kver/build"; do
+		if [ -L "$link" ]; then
+			target=$(readlink "$link")
+			case $target in
+			/*) tree=$root$target ;;
+			*) tree=${link%/*}/$target ;;
+			esac
+			if [ -e "$tree/Makefile" ]; then
+				driver_root_tree "$tree" "the driver root's ${link#"$root"} -> $target, taken inside the driver root"
+				return 0
+			fi
+			looked+=("$link -> $target (no $tree/Makefile)")
+		elif [ -e "$link/Makefile" ]; then
+			driver_root_tree "$link" "the driver root's ${link#"$root"}"
+			return 0
+		else
+			looked+=("$link")
+		fi
 	done
-	target=$(readlink "$link" || true)
-	case $target in
-	/*) echo "$DRIVER_ROOT$target" ;;
-	"") echo "$link" ;;
-	*) echo "$DRIVER_ROOT/lib/modules/$kver/$target" ;;
+	tree=$root/usr/src/kernels/$kver
+	if [ -e "$tree/Makefile" ]; then
+		driver_root_tree "$tree" "EL kernel-devel in the driver root, which has no lib/modules/$kver/build link to it"
+		return 0
+	fi
+	looked+=("$tree (EL, RHCOS)")
+	packages="Debian, Ubuntu: linux-headers-$kver; EL, RHCOS: kernel-devel-$kver"
+	version=${kver%-*}
+	flavour=${kver##*-}
+	# A SUSE release ends in its flavour (default, rt, azure); EL's in .<arch>.
+	case $flavour in
+	"$kver" | *.*) ;;
+	*)
+		arch=$(uname -m)
+		tree=$root/usr/src/linux-$version-obj/$arch/$flavour
+		if [ -e "$tree/Makefile" ]; then
+			driver_root_tree "$tree" "SUSE kernel-$flavour-devel in the driver root, which has no lib/modules/$kver/build link to it"
+			return 0
+		fi
+		looked+=("$tree (SUSE)")
+		packages="$packages; SUSE: kernel-$flavour-devel $version"
+		;;
 	esac
+	places=$(printf '%s; ' "${looked[@]}")
+	fail kernel "no kernel build tree for $kver; looked at: ${places%; }. Install the running kernel's headers in the NVIDIA driver container ($packages), or set GDRCOPY_KDIR to a build tree for $kver"
+}
+
+# `tree` of the driver root, chosen for `why`: logged, its /usr/src linked, printed.
+driver_root_tree() {
+	log kernel "build tree $1 ($2)"
+	link_driver_sources
+	echo "$1"
+}
+
+# The driver root's /usr/src entries, linked into ours where we have no entry of that name.
+link_driver_sources() {
+	local root=${DRIVER_ROOT%/} entry name linked=()
+	mkdir -p "$USR_SRC"
+	for entry in "$root"/usr/src/*; do
+		[ -e "$entry" ] || [ -L "$entry" ] || continue # an empty /usr/src: the glob itself
+		name=${entry##*/}
+		if [ ! -e "$USR_SRC/$name" ] && [ ! -L "$USR_SRC/$name" ]; then
+			ln -s "$entry" "$USR_SRC/$name"
+			linked+=("$name")
+		fi
+	done
+	if [ ${#linked[@]} -gt 0 ]; then
+		log kernel "linked the driver root's /usr/src entries into $USR_SRC, as the trees name each other by absolute paths: ${linked[*]}"
+	fi
 }
 
 # A prebuilt gdrdrv.ko for `kver` in this image, if any.
 prebuilt_module() {
 	local kver=$1
-	[ -d "/lib/modules/$kver" ] || return 0
-	find "/lib/modules/$kver" -name "$MODULE.ko*" -print -quit
+	[ -d "$LIB_MODULES/$kver" ] || return 0
+	find "$LIB_MODULES/$kver" -name "$MODULE.ko*" -print -quit
 }
 
 build_module() {
 	local kver=$1 flavour=$2 sources header_dir kdir source_tree opensource=n
-	source_tree=$(find /usr/src -maxdepth 1 -name "$MODULE-*" -print -quit)
-	[ -n "$source_tree" ] || fail build "no /usr/src/$MODULE-* in this image and no prebuilt module for $kver: use the image built with the gdrdrv-dkms package"
+	source_tree=$(find "$USR_SRC" -maxdepth 1 -name "$MODULE-*" -print -quit)
+	[ -n "$source_tree" ] || fail build "no $USR_SRC/$MODULE-* in this image and no prebuilt module for $kver: use the image built with the gdrdrv-dkms package"
 	if ! command -v make >/dev/null || ! command -v gcc >/dev/null; then
 		fail build "this image has no compiler and no prebuilt module for $kver: use the build image (<version>-<os>) or one precompiled for $kver"
 	fi
@@ -257,6 +342,82 @@ module_flavour() {
 	esac
 }
 
+# SUSE's enterprise kernels (CONFIG_SUSE_KERNEL_SUPPORTED, the kernels that
+# have /proc/sys/kernel/unsupported) read a "supported" flag in each module's
+# modinfo: "yes" (SUSE's own), "external" (a SolidDriver partner's) or none.
+# gdrdrv, built out of the kernel's tree, has none.  Two switches decide
+# whether such a module loads:
+#   kernel.unsupported   the kernel's own: 0 refuses it (ENOEXEC, which insmod
+#                        reports as "Invalid module format"), 1 loads it and
+#                        warns in the kernel log, 2 loads it quietly (SLE's
+#                        default); both taint the kernel N
+#   allow_unsupported_modules
+#                        SUSE's modprobe's, in modprobe.d (0 on SLE): modprobe
+#                        refuses such a module unless it is 1 or
+#                        --allow-unsupported-modules is given.  insmod reads no
+#                        modprobe.d, so it does not apply to our insmod.
+# So with 1 or 2 gdrdrv loads and nothing on the node changes.  With 0, set
+# by the node's administrator, we refuse and say what to set, unless
+# GDRCOPY_ALLOW_UNSUPPORTED=1 asks us to raise it to 1 for our insmod alone;
+# restore_unsupported puts 0 back right after it (or on any exit), so the
+# node is left as it was, and both steps are logged.  (Another unsupported
+# module loaded in that moment would pass too; 1, not 2, has the kernel log
+# each one.)  We never mark gdrdrv "external": that claims a SUSE partner's
+# support, which it does not have.
+unsupported_restore=""
+
+allow_unsupported() {
+	local ko=$1 knob="$PROC/sys/kernel/unsupported" allow=${GDRCOPY_ALLOW_UNSUPPORTED:-0} value supported
+	case $allow in
+	0 | 1) ;;
+	*) fail supported "GDRCOPY_ALLOW_UNSUPPORTED=$allow: say 0 or 1" ;;
+	esac
+	[ -r "$knob" ] || return 0 # not a SUSE enterprise kernel
+	value=$(cat "$knob")
+	supported=$(modinfo -F supported "$ko" 2>/dev/null || true)
+	case $supported in
+	yes | external)
+		log supported "SUSE kernel: $ko is marked supported=$supported, which kernel.unsupported ($value) does not restrict"
+		return 0
+		;;
+	esac
+	if [ "$value" != 0 ]; then
+		log supported "SUSE kernel: $MODULE is not marked supported by SUSE and kernel.unsupported=$value lets it load (the kernel is tainted N); modprobe's allow_unsupported_modules does not apply to insmod; nothing on the node is changed"
+		return 0
+	fi
+	[ "$allow" = 1 ] ||
+		fail supported "this SUSE kernel refuses modules not marked supported (kernel.unsupported=0, set on the node by sysctl or the boot option unsupported=0) and $MODULE is not marked: set kernel.unsupported=1 on the node (sysctl -w kernel.unsupported=1, kept in /etc/sysctl.d), or GDRCOPY_ALLOW_UNSUPPORTED=1 in this container to raise it for this insmod alone"
+	trap restore_unsupported EXIT
+	unsupported_restore=$value
+	if ! echo 1 >"$knob"; then
+		unsupported_restore=""
+		fail supported "cannot write $knob to allow $MODULE (GDRCOPY_ALLOW_UNSUPPORTED=1): the container must be privileged"
+	fi
+	log supported "SUSE kernel: kernel.unsupported raised from 0 to 1 for this insmod of $MODULE alone (GDRCOPY_ALLOW_UNSUPPORTED=1); the kernel logs the load and is tainted N"
+}
+
+# Put kernel.unsupported back to what allow_unsupported found, if it changed it.
+restore_unsupported() {
+	[ -n "$unsupported_restore" ] || return 0
+	if echo "$unsupported_restore" >"$PROC/sys/kernel/unsupported"; then
+		log supported "kernel.unsupported put back to $unsupported_restore"
+	else
+		log supported "FAILED to put kernel.unsupported back to $unsupported_restore: run sysctl -w kernel.unsupported=$unsupported_restore on the node"
+	fi
+	unsupported_restore=""
+	trap - EXIT
+}
+
+# insmod `ko` with its options, once SUSE's support policy allows it.
+insert_module() {
+	local ko=$1 rc=0
+	shift
+	allow_unsupported "$ko"
+	insmod "$ko" "$@" || rc=$?
+	restore_unsupported
+	[ "$rc" = 0 ] || fail load "insmod failed; the kernel log (dmesg) says why"
+}
+
 load_module() {
 	local kver flavour_line flavour ko built options
 	kver=$(uname -r)
@@ -290,7 +451,7 @@ load_module() {
 	fi
 	log load "insmod $ko $options"
 	# shellcheck disable=SC2086 # the options are separate words
-	insmod "$ko" $options || fail load "insmod failed; the kernel log (dmesg) says why"
+	insert_module "$ko" $options
 	module_loaded "$MODULE" || fail load "$MODULE is not in $PROC/modules after insmod"
 	log load "$MODULE $(cat "$SYSFS/module/$MODULE/version" 2>/dev/null) loaded; /dev/gdrdrv $([ -e /dev/gdrdrv ] && echo present || echo 'not seen here')"
 }

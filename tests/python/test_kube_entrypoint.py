@@ -1,9 +1,12 @@
 """nvidia-gdrcopy-driver's decisions, on fake /sys and /proc trees (no kernel, no container).
 
 The script is sourced by bash (it runs main only when executed), each
-function is called with GDRCOPY_SYSFS / GDRCOPY_PROC pointing at a temporary
-tree, and commands that would touch the kernel (rmmod) are fakes on PATH that
-record their calls.  The whole flow, with a real kernel, is
+function is called with GDRCOPY_SYSFS / GDRCOPY_PROC (and, for the kernel
+build tree, GDRCOPY_LIB_MODULES / GDRCOPY_USR_SRC) pointing at a temporary
+tree, and commands that would touch the kernel (rmmod, insmod; modinfo where
+a test needs its answer) are fakes on PATH that record their calls.  The
+driver roots are laid out as each family's NVIDIA driver container keeps its
+kernel headers.  The whole flow, with a real kernel, is
 tests/python/test_kube_vm.py's.
 """
 
@@ -19,19 +22,28 @@ from gdrkit.kube.images import ENTRYPOINT_SCRIPT
 
 
 def run(
-    tmp_path: Path, script: str, env: dict[str, str] | None = None, timeout: float = 30
+    tmp_path: Path,
+    script: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 30,
+    fakes: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """bash: source the entrypoint, then `script`; fake sysfs/proc under tmp_path."""
-    fakes = tmp_path / "bin"
-    fakes.mkdir(exist_ok=True)
-    for name in ("rmmod", "insmod"):
-        fake = fakes / name
-        fake.write_text(f'#!/bin/sh\necho "{name} $*" >> "{tmp_path}/calls"\n')
+    """bash: source the entrypoint, then `script`; fake sysfs/proc under tmp_path.
+
+    rmmod and insmod record their calls in tmp_path/calls; `fakes` adds or
+    replaces commands (name: the shell script's body).
+    """
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    bodies = {name: f'echo "{name} $*" >> "{tmp_path}/calls"' for name in ("rmmod", "insmod")}
+    for name, body in {**bodies, **(fakes or {})}.items():
+        fake = bin_dir / name
+        fake.write_text(f"#!/bin/sh\n{body}\n")
         fake.chmod(0o755)
     (tmp_path / "proc").mkdir(exist_ok=True)
     (tmp_path / "proc" / "modules").touch()
     environment = {
-        "PATH": f"{fakes}:{os.environ['PATH']}",
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "GDRCOPY_SYSFS": str(tmp_path / "sys"),
         "GDRCOPY_PROC": str(tmp_path / "proc"),
         "NVIDIA_DRIVER_ROOT": str(tmp_path / "driver"),
@@ -124,6 +136,205 @@ def test_sources_missing_or_ambiguous_say_what_to_do(tree: Path) -> None:
     assert result.returncode == 1 and "set NVIDIA_DRIVER_VERSION" in result.stderr
     result = run(tree, "driver_sources", {"NVIDIA_DRIVER_VERSION": "570.2"})
     assert result.returncode == 0 and result.stdout.strip().endswith("nvidia-570.2")
+
+
+# The kernel build tree, in the driver roots of each family's NVIDIA driver container.
+DEBIAN_KVER = "6.1.0-18-amd64"
+EL_KVER = "5.14.0-427.13.1.el9_4.x86_64"
+SUSE_VERSION = "5.14.21-150500.55.62"
+SUSE_KVER = f"{SUSE_VERSION}-default"
+ARCH = os.uname().machine  # the script's `uname -m`: SUSE's obj trees are per architecture
+
+
+def image(tree: Path) -> dict[str, str]:
+    """The image's /lib/modules and /usr/src, under tree/image."""
+    (tree / "image/lib/modules").mkdir(parents=True, exist_ok=True)
+    (tree / "image/usr/src").mkdir(parents=True, exist_ok=True)
+    return {"GDRCOPY_LIB_MODULES": str(tree / "image/lib/modules"), "GDRCOPY_USR_SRC": str(tree / "image/usr/src")}
+
+
+def makefile(directory: Path, text: str = "") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "Makefile").write_text(text)
+    return directory
+
+
+def build_link(tree: Path, kver: str, target: str) -> None:
+    """The driver root's lib/modules/<kver>/build link (absolute, as the packages make it)."""
+    link = tree / "driver/lib/modules" / kver / "build"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+
+
+def test_kernel_tree_debian_link_is_followed_inside_the_driver_root(tree: Path) -> None:
+    headers = makefile(
+        tree / f"driver/usr/src/linux-headers-{DEBIAN_KVER}",
+        "include /usr/src/linux-headers-6.1.0-18-common/Makefile\n",
+    )
+    makefile(tree / "driver/usr/src/linux-headers-6.1.0-18-common")
+    build_link(tree, DEBIAN_KVER, f"/usr/src/linux-headers-{DEBIAN_KVER}")
+    result = run(tree, f"kernel_tree {DEBIAN_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(headers)
+    assert f"-> /usr/src/linux-headers-{DEBIAN_KVER}, taken inside the driver root" in result.stderr
+    # The Makefile's absolute include resolves through our /usr/src.
+    common = tree / "image/usr/src/linux-headers-6.1.0-18-common"
+    assert common.is_symlink() and common.resolve() == (tree / "driver/usr/src/linux-headers-6.1.0-18-common").resolve()
+    assert "linked the driver root's /usr/src entries" in result.stderr
+
+
+@pytest.mark.parametrize("with_link", [False, True])
+def test_kernel_tree_el_kernel_devel_with_or_without_its_build_link(tree: Path, with_link: bool) -> None:
+    devel = makefile(tree / f"driver/usr/src/kernels/{EL_KVER}")
+    if with_link:
+        build_link(tree, EL_KVER, f"/usr/src/kernels/{EL_KVER}")
+    result = run(tree, f"kernel_tree {EL_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(devel)
+    why = f"-> /usr/src/kernels/{EL_KVER}, taken inside" if with_link else "EL kernel-devel in the driver root"
+    assert f"kernel: build tree {devel} (" in result.stderr and why in result.stderr
+    assert (tree / "image/usr/src/kernels").is_symlink()
+
+
+@pytest.mark.parametrize("with_link", [False, True])
+def test_kernel_tree_suse_obj_tree_and_its_sources_linked(tree: Path, with_link: bool) -> None:
+    sources = makefile(tree / f"driver/usr/src/linux-{SUSE_VERSION}")
+    obj = makefile(
+        tree / f"driver/usr/src/linux-{SUSE_VERSION}-obj/{ARCH}/default",
+        f"include /usr/src/linux-{SUSE_VERSION}/Makefile\n",
+    )
+    if with_link:
+        build_link(tree, SUSE_KVER, f"/usr/src/linux-{SUSE_VERSION}-obj/{ARCH}/default")
+    result = run(tree, f"kernel_tree {SUSE_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(obj)
+    if not with_link:
+        assert "SUSE kernel-default-devel in the driver root" in result.stderr
+    # The obj tree's Makefile names the sources by absolute path: they are ours too.
+    linked = tree / f"image/usr/src/linux-{SUSE_VERSION}"
+    assert linked.is_symlink() and (linked / "Makefile").exists()
+    assert linked.resolve() == sources.resolve()
+    assert (tree / f"image/usr/src/linux-{SUSE_VERSION}-obj").is_symlink()
+
+
+def test_kernel_tree_of_the_image_first_and_nothing_linked(tree: Path) -> None:
+    own = makefile(tree / f"image/lib/modules/{EL_KVER}/build")
+    makefile(tree / f"driver/usr/src/kernels/{EL_KVER}")
+    result = run(tree, f"kernel_tree {EL_KVER}", image(tree))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(own) and "this image's headers" in result.stderr
+    assert not any((tree / "image/usr/src").iterdir())
+
+
+def test_kernel_tree_missing_lists_every_place_and_what_to_do(tree: Path) -> None:
+    (tree / "driver/usr/src").mkdir(parents=True)
+    build_link(tree, SUSE_KVER, "/usr/src/linux-gone-obj/x86_64/default")  # dangling in the driver root too
+    result = run(tree, f"kernel_tree {SUSE_KVER}", image(tree))
+    assert result.returncode == 1
+    driver = tree / "driver"
+    for place in (
+        f"{tree}/image/lib/modules/{SUSE_KVER}/build (this image)",
+        f"{driver}/lib/modules/{SUSE_KVER}/build -> /usr/src/linux-gone-obj/x86_64/default (no {driver}/usr/src/linux-gone-obj/x86_64/default/Makefile)",
+        f"{driver}/usr/lib/modules/{SUSE_KVER}/build",
+        f"{driver}/usr/src/kernels/{SUSE_KVER} (EL, RHCOS)",
+        f"{driver}/usr/src/linux-{SUSE_VERSION}-obj/{ARCH}/default (SUSE)",
+    ):
+        assert place in result.stderr, place
+    assert "Install the running kernel's headers in the NVIDIA driver container" in result.stderr
+    assert f"SUSE: kernel-default-devel {SUSE_VERSION}" in result.stderr and "set GDRCOPY_KDIR" in result.stderr
+    # An EL release names no SUSE tree and no SUSE package.
+    result = run(tree, f"kernel_tree {EL_KVER}", image(tree))
+    assert result.returncode == 1
+    assert f"{driver}/usr/src/kernels/{EL_KVER} (EL, RHCOS)" in result.stderr and "SUSE" not in result.stderr
+    assert f"EL, RHCOS: kernel-devel-{EL_KVER})" in result.stderr
+
+
+def test_kernel_tree_named_by_gdrcopy_kdir(tree: Path) -> None:
+    kdir = makefile(tree / "elsewhere")
+    result = run(tree, f"kernel_tree {EL_KVER}", {**image(tree), "GDRCOPY_KDIR": str(kdir)})
+    assert result.returncode == 0 and result.stdout.strip() == str(kdir)
+    assert "(GDRCOPY_KDIR)" in result.stderr
+    result = run(tree, f"kernel_tree {EL_KVER}", {**image(tree), "GDRCOPY_KDIR": str(tree / "nowhere")})
+    assert result.returncode == 1 and "has no Makefile" in result.stderr
+
+
+# SUSE's "supported" flag: gdrdrv has none; kernel.unsupported decides whether the kernel loads it.
+def suse(tree: Path, unsupported: str | None, supported: str = "", insmod_rc: int = 0) -> dict[str, str]:
+    """A SUSE kernel's kernel.unsupported (None: not a SUSE kernel); fakes that see it."""
+    if unsupported is not None:
+        (tree / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+        (tree / "proc/sys/kernel/unsupported").write_text(f"{unsupported}\n")
+    answer = f"echo {supported}" if supported else "true"
+    return {
+        "modinfo": f'[ "$1 $2" = "-F supported" ] && {answer}',
+        "insmod": f'echo "insmod $* unsupported=$(cat {tree}/proc/sys/kernel/unsupported 2>/dev/null)"'
+        f' >> "{tree}/calls"; exit {insmod_rc}',
+    }
+
+
+def knob(tree: Path) -> str:
+    return (tree / "proc/sys/kernel/unsupported").read_text().strip()
+
+
+def test_not_a_suse_kernel_loads_without_a_word_about_support(tree: Path) -> None:
+    result = run(tree, "insert_module /m/gdrdrv.ko dbg=1", fakes=suse(tree, None))
+    assert result.returncode == 0, result.stderr
+    assert (tree / "calls").read_text() == "insmod /m/gdrdrv.ko dbg=1 unsupported=\n"
+    assert "SUSE" not in result.stderr
+
+
+def test_suse_default_loads_unsupported_gdrdrv_and_changes_nothing(tree: Path) -> None:
+    result = run(tree, "insert_module /m/gdrdrv.ko", fakes=suse(tree, "2"))
+    assert result.returncode == 0, result.stderr
+    assert (tree / "calls").read_text() == "insmod /m/gdrdrv.ko unsupported=2\n"
+    assert "kernel.unsupported=2 lets it load" in result.stderr
+    assert "allow_unsupported_modules does not apply to insmod" in result.stderr
+    assert "nothing on the node is changed" in result.stderr and knob(tree) == "2"
+
+
+def test_suse_refusing_kernel_is_not_overridden_unasked(tree: Path) -> None:
+    result = run(tree, "insert_module /m/gdrdrv.ko", fakes=suse(tree, "0"))
+    assert result.returncode == 1
+    assert not (tree / "calls").exists() and knob(tree) == "0"
+    assert "FAILED: this SUSE kernel refuses modules not marked supported (kernel.unsupported=0" in result.stderr
+    assert "sysctl -w kernel.unsupported=1" in result.stderr and "GDRCOPY_ALLOW_UNSUPPORTED=1" in result.stderr
+
+
+@pytest.mark.parametrize("insmod_rc", [0, 1])
+def test_suse_refusing_kernel_raised_for_our_insmod_alone_when_asked(tree: Path, insmod_rc: int) -> None:
+    result = run(
+        tree,
+        "insert_module /m/gdrdrv.ko",
+        {"GDRCOPY_ALLOW_UNSUPPORTED": "1"},
+        fakes=suse(tree, "0", insmod_rc=insmod_rc),
+    )
+    assert result.returncode == insmod_rc, result.stderr
+    # insmod ran with 1; the node has its 0 back afterwards, even when insmod failed.
+    assert (tree / "calls").read_text() == "insmod /m/gdrdrv.ko unsupported=1\n"
+    assert knob(tree) == "0"
+    assert "kernel.unsupported raised from 0 to 1 for this insmod of gdrdrv alone" in result.stderr
+    assert "kernel.unsupported put back to 0" in result.stderr
+
+
+def test_suse_knob_is_put_back_when_the_script_exits_in_between(tree: Path) -> None:
+    result = run(
+        tree, "allow_unsupported /m/gdrdrv.ko; exit 3", {"GDRCOPY_ALLOW_UNSUPPORTED": "1"}, fakes=suse(tree, "0")
+    )
+    assert result.returncode == 3 and knob(tree) == "0"
+    assert "put back to 0" in result.stderr
+
+
+def test_suse_module_marked_supported_needs_nothing(tree: Path) -> None:
+    result = run(tree, "insert_module /m/gdrdrv.ko", fakes=suse(tree, "0", supported="external"))
+    assert result.returncode == 0, result.stderr
+    assert (tree / "calls").read_text() == "insmod /m/gdrdrv.ko unsupported=0\n"
+    assert "marked supported=external" in result.stderr
+
+
+def test_allow_unsupported_refuses_a_bad_value(tree: Path) -> None:
+    result = run(tree, "insert_module /m/gdrdrv.ko", {"GDRCOPY_ALLOW_UNSUPPORTED": "yes"}, fakes=suse(tree, "2"))
+    assert result.returncode == 1 and "GDRCOPY_ALLOW_UNSUPPORTED=yes: say 0 or 1" in result.stderr
+    assert not (tree / "calls").exists()
 
 
 def test_unload_leaves_a_module_in_use_and_unloads_one_at_refcount_0(tree: Path) -> None:
