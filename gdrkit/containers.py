@@ -150,7 +150,8 @@ class Engine:
             self.client.images.pull(reference)
             return True, ""
         except Exception as error:  # noqa: BLE001
-            return False, f"cannot pull {reference}: {error}"
+            # An APIError's text starts with the request's URL; the daemon's own words say why.
+            return False, f"cannot pull {reference}: {getattr(error, 'explanation', None) or error}"
 
     def import_directory(self, directory: Path, tag: str) -> None:
         """Make image `tag` from a root filesystem directory (like `tar -C dir -c . | docker import`)."""

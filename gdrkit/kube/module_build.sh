@@ -42,13 +42,14 @@ $INSTALL_FILES "$source_package"
 tree=$(find /usr/src -maxdepth 1 -name 'gdrdrv-*' -print -quit)
 [ -n "$tree" ] || fail "$source_package put no gdrdrv source tree under /usr/src"
 
-# The build tree whose kernel.release is KVER: /lib/modules/KVER/build where
-# the package links it, else where RHEL (/usr/src/kernels) and SUSE
-# (/usr/src/linux-<version>-obj/<arch>/<flavour>) put it.
+# The build tree of KVER: /lib/modules/KVER/build where the package links
+# it, else where RHEL (/usr/src/kernels) and SUSE
+# (/usr/src/linux-<version>-obj/<arch>/<flavour>) put it.  Its
+# generated/utsrelease.h says whose it is: every module build reads it (the
+# vermagic), where include/config/kernel.release is not in every package.
 kdir=""
 for candidate in "/lib/modules/$kver/build" "/usr/src/kernels/$kver" /usr/src/linux-*-obj/*/*; do
-	release="$candidate/include/config/kernel.release"
-	if [ -r "$release" ] && [ "$(cat "$release")" = "$kver" ]; then
+	if grep -qsF "\"$kver\"" "$candidate/include/generated/utsrelease.h"; then
 		kdir=$candidate
 		break
 	fi
