@@ -248,10 +248,29 @@ def plan(
             continue
         for kver in kernels:
             specs += [ImageSpec(kind, node, kver, repository) for kind in ("precompiled", "kmm") if kind in kinds]
+    # A KMM tag names no OS: of its specs keep one whose node runs that kernel.
     unique: dict[str, ImageSpec] = {}
     for spec in specs:
-        unique.setdefault(spec.tag, spec)
+        kept = unique.get(spec.tag)
+        if kept is None or (_kernel_mismatch(kept) and not _kernel_mismatch(spec)):
+            unique[spec.tag] = spec
     return list(unique.values())
+
+
+def _kernel_mismatch(spec: ImageSpec) -> str:
+    """Why `spec`'s kernel is not one its node OS runs ("" when it can be; pure)."""
+    if not spec.kernel:
+        return ""
+    fam = spec.node.family
+    if fam.package_type == "rpm":
+        if not fam.kernel_of_release(spec.kernel, spec.node.major):
+            return f"{spec.kernel} is not a kernel of {fam.name} {spec.node.major} ({spec.node.tag} nodes run those)"
+        return ""
+    for other in families_of_type("rpm"):
+        for major in other.kube_bases:
+            if other.kernel_of_release(spec.kernel, major):
+                return f"{spec.kernel} is a kernel of {other.name} {major}, not of {spec.node.tag}"
+    return ""
 
 
 def skip_reason(spec: ImageSpec, host_codename: str) -> str:
@@ -260,13 +279,11 @@ def skip_reason(spec: ImageSpec, host_codename: str) -> str:
     Missing kernel headers are not a reason: the package build (Debian) or
     the module build (RPM families) installs them.
     """
-    fam = spec.node.family
     if spec.kind == "driver":
         return ""
-    if fam.package_type == "rpm":
-        if not fam.kernel_of_release(spec.kernel, spec.node.major):
-            return f"{spec.kernel} is not a kernel of {fam.name} {spec.node.major} ({spec.node.tag} nodes run those)"
-        return ""
+    mismatch = _kernel_mismatch(spec)
+    if mismatch or spec.node.family.package_type == "rpm":
+        return mismatch
     if spec.node.codename != host_codename:
         return f"the prebuilt module is built with this host's compiler ({host_codename}): build {spec.node.tag}'s on a {spec.node.codename} host"
     return ""

@@ -97,6 +97,17 @@ def test_skip_reasons() -> None:
     sles = images.node_os("sles15.6")
     assert images.skip_reason(images.ImageSpec("precompiled", sles, "6.4.0-150600.23.25-default"), "bookworm") == ""
     assert "is not a kernel of suse 15" in images.skip_reason(images.ImageSpec("kmm", sles, el9), "bookworm")
+    bookworm = images.node_os("debian12")
+    assert images.skip_reason(images.ImageSpec("precompiled", bookworm, el9), "bookworm") == (
+        f"{el9} is a kernel of rhel 9, not of debian12"
+    )
+
+
+def test_a_kmm_image_is_planned_for_a_node_os_that_runs_its_kernel() -> None:
+    suse_kernel = "6.4.0-150600.23.25-default"
+    specs = images.plan(["debian12", "rhel9.4", "sles15.6"], [EL9, suse_kernel], "bookworm", kinds=("kmm",))
+    assert {spec.kernel: spec.node.tag for spec in specs} == {EL9: "rhel9.4", suse_kernel: "sles15.6"}
+    assert all(images.skip_reason(spec, "bookworm") == "" for spec in specs)
 
 
 def test_rpm_kernels_name_their_headers_package() -> None:
