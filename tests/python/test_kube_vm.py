@@ -9,8 +9,9 @@ driver container shares, with softgpu standing in for nvidia.ko).  One boot
 runs the precompiled image's pod as the GPU Operator's sidecar, then as the
 standalone loader's init and long-running containers (deploy/kubernetes/loader),
 then loads the KMM image's module (modprobe -d <image>/opt); the driver image's pod, which builds gdrdrv in the
-guest, boots on its own in the soak tier.  Each boot also fails on any
-kernel-log finding (gdrkit.vm).
+guest, boots on its own in the soak tier, once against a driver root laid out
+as a Debian driver container's and once as an EL one's (the kernel tree in
+usr/src/kernels/<kver>).  Each boot also fails on any kernel-log finding (gdrkit.vm).
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ class Boot:
     problems: list[str]
     seconds: float
     rows: list[images.Row]
+    layout: str = "debian"  # the driver root's (kube_driver_root.sh)
 
 
 @contextmanager
-def prepared(root: SuiteRoot, kinds: tuple[str, ...]) -> Iterator[list[images.Row]]:
-    """The images of `kinds` built from the packages and unpacked into the root, and the driver root laid out."""
+def prepared(root: SuiteRoot, kinds: tuple[str, ...], layout: str = "debian") -> Iterator[list[images.Row]]:
+    """The images of `kinds` built from the packages and unpacked into the root, and the driver root
+    laid out as `layout`'s driver container lays it (kube_driver_root.sh)."""
     host = deb_target_release().codename
     node = next(n for n in images.node_oses() if n.codename == host)
     specs = images.plan([node.tag], [root.abi], host, kinds=kinds)
@@ -66,7 +69,7 @@ def prepared(root: SuiteRoot, kinds: tuple[str, ...]) -> Iterator[list[images.Ro
             for spec in specs:
                 engine.export_image(spec.tag, work / spec.kind)
             status, output = in_root(
-                root.root_dir, f"sh /src/tests/python/vm/kube_driver_root.sh {root.abi} {DRIVER_ROOT} softgpu"
+                root.root_dir, f"sh /src/tests/python/vm/kube_driver_root.sh {root.abi} {DRIVER_ROOT} softgpu {layout}"
             )
             assert status == 0, output[-3000:]
             yield rows
@@ -99,11 +102,14 @@ def loader_boot(root: SuiteRoot) -> Boot:
         return boot_pods(root, rows, pods)
 
 
-@pytest.fixture(scope="module")
-def build_boot(root: SuiteRoot) -> Boot:
-    """The driver image's pod: gdrdrv built in the VM (minutes under TCG)."""
-    with prepared(root, ("driver",)) as rows:
-        return boot_pods(root, rows, [f"operator /{WORK}/driver {DRIVER_ROOT}"])
+@pytest.fixture(scope="module", params=["debian", "el"])
+def build_boot(root: SuiteRoot, request: pytest.FixtureRequest) -> Boot:
+    """The driver image's pod: gdrdrv built in the VM (minutes under TCG), against a driver root
+    laid out as a Debian one (the build link) or an EL one (usr/src/kernels/<kver>, no link)."""
+    with prepared(root, ("driver",), request.param) as rows:
+        booted = boot_pods(root, rows, [f"operator /{WORK}/driver {DRIVER_ROOT}"])
+        booted.layout = request.param
+        return booted
 
 
 def pod_lines(boot_: Boot, name: str) -> str:
@@ -134,6 +140,12 @@ def test_driver_image_builds_gdrdrv_on_the_node_and_unloads_on_term(build_boot: 
         r"nvidia-gdrcopy-driver: build: gdrdrv from /usr/src/gdrdrv-[\d.]+ .*NVIDIA_IS_OPENSOURCE=y", log
     ), log
     assert "nvidia-gdrcopy-driver: module: built /var/lib/gdrcopy/build/gdrdrv.ko" in log, log
+    # The kernel tree where the driver root's layout keeps it.
+    where = {
+        "debian": r"build tree /run/nvidia/driver/usr/src/linux-headers-\S+ \(the driver root's /lib/modules/\S+/build ->",
+        "el": r"build tree /run/nvidia/driver/usr/src/kernels/\S+ \(EL kernel-devel in the driver root",
+    }
+    assert re.search(where[build_boot.layout], log), log
 
 
 def test_precompiled_image_waits_loads_and_unloads_on_term(loader_boot: Boot) -> None:
