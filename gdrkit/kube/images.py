@@ -33,7 +33,7 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gdrkit import version
@@ -225,6 +225,7 @@ def plan(
     *,
     kinds: Iterable[str] = KINDS,
     repository: str = DEFAULT_REPOSITORY,
+    build_base: str = "",
 ) -> list[ImageSpec]:
     """The images for node OSes `oses` (operator tags; empty: every one) and `kernels` (pure).
 
@@ -234,9 +235,13 @@ def plan(
     in its release's build base, for kernels of that release: planned when
     `oses` names the node OS.  Named OSes get every kernel's images (those
     that cannot be built are skipped with the reason).  A KMM image is per
-    kernel, not per OS.
+    kernel, not per OS.  `build_base` replaces the RPM families' build base
+    (a subscribed RHEL image, OpenShift's Driver Toolkit: kernels that the
+    rebuilds' repositories do not carry).
     """
     chosen = [node_os(tag) for tag in oses] if oses else node_oses()
+    if build_base:
+        chosen = [replace(node, build_base=build_base) if node.build_base else node for node in chosen]
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise die(f"unknown image kind(s) {', '.join(sorted(unknown))}", f"use {', '.join(KINDS)}")

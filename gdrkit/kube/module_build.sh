@@ -27,34 +27,55 @@ fail() {
 	exit 1
 }
 
-if [ -n "${REFRESH:-}" ]; then
-	# shellcheck disable=SC2086 # the commands are argv prefixes
-	$REFRESH
-fi
-step "installing $BUILD_PACKAGES and $headers"
-# shellcheck disable=SC2086
-$INSTALL $BUILD_PACKAGES
-# shellcheck disable=SC2086
-$INSTALL ${HEADERS_FLAGS:-} "$headers"
-# shellcheck disable=SC2086
-$INSTALL_FILES "$source_package"
-
-tree=$(find /usr/src -maxdepth 1 -name 'gdrdrv-*' -print -quit)
-[ -n "$tree" ] || fail "$source_package put no gdrdrv source tree under /usr/src"
+refreshed=""
+install_packages() {
+	if [ -z "$refreshed" ] && [ -n "${REFRESH:-}" ]; then
+		# shellcheck disable=SC2086 # the commands are argv prefixes
+		$REFRESH
+	fi
+	refreshed=1
+	# shellcheck disable=SC2086
+	$INSTALL "$@"
+}
 
 # The build tree of KVER: /lib/modules/KVER/build where the package links
 # it, else where RHEL (/usr/src/kernels) and SUSE
 # (/usr/src/linux-<version>-obj/<arch>/<flavour>) put it.  Its
 # generated/utsrelease.h says whose it is: every module build reads it (the
 # vermagic), where include/config/kernel.release is not in every package.
-kdir=""
-for candidate in "/lib/modules/$kver/build" "/usr/src/kernels/$kver" /usr/src/linux-*-obj/*/*; do
-	if grep -qsF "\"$kver\"" "$candidate/include/generated/utsrelease.h"; then
-		kdir=$candidate
-		break
-	fi
-done
-[ -n "$kdir" ] || fail "$headers put no build tree of $kver in /lib/modules/$kver/build, /usr/src/kernels or /usr/src/linux-*-obj"
+find_tree() {
+	local candidate
+	for candidate in "/lib/modules/$kver/build" "/usr/src/kernels/$kver" /usr/src/linux-*-obj/*/*; do
+		if grep -qsF "\"$kver\"" "$candidate/include/generated/utsrelease.h"; then
+			echo "$candidate"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# A base that has them already (OpenShift's Driver Toolkit: the compiler and
+# the kernel-devel of its release, and no repository to fetch from) is used as it is.
+if command -v gcc >/dev/null && command -v make >/dev/null && command -v modinfo >/dev/null; then
+	step "compiler, make and kmod are in the base already"
+else
+	step "installing $BUILD_PACKAGES"
+	# shellcheck disable=SC2086
+	install_packages $BUILD_PACKAGES
+fi
+if kdir=$(find_tree); then
+	step "the build tree of $kver is in the base already: $kdir"
+else
+	step "installing $headers"
+	# shellcheck disable=SC2086
+	install_packages ${HEADERS_FLAGS:-} "$headers"
+	kdir=$(find_tree) ||
+		fail "$headers put no build tree of $kver in /lib/modules/$kver/build, /usr/src/kernels or /usr/src/linux-*-obj"
+fi
+# shellcheck disable=SC2086
+$INSTALL_FILES "$source_package"
+tree=$(find /usr/src -maxdepth 1 -name 'gdrdrv-*' -print -quit)
+[ -n "$tree" ] || fail "$source_package put no gdrdrv source tree under /usr/src"
 
 step "compiling $tree for $kver against $kdir"
 # NVIDIA_SRC_DIR empty: gdrdrv's own P2P declarations, whose symbol versions

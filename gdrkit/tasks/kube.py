@@ -26,6 +26,9 @@ def _split(value: str) -> list[str]:
         "ref": "git commit whose packages go into the images (default: HEAD)",
         "nvidia_src_dir": "NVIDIA driver kernel sources (nv-p2p.h, Module.symvers) the precompiled module is built"
         " against (default: gdrdrv's own declarations, whose symbol versions are NVIDIA's)",
+        "build_base": "image the RPM families' precompiled and KMM modules are compiled in, with their kernel-devel"
+        " in reach (default: the release's rebuild, rockylinux:<major> or opensuse/leap:<version>; for RHEL's own"
+        " or OpenShift's kernels: a subscribed RHEL image or the cluster's Driver Toolkit image)",
         "dry_run": "print the images and why any cannot be built, build nothing",
     }
 )
@@ -38,6 +41,7 @@ def build_image(
     packages: str = "",
     ref: str = "HEAD",
     nvidia_src_dir: str = "",
+    build_base: str = "",
     dry_run: bool = False,
 ) -> None:
     """Build the GPU Operator driver-container images (<version>-<os>), precompiled ones and KMM images."""
@@ -53,6 +57,7 @@ def build_image(
         host,
         kinds=_split(kind) or images.KINDS,
         repository=repository or images.DEFAULT_REPOSITORY,
+        build_base=build_base,
     )
     if dry_run:
         rows = [images.Row(s, *images.dry_run_status(s, host)) for s in specs]

@@ -110,6 +110,12 @@ def test_a_kmm_image_is_planned_for_a_node_os_that_runs_its_kernel() -> None:
     assert all(images.skip_reason(spec, "bookworm") == "" for spec in specs)
 
 
+def test_build_base_replaces_the_rpm_families_rebuild() -> None:
+    dtk = "quay.example/openshift/driver-toolkit@sha256:0123"
+    specs = images.plan(["rhcos4.16", "debian12"], [], "bookworm", kinds=("driver",), build_base=dtk)
+    assert [(s.node.tag, s.node.build_base) for s in specs] == [("rhcos4.16", dtk), ("debian12", "")]
+
+
 def test_rpm_kernels_name_their_headers_package() -> None:
     from gdrkit.distro.families import family
 
