@@ -440,6 +440,11 @@ def compile_module(
         return None, f"no built DKMS package {', '.join(_dkms_names(fam))} to compile gdrdrv from"
     listing, _ = engine.run(base, shlex.join(fam.headers_query), stream=False)
     headers = fam.headers_package_for(kver, listing.output)
+    if not headers and listing.status != 0:
+        # No repository answered (the Driver Toolkit has none): the base may
+        # hold the tree already, which module_build.sh looks for first.
+        headers = fam.headers_spec.format(match=fam.kernel_package_version(kver))
+        log(f"{base} lists no kernel headers packages (exit {listing.status}); trying with {headers}")
     if not headers:
         offered = fam.headers_packages(listing.output)
         newest = f"; it offers {', '.join(offered[-3:])}" if offered else ""

@@ -248,6 +248,7 @@ class RpmEngine(FakeEngine):
 
     unreachable: tuple[str, ...] = ()
     listing: str = DNF_LISTING
+    listing_status: int = 0
     module_status: int = 0
     pulled: list[str] = field(default_factory=list)
 
@@ -267,7 +268,7 @@ class RpmEngine(FakeEngine):
             return RunResult(self.module_status, "module-build: make failed\n"), FakeContainer()
         if "/kube" not in mounts.values():  # the headers listing
             self.runs.append({"image": image, "script": script, **kwargs})
-            return RunResult(0, self.listing), FakeContainer()
+            return RunResult(self.listing_status, self.listing), FakeContainer()
         return super().run(image, script, **kwargs)
 
 
@@ -366,3 +367,12 @@ def test_dry_run_names_the_bases() -> None:
     assert images.dry_run_status(images.ImageSpec("driver", images.node_os("debian12"), ""), "bookworm")[1].startswith(
         "base mmdebstrap bookworm + kmod"
     )
+
+
+def test_a_base_whose_repositories_do_not_answer_is_tried_for_a_tree_it_holds(tmp_path: Path, rpms: list[Path]) -> None:
+    # OpenShift's Driver Toolkit: kernel-devel installed, no repository in reach.
+    node = images.node_os("rhcos4.16")
+    engine = RpmEngine(listing="Error: Failed to download metadata for repo 'ubi-9-baseos'\n", listing_status=1)
+    module, why = images.compile_module(engine, node, EL9, rpms, tmp_path / "out")  # type: ignore[arg-type]
+    assert (module, why) == (tmp_path / "out" / "gdrdrv.ko", "")
+    assert " kernel-devel-5.14.0-427.13.1.el9_4 " in engine.runs[-1]["script"]
