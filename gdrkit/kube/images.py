@@ -33,7 +33,7 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gdrkit import version
@@ -519,6 +519,16 @@ def summary_lines(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+@dataclass
+class _Shared:
+    """What one build_images run makes once for all its node OSes: an RPM
+    family's packages (the same for each of its releases), and modules by
+    build base and kernel (rhel9.4 and rhel9.6 images take the same one)."""
+
+    packages: dict[str, list[Path]] = field(default_factory=dict)
+    modules: dict[tuple[str, str], tuple[Path | None, str]] = field(default_factory=dict)
+
+
 def _build_node(
     engine: Engine,
     node: NodeOs,
@@ -526,9 +536,11 @@ def _build_node(
     packages_dir: Path | None,
     ref: str,
     nvidia_src_dir: Path | None,
+    shared: _Shared | None = None,
 ) -> list[Row]:
     """The rows of one node OS: its bases first (a base that cannot be had skips
     its images before any package is built), then the packages, then each image."""
+    shared = shared if shared is not None else _Shared()
     bases = {spec: _base_image(engine, spec) for spec in specs}
     rows = [Row(spec, "skipped", bases[spec][1]) for spec in specs if not bases[spec][0]]
     ready = [spec for spec in specs if bases[spec][0]]
@@ -538,17 +550,21 @@ def _build_node(
     kernels = sorted({s.kernel for s in ready if s.kernel})
     if packages_dir is not None:
         files = sorted(packages_dir.glob(f"*.{fam.package_type}"))
+    elif fam.package_type == "rpm" and fam.name in shared.packages:
+        files = shared.packages[fam.name]
     else:
         out = Path(tempfile.mkdtemp(prefix=f"gdrkit-kube-{node.tag}-"))
         files = build_packages(node, kernels, out, ref, nvidia_src_dir)
-    modules: dict[str, tuple[Path | None, str]] = {}
+        if fam.package_type == "rpm":
+            shared.packages[fam.name] = files
     for spec in ready:
         module = None
         if spec.kernel and fam.package_type == "rpm":
-            if spec.kernel not in modules:
+            key = (node.build_base, spec.kernel)
+            if key not in shared.modules:
                 where = Path(tempfile.mkdtemp(prefix=f"gdrkit-kube-module-{tag_safe(spec.kernel)}-"))
-                modules[spec.kernel] = compile_module(engine, node, spec.kernel, files, where)
-            module, why = modules[spec.kernel]
+                shared.modules[key] = compile_module(engine, node, spec.kernel, files, where)
+            module, why = shared.modules[key]
             if module is None:
                 rows.append(Row(spec, "skipped", why))
                 continue
@@ -584,10 +600,11 @@ def build_images(
     own = engine is None
     if buildable and engine is None:
         engine = Engine.connect()
+    shared = _Shared()
     try:
         for node, node_specs in buildable.items():
             assert engine is not None
-            rows += _build_node(engine, node, node_specs, packages_dir, ref, nvidia_src_dir)
+            rows += _build_node(engine, node, node_specs, packages_dir, ref, nvidia_src_dir, shared)
     finally:
         if own and engine is not None:
             engine.cleanup()

@@ -376,3 +376,24 @@ def test_a_base_whose_repositories_do_not_answer_is_tried_for_a_tree_it_holds(tm
     module, why = images.compile_module(engine, node, EL9, rpms, tmp_path / "out")  # type: ignore[arg-type]
     assert (module, why) == (tmp_path / "out" / "gdrdrv.ko", "")
     assert " kernel-devel-5.14.0-427.13.1.el9_4 " in engine.runs[-1]["script"]
+
+
+def test_rpm_releases_share_their_familys_packages_and_each_kernels_module(
+    rpms: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    builds: list[str] = []
+
+    def build(node: images.NodeOs, *args: Any, **kwargs: Any) -> list[Path]:
+        builds.append(node.tag)
+        return rpms
+
+    monkeypatch.setattr(images, "build_packages", build)
+    engine = RpmEngine()
+    shared = images._Shared()
+    for tag in ("rhel9.4", "rhel9.6"):
+        node = images.node_os(tag)
+        specs = [images.ImageSpec("driver", node, ""), images.ImageSpec("precompiled", node, EL9)]
+        rows = images._build_node(engine, node, specs, None, "HEAD", None, shared)  # type: ignore[arg-type]
+        assert [row.status for row in rows] == ["built", "built"]
+    assert builds == ["rhel9.4"]
+    assert sum("module_build.sh" in run["script"] for run in engine.runs) == 1
