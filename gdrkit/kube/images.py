@@ -314,8 +314,9 @@ def setup_command(spec: ImageSpec, files: Sequence[str]) -> list[str]:
 def _pull(engine: Engine, reference: str) -> tuple[str, str]:
     """(reference, "") once pulled, or ("", why) when no registry gives it."""
     pulled, why = engine.pull(reference)
-    # The daemon's error is long (the whole registry URL and resolver reply): its start says enough.
-    short = why if len(why) <= 160 else why[:157] + "..."
+    # The daemon's error can be long (the registry URL, the resolver): what
+    # was pulled is at its start, why it failed at its end.
+    short = why if len(why) <= 160 else f"{why[:80]} ... {why[-75:]}"
     return (reference, "") if pulled else ("", f"{short} (is a registry reachable from here?)")
 
 
