@@ -64,6 +64,14 @@ USR_LIB_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/us
 # RPM distributions moved units, rules and modprobe.d under /usr long ago;
 # their kernel packages still own /lib/modules.
 RPM_LAYOUT = Layout("/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d", "/lib/modules")
+# The RPM families' Kubernetes images (registry bases: UBI, SLE BCI): what
+# the entrypoint calls besides bash and coreutils, which such a base may
+# lack; and how our package files go in: without dependencies or scriptlets,
+# since the DKMS package needs dkms (EPEL, which UBI does not reach) and its
+# scriptlets would run DKMS, which an image never does (the entrypoint
+# builds with make on the node).
+RPM_KUBE_LOADER_PACKAGES = ("kmod", "findutils", "gawk", "grep", "sed")
+RPM_KUBE_INSTALL_FILES = ("rpm", "--install", "--nodeps", "--noscripts")
 
 
 @dataclass(frozen=True)
@@ -338,15 +346,10 @@ class RhelFamily(Family):
     headers_trees = "/usr/src/kernels/*"
     build_task = "build-rpm"
     clean_command = ("dnf", "clean", "all")
-    # What the entrypoint calls besides bash and coreutils (a registry base
-    # may lack them); elfutils-libelf: the kernel-devel tree's objtool (UBI has
-    # no -devel of it).
-    kube_loader_packages = ("kmod", "findutils", "gawk", "grep", "sed")
+    kube_loader_packages = RPM_KUBE_LOADER_PACKAGES
+    # elfutils-libelf: the kernel-devel tree's objtool (UBI has no -devel of it).
     kube_build_packages = (*kube_loader_packages, "make", "gcc", "elfutils-libelf")
-    # Without dependencies or scriptlets: the DKMS package needs dkms (EPEL,
-    # which UBI does not reach) and its scriptlets would run DKMS, which the
-    # image never does (the entrypoint builds with make on the node).
-    kube_install_files_command = ("rpm", "--install", "--nodeps", "--noscripts")
+    kube_install_files_command = RPM_KUBE_INSTALL_FILES
     # rhcos: OpenShift's CoreOS; the rebuilds name themselves.
     kube_os_ids = ("rhel", "rhcos", "rocky", "almalinux", "centos", "ol")
     kube_default_nodes = ("rhel8.10", "rhel9.4", "rhel9.6", "rhel10.0")
@@ -405,11 +408,10 @@ class SuseFamily(Family):
     headers_trees = "/usr/src/linux-*-obj/x86_64/default"
     build_task = "build-rpm"
     clean_command = ("zypper", "--non-interactive", "clean", "--all")
-    # As RHEL's; libelf1: the kernel-default-devel tree's objtool.
-    kube_loader_packages = ("kmod", "findutils", "gawk", "grep", "sed")
+    kube_loader_packages = RPM_KUBE_LOADER_PACKAGES
+    # libelf1: the kernel-default-devel tree's objtool.
     kube_build_packages = (*kube_loader_packages, "make", "gcc", "libelf1")
-    # As RHEL's: the DKMS package's dependency and scriptlets are DKMS's.
-    kube_install_files_command = ("rpm", "--install", "--nodeps", "--noscripts")
+    kube_install_files_command = RPM_KUBE_INSTALL_FILES
     kube_os_ids = ("sles", "opensuse-leap")
     kube_default_nodes = ("sles15.6", "sles15.7")
     # Leap 15.3 and later ship SLE's own kernels, so its repositories have the

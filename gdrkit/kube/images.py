@@ -405,8 +405,8 @@ def build_image(
     return Row(spec, "built", steps[-2] if len(steps) >= 2 else "", image_size(engine, spec.tag))
 
 
-def module_build_command(node: NodeOs, kver: str, headers_package: str, source_package: str) -> list[str]:
-    """The argv of module_build.sh in the build base of `node` (pure)."""
+def module_build_command(kver: str, headers_package: str, source_package: str) -> list[str]:
+    """The argv of module_build.sh in a build base (pure)."""
     return ["bash", "/kube/module_build.sh", kver, headers_package, f"/pkgs/{source_package}"]
 
 
@@ -436,9 +436,10 @@ def compile_module(
     base, why = _pull(engine, node.build_base)
     if not base:
         return None, why
-    sources = built_files(package_files[0].parent if package_files else Path(), fam.name, _dkms_names(fam))
+    dkms = [p.name for p in model.plan(fam, kernels=[]).packages if p.kind == "dkms"]
+    sources = built_files(package_files[0].parent if package_files else Path(), fam.name, dkms)
     if not sources:
-        return None, f"no built DKMS package {', '.join(_dkms_names(fam))} to compile gdrdrv from"
+        return None, f"no built DKMS package {', '.join(dkms)} to compile gdrdrv from"
     listing, _ = engine.run(base, shlex.join(fam.headers_query), stream=False)
     headers = fam.headers_package_for(kver, listing.output)
     if not headers and listing.status != 0:
@@ -457,7 +458,7 @@ def compile_module(
         log(f"compiling gdrdrv for {kver} in {base} with {headers}")
         result, _ = engine.run(
             base,
-            shlex.join(module_build_command(node, kver, headers, sources[0].name)),
+            shlex.join(module_build_command(kver, headers, sources[0].name)),
             mounts={kube: "/kube", sources[0].parent: "/pkgs", output: "/out"},
             env=module_build_env(node),
             stream=False,
@@ -468,10 +469,6 @@ def compile_module(
             f"compiling gdrdrv for {kver} in {base} failed (exit {result.status}):\n{tail}", "the lines above say why"
         )
     return output / "gdrdrv.ko", ""
-
-
-def _dkms_names(fam: Family) -> list[str]:
-    return [p.name for p in model.plan(fam, kernels=[]).packages if p.kind == "dkms"]
 
 
 def build_packages(

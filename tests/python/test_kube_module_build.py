@@ -46,7 +46,7 @@ def test_module_build_compiles_gdrdrv_and_a_module_only_image_holds_it(deb_sets:
     with containers.engine() as engine:
         # The loader's base (kmod alone), as bare of a compiler as the rebuilds' images.
         base = engine.ensure_image(images.base_recipe(images.ImageSpec("kmm", node, kver)))
-        command = images.module_build_command(node, kver, f"linux-headers-{kver}", source.name)
+        command = images.module_build_command(kver, f"linux-headers-{kver}", source.name)
         result, _ = engine.run(
             base, shlex.join(command), mounts={kube: "/kube", source.parent: "/pkgs", out: "/out"}, env=env
         )
