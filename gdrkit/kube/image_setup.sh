@@ -47,8 +47,9 @@ if [ ${#packages[@]} -gt 0 ]; then
 	$INSTALL_FILES "${packages[@]}"
 fi
 for ko in "${modules[@]}"; do
-	install -D -m 0644 "$ko" "/lib/modules/$kver${MODULE_SUBDIR:-/extra}/gdrdrv.ko"
-	step "installed $ko as /lib/modules/$kver${MODULE_SUBDIR:-/extra}/gdrdrv.ko"
+	placed="/lib/modules/$kver${MODULE_SUBDIR:?set to where the family puts modules below /lib/modules/KVER}/gdrdrv.ko"
+	install -D -m 0644 "$ko" "$placed"
+	step "installed $ko as $placed"
 done
 if [ -n "${CLEAN:-}" ]; then
 	# shellcheck disable=SC2086
