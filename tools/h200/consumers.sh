@@ -53,7 +53,8 @@ step "build UCX from Debian's source (--with-cuda --with-gdrcopy=our prefix), in
 (
 	set -e
 	rm -rf "$OUT/ucx-src" && mkdir -p "$OUT/ucx-src"
-	tar -C "$OUT/ucx-src" --strip-components=1 -xf "$(ls "$TOP"/.device/src/ucx_*.orig.tar.*)"
+	# fetch_consumers.sh ran UCX's autogen.sh (this machine has no libtool).
+	tar -C "$OUT/ucx-src" --strip-components=1 -xf "$TOP/.device/src/ucx-configured.tar.gz"
 	cd "$OUT/ucx-src"
 	./configure --prefix="$OUT/ucx" --with-cuda=/usr/local/cuda --with-gdrcopy="$OUT/prefix" \
 		--without-verbs --without-rdmacm --without-knem --without-xpmem --without-java --without-go \
@@ -109,7 +110,8 @@ step "NVSHMEM: one PE, host put, NVSHMEM_DEBUG=INFO"
 NVSHMEM_DIR=$("$PY" -c 'import nvidia.nvshmem, os; print(list(nvidia.nvshmem.__path__)[0])')
 grep -l -a "libgdrapi" "$NVSHMEM_DIR"/lib/*.so* 2>/dev/null | sed 's/^/NVSHMEM files naming libgdrapi: /' | tee "$OUT/nvshmem-files.txt"
 mkdir -p "$OUT/nvshmem-lib" && ln -sf "$NVSHMEM_DIR/lib/libnvshmem_host.so.3" "$OUT/nvshmem-lib/libnvshmem_host.so"
-if g++ -x c++ -O2 -I"$NVSHMEM_DIR/include" -I/usr/local/cuda/include "$TOP/tools/h200/nvshmem_one_pe.c" \
+# CUDA 13 keeps libcu++ (cuda/std/...), which NVSHMEM's headers include, under include/cccl.
+if g++ -x c++ -std=c++17 -O2 -I"$NVSHMEM_DIR/include" -I/usr/local/cuda/include -I/usr/local/cuda/include/cccl "$TOP/tools/h200/nvshmem_one_pe.c" \
 	-L"$OUT/nvshmem-lib" -L/usr/local/cuda/lib64 -lnvshmem_host -lcudart -Wl,-rpath,"$NVSHMEM_DIR/lib" \
 	-o "$OUT/nvshmem_one_pe" > "$OUT/nvshmem-build.log" 2>&1; then
 	UCX_WHEEL_LIB=$(find "$TOP/.device/ucx-wheel" -name libucp.so.0 -printf '%h\n' 2>/dev/null | head -n 1)
@@ -134,11 +136,12 @@ step "UCX from the libucx-cu13 wheel: ucx_info -d"
 UCX_WHEEL_BIN=$(find "$TOP/.device/ucx-wheel" -name ucx_info -printf '%h\n' 2>/dev/null | head -n 1)
 if [ -n "$UCX_WHEEL_BIN" ]; then
 	ls "$UCX_WHEEL_BIN/../lib/ucx" > "$OUT/ucx-wheel-modules.txt"
-	LD_LIBRARY_PATH=${LAYOUT[deb]:-${LAYOUT[tree]}}:/usr/local/nvidia/lib64 GDRCOPY_BACKEND=vulkan \
+	# The wheel's own libraries first: the machine has an older UCX of its own.
+	LD_LIBRARY_PATH=$UCX_WHEEL_BIN/../lib:${LAYOUT[deb]:-${LAYOUT[tree]}}:/usr/local/nvidia/lib64 GDRCOPY_BACKEND=vulkan \
 		"$UCX_WHEEL_BIN/ucx_info" -d > "$OUT/ucx-wheel-info.txt" 2>&1
 	mds=$(grep -h -E "Memory domain:|Transport:" "$OUT/ucx-wheel-info.txt" | awk '{print $NF}' | sort -u | tr '\n' ' ')
 	if grep -q gdr "$OUT/ucx-wheel-modules.txt"; then gdr="has a gdr_copy module"; else gdr="has no gdr_copy module (built without --with-gdrcopy)"; fi
-	report "ucx-wheel $("$UCX_WHEEL_BIN/ucx_info" -v 2>/dev/null | head -n 1 | tr -s ' #'): the wheel $gdr; ucx_info -d lists: $mds"
+	report "ucx-wheel $(LD_LIBRARY_PATH=$UCX_WHEEL_BIN/../lib "$UCX_WHEEL_BIN/ucx_info" -v 2>/dev/null | head -n 1 | tr -s ' #'): the wheel $gdr; ucx_info -d lists: $mds"
 else
 	report "ucx-wheel: not run: no .device/ucx-wheel (run tools/h200/fetch_consumers.sh here)"
 fi

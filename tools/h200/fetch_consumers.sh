@@ -35,6 +35,17 @@ if ! ls .device/src/ucx_*.orig.tar.* >/dev/null 2>&1; then
 	(cd .device/src && apt-get "${apt_opts[@]}" source --download-only ucx)
 fi
 
+if [ ! -f .device/src/ucx-configured.tar.gz ]; then
+	# The H200 machine has autoconf but no libtool: generate UCX's configure here.
+	for tool in autoconf automake libtoolize; do
+		command -v "$tool" >/dev/null || apt-get install -y -qq autoconf automake libtool >/dev/null
+	done
+	# dpkg-source lays out the orig tarball with Debian's debian/, which configure.ac names.
+	dpkg-source --no-check -x "$(find .device/src -name 'ucx_*.dsc' | head -n 1)" "$tmp/ucx" >/dev/null
+	(cd "$tmp/ucx" && ./autogen.sh >/dev/null)
+	tar -C "$tmp" -czf .device/src/ucx-configured.tar.gz ucx
+fi
+
 rm -rf .device/layouts/deb .device/layouts/rpm
 mkdir -p .device/layouts/deb .device/layouts/rpm
 deb=$(find dist -maxdepth 1 -name 'libgdrapi_*_amd64.deb' 2>/dev/null | head -n 1)
