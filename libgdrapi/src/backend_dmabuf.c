@@ -14,7 +14,9 @@
  *    unless FORCE_PCIE, else WC.  A map request for another type is EINVAL.
  *  - Like gdrdrv, a pin that does not start on a page boundary (here the
  *    host page) pins fine but cannot be mapped (EINVAL).
- *  - gdr_driver_get_version has no driver to ask: ENODEV.
+ *  - gdr_driver_get_version has no gdrdrv to ask; it answers the version of
+ *    the gdrdrv interface it stands in for (the library's own 2.6), since it
+ *    pins whatever CUDA memory consumers gated on that version pin.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -268,13 +270,18 @@ static int dmabuf_get_cb_flag(struct gdr *g, struct gdr_memh *mh, int *flag)
 	return 0;
 }
 
+/*
+ * No gdrdrv to ask: this backend stands in for the gdrdrv interface this
+ * library implements, and pins any CUDA memory (cuMemAlloc and cuMemCreate
+ * alike), so it passes the consumers' version gates as gdrdrv 2.6 would
+ * (libgdrapi/README.md, "gdr_driver_get_version without gdrdrv").
+ */
 static int dmabuf_driver_version(struct gdr *g, int *major, int *minor)
 {
 	(void)g;
-	(void)major;
-	(void)minor;
-	gdr_err("gdr_driver_get_version: the dma-buf backend uses no gdrdrv, so there is no driver version (check gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP))");
-	return ENODEV;
+	*major = GDR_API_MAJOR_VERSION;
+	*minor = GDR_API_MINOR_VERSION;
+	return 0;
 }
 
 const struct gdr_backend_ops gdr_backend_dmabuf = {

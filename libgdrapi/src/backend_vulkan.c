@@ -12,12 +12,23 @@
  * pointer.  gdr_alloc_mapped() hands both out; pins, maps and copies then
  * work on addresses inside those allocations.
  *
+ * It also pins memory the caller allocated with CUDA, the other way round:
+ * memory from cuMemCreate that asked for a POSIX fd handle
+ * (requestedHandleTypes) is found from its pointer
+ * (cuMemRetainAllocationHandle), exported as an fd
+ * (cuMemExportToShareableHandle), imported into Vulkan (VkImportMemoryFdInfoKHR,
+ * opaque fd) in the BAR1 memory type and mapped (vkMapMemory).  One import
+ * serves every pin of that allocation; the last unpin releases it.  The
+ * import holds a reference on CUDA's allocation, so the physical memory
+ * outlives a cuMemRelease by the caller until then.
+ *
  * libvulkan.so.1 is dlopen()ed and libcuda comes from the shared loader
  * (cuda_loader.h): the library loads, and the other backends work, where
  * neither exists.
  *
  * Differences from gdrdrv, documented in libgdrapi/README.md:
- *  - Only memory from gdr_alloc_mapped() can be pinned (EINVAL otherwise).
+ *  - Only memory from gdr_alloc_mapped() or from cuMemCreate with a POSIX fd
+ *    handle can be pinned (EINVAL, with the reason, otherwise).
  *  - Pins are persistent (there is no free callback); gdr_unmap() leaves the
  *    allocation's mapping in place until gdr_free_mapped() or gdr_close().
  *  - The mapping type follows the memory type: WC, or CACHING where the
@@ -36,6 +47,7 @@
 #include "internal.h"
 #include "vulkan_min.h"
 
+#define GVK_ERROR_OUT_OF_DEVICE_MEMORY (-2)
 #define VULKAN_LIBRARY "libvulkan.so.1"
 #define GPU_PAGE ((uint64_t)GPU_PAGE_SIZE)
 #define MAX_GPUS 64
@@ -52,6 +64,10 @@ struct vulkan_api {
 	void (*vkGetPhysicalDeviceProperties2)(gvk_physical_device dev, struct gvk_physical_device_properties2 *props);
 	void (*vkGetPhysicalDeviceMemoryProperties)(gvk_physical_device dev,
 						    struct gvk_physical_device_memory_properties *props);
+	/* Vulkan 1.1; NULL where the loader lacks it, and then nothing is imported. */
+	void (*vkGetPhysicalDeviceExternalBufferProperties)(gvk_physical_device dev,
+							    const struct gvk_physical_device_external_buffer_info *info,
+							    struct gvk_external_buffer_properties *props);
 	gvk_result (*vkCreateDevice)(gvk_physical_device phys, const struct gvk_device_create_info *info,
 				     const void *allocator, gvk_device *dev);
 	gvk_void_function (*vkGetDeviceProcAddr)(gvk_device dev, const char *name);
@@ -77,6 +93,7 @@ struct vulkan_gpu {
 	int memory_type;		/* device-local + host-visible, or -1 */
 	gdr_mapping_type_t mapping_type;
 	uint64_t heap_size;
+	bool imports_opaque_fd;		/* can take CUDA's exported fds */
 	gvk_device device;		/* NULL until first use */
 	struct vulkan_device_api api;
 };
@@ -93,20 +110,41 @@ struct vulkan_allocation {
 	unsigned int pins;
 };
 
+/* A cuMemCreate allocation of the caller's, imported into Vulkan and mapped; shared by its pins. */
+struct vulkan_import {
+	struct vulkan_import *next;
+	struct vulkan_gpu *gpu;
+	CUmemGenericAllocationHandle handle;	/* retained: keeps CUDA's memory alive */
+	CUdeviceptr base;		/* where the caller's allocation is mapped */
+	uint64_t size;
+	gvk_device_memory memory;
+	void *cpu_ptr;
+	unsigned int pins;
+};
+
 struct vulkan_state {
 	void *vulkan_library;
 	bool cuda_held;			/* a libcuda reference (gdr_cuda_acquire) */
+	/* Whether cuMemCreate memory can be pinned here; why not, for the errors. */
+	bool pins_cuda_memory;
+	char no_cuda_pins_why[GDR_BACKEND_WHY_LEN];
 	struct vulkan_api vk;
 	gvk_instance instance;
 	unsigned int gpu_count;
 	struct vulkan_gpu gpus[MAX_GPUS];
 
-	pthread_mutex_t lock;		/* allocations and lazily created devices */
+	pthread_mutex_t lock;		/* allocations, imports and lazily created devices */
 	struct vulkan_allocation *allocations;
+	struct vulkan_import *imports;
 };
 
+/* A pin lies in exactly one of: our own allocation, or an imported one of the caller's. */
 struct vulkan_pin {
 	struct vulkan_allocation *alloc;
+	struct vulkan_import *import;
+	struct vulkan_gpu *gpu;
+	uint64_t gpu_base;		/* the GPU address cpu_base maps */
+	void *cpu_base;
 	uint64_t start;			/* pinned range, on GPU pages */
 	uint64_t size;
 };
@@ -181,7 +219,28 @@ static int load_vulkan(struct vulkan_state *st, char *why)
 	INSTANCE_FN(vkCreateDevice);
 	INSTANCE_FN(vkGetDeviceProcAddr);
 #undef INSTANCE_FN
+	*(void **)&st->vk.vkGetPhysicalDeviceExternalBufferProperties =
+		(void *)st->vk.vkGetInstanceProcAddr(st->instance, "vkGetPhysicalDeviceExternalBufferProperties");
 	return 0;
+}
+
+/* Does the device say it can import opaque fds (what CUDA exports) as ordinary, non-dedicated memory? */
+static bool imports_opaque_fd(struct vulkan_state *st, gvk_physical_device phys)
+{
+	struct gvk_physical_device_external_buffer_info info = {
+		.s_type = GVK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO,
+		.usage = GVK_BUFFER_USAGE_TRANSFER_SRC_BIT | GVK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.handle_type = GVK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+	};
+	struct gvk_external_buffer_properties props = {
+		.s_type = GVK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES,
+	};
+
+	if (!st->vk.vkGetPhysicalDeviceExternalBufferProperties)
+		return false;
+	st->vk.vkGetPhysicalDeviceExternalBufferProperties(phys, &info, &props);
+	return (props.external_memory_features & GVK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT) &&
+	       !(props.external_memory_features & GVK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT);
 }
 
 /* Pick the memory type that is device-local and host-visible; prefer coherent ones. */
@@ -241,9 +300,11 @@ static int find_gpus(struct vulkan_state *st, char *why)
 		memcpy(gpu->uuid, id.device_uuid, sizeof(gpu->uuid));
 		memcpy(gpu->name, props.properties + GVK_PHYSICAL_DEVICE_NAME_OFFSET, sizeof(gpu->name) - 1);
 		choose_memory_type(st, gpu);
-		gdr_dbg("vulkan backend: %s: %s", gpu->name,
+		gpu->imports_opaque_fd = imports_opaque_fd(st, gpu->phys);
+		gdr_dbg("vulkan backend: %s: %s; %s", gpu->name,
 			gpu->memory_type >= 0 ? "has device-local host-visible memory" :
-						"no device-local host-visible memory (BAR1 not exposed)");
+						"no device-local host-visible memory (BAR1 not exposed)",
+			gpu->imports_opaque_fd ? "imports opaque fds" : "cannot import opaque fds");
 		if (gpu->memory_type >= 0)
 			usable++;
 		st->gpu_count++;
@@ -273,6 +334,32 @@ static void vulkan_release(struct vulkan_state *st)
 	free(st);
 }
 
+/* Can this driver pair pin CUDA's own (cuMemCreate) allocations?  Decided once, at open. */
+static void check_cuda_pins(struct vulkan_state *st)
+{
+	unsigned int i;
+
+	st->pins_cuda_memory = false;
+#define VMM_CALL(name, symbol, user, params)                                                                   \
+	if (GDR_CUDA_USER_##user == GDR_CUDA_USER_VMM && !gdr_cuda.name) {                                    \
+		snprintf(st->no_cuda_pins_why, sizeof(st->no_cuda_pins_why),                                 \
+			 "%s has no %s (CUDA 10.2 or newer has it): upgrade the NVIDIA driver, or load gdrdrv", \
+			 GDR_CUDA_LIBRARY, #symbol);                                                          \
+		return;                                                                                       \
+	}
+	GDR_CUDA_PROCS(VMM_CALL)
+#undef VMM_CALL
+	for (i = 0; i < st->gpu_count; i++)
+		if (st->gpus[i].memory_type >= 0 && st->gpus[i].imports_opaque_fd)
+			break;
+	if (i == st->gpu_count) {
+		snprintf(st->no_cuda_pins_why, sizeof(st->no_cuda_pins_why),
+			 "no Vulkan GPU with BAR1-visible memory can import opaque fds (VK_KHR_external_memory_fd, Vulkan 1.1): update the NVIDIA Vulkan driver, or load gdrdrv");
+		return;
+	}
+	st->pins_cuda_memory = true;
+}
+
 static int vulkan_open(struct gdr *g, char *why)
 {
 	struct vulkan_state *st = calloc(1, sizeof(*st));
@@ -292,7 +379,12 @@ static int vulkan_open(struct gdr *g, char *why)
 		vulkan_release(st);
 		return rc;
 	}
-	gdr_info("vulkan backend: GPU memory is allocated with gdr_alloc_mapped() and reached through BAR1; no kernel module needed");
+	check_cuda_pins(st);
+	if (st->pins_cuda_memory)
+		gdr_info("vulkan backend: GPU memory from gdr_alloc_mapped() or from cuMemCreate with a POSIX fd handle is reached through BAR1; no kernel module needed");
+	else
+		gdr_info("vulkan backend: GPU memory is allocated with gdr_alloc_mapped() and reached through BAR1; no kernel module needed; CUDA's own allocations cannot be pinned: %s",
+			 st->no_cuda_pins_why);
 	g->backend_priv = st;
 	return 0;
 }
@@ -321,7 +413,7 @@ static int gpu_device(struct vulkan_state *st, struct vulkan_gpu *gpu)
 		return 0;
 	vr = st->vk.vkCreateDevice(gpu->phys, &info, NULL, &gpu->device);
 	if (vr != GVK_SUCCESS) {
-		gdr_err("gdr_alloc_mapped: vkCreateDevice with VK_KHR_external_memory_fd on %s failed (VkResult %d): the Vulkan driver cannot export memory to CUDA",
+		gdr_err("vulkan backend: vkCreateDevice with VK_KHR_external_memory_fd on %s failed (VkResult %d): the Vulkan driver cannot share memory with CUDA",
 			gpu->name, vr);
 		gpu->device = NULL;
 		return ENOTSUP;
@@ -336,7 +428,7 @@ static int gpu_device(struct vulkan_state *st, struct vulkan_gpu *gpu)
 #undef DEVICE_FN
 	if (!gpu->api.vkDestroyDevice || !gpu->api.vkAllocateMemory || !gpu->api.vkFreeMemory ||
 	    !gpu->api.vkMapMemory || !gpu->api.vkUnmapMemory || !gpu->api.vkGetMemoryFdKHR) {
-		gdr_err("gdr_alloc_mapped: the Vulkan device %s lacks memory or fd-export entry points", gpu->name);
+		gdr_err("vulkan backend: the Vulkan device %s lacks memory or fd-export entry points", gpu->name);
 		if (gpu->api.vkDestroyDevice)
 			gpu->api.vkDestroyDevice(gpu->device, NULL);
 		gpu->device = NULL;
@@ -554,12 +646,20 @@ static int vulkan_free_mapped(struct gdr *g, uint64_t gpu_ptr)
 	return rc;
 }
 
+static void unpin_import(struct vulkan_state *st, struct vulkan_import *imp);
+
 static void vulkan_close(struct gdr *g)
 {
 	struct vulkan_state *st = g->backend_priv;
 	struct vulkan_allocation *a;
 
 	pthread_mutex_lock(&st->lock);
+	/* gdr_close() unpinned every buffer, and with them every import. */
+	while (st->imports) {
+		gdr_warn("gdr_close: an import of CUDA memory at %#llx outlived its pins", st->imports->base);
+		st->imports->pins = 1;
+		unpin_import(st, st->imports);
+	}
 	while ((a = st->allocations) != NULL) {
 		st->allocations = a->next;
 		gdr_warn("gdr_close: freeing %llu bytes at %#llx that gdr_free_mapped() never freed",
@@ -571,12 +671,217 @@ static void vulkan_close(struct gdr *g)
 	g->backend_priv = NULL;
 }
 
+/* CUDA's answer for a pointer that no cuMemCreate allocation covers (cuMemAlloc memory, host memory). */
+#define CUDA_ERROR_INVALID_VALUE 1
+
+/* Caller holds st->lock.  The Vulkan GPU that CUDA device dev is, or NULL with the reason logged. */
+static struct vulkan_gpu *gpu_of_cuda_device(struct vulkan_state *st, CUdevice dev, uint64_t addr)
+{
+	unsigned char uuid[16];
+	unsigned int i;
+	CUresult cr;
+
+	cr = gdr_cuda.cuDeviceGetUuid(uuid, dev);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: %#llx lives on CUDA device %d, whose UUID CUDA does not tell (%s)",
+			(unsigned long long)addr, dev, gdr_cuda_strerror(cr));
+		return NULL;
+	}
+	for (i = 0; i < st->gpu_count; i++) {
+		struct vulkan_gpu *gpu = &st->gpus[i];
+
+		if (memcmp(gpu->uuid, uuid, sizeof(uuid)) != 0)
+			continue;
+		if (gpu->memory_type < 0) {
+			gdr_err("gdr_pin_buffer: %#llx lives on CUDA device %d (%s), which exposes no device-local host-visible memory to Vulkan (BAR1 too small or resizable BAR off): load gdrdrv to pin it",
+				(unsigned long long)addr, dev, gpu->name);
+			return NULL;
+		}
+		if (!gpu->imports_opaque_fd) {
+			gdr_err("gdr_pin_buffer: %#llx lives on CUDA device %d (%s), whose Vulkan driver cannot import opaque fds: update the NVIDIA Vulkan driver, or load gdrdrv",
+				(unsigned long long)addr, dev, gpu->name);
+			return NULL;
+		}
+		return gpu;
+	}
+	gdr_err("gdr_pin_buffer: %#llx lives on CUDA device %d, which is not among the GPUs Vulkan sees (a different GPU, or hidden from Vulkan): check VK_DRIVER_FILES and CUDA_VISIBLE_DEVICES, or load gdrdrv",
+		(unsigned long long)addr, dev);
+	return NULL;
+}
+
+/* Caller holds st->lock.  Import the retained allocation [base, +size) into Vulkan and map it. */
+static int import_into_vulkan(struct vulkan_state *st, struct vulkan_import *imp)
+{
+	struct gvk_import_memory_fd_info import_info = {
+		.s_type = GVK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+		.handle_type = GVK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+		.fd = -1,
+	};
+	struct gvk_memory_allocate_info alloc_info = {
+		.s_type = GVK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+		.next = &import_info,
+		.allocation_size = imp->size,
+		.memory_type_index = (uint32_t)imp->gpu->memory_type,
+	};
+	struct vulkan_gpu *gpu = imp->gpu;
+	gvk_result vr;
+	CUresult cr;
+	int rc;
+
+	cr = gdr_cuda.cuMemExportToShareableHandle(&import_info.fd, imp->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: cuMemExportToShareableHandle(POSIX fd) of the allocation at %#llx failed: %s; load gdrdrv to pin it",
+			imp->base, gdr_cuda_strerror(cr));
+		return EINVAL;
+	}
+	rc = gpu_device(st, gpu);
+	if (rc) {
+		close(import_info.fd);
+		return rc;
+	}
+	vr = gpu->api.vkAllocateMemory(gpu->device, &alloc_info, NULL, &imp->memory);
+	if (vr != GVK_SUCCESS) {
+		close(import_info.fd);	/* Vulkan owns the fd only when the import succeeds */
+		gdr_err("gdr_pin_buffer: Vulkan could not import the %llu-byte allocation at %#llx on %s into its BAR1 memory type (vkAllocateMemory with an opaque fd: VkResult %d); load gdrdrv to pin it",
+			(unsigned long long)imp->size, imp->base, gpu->name, vr);
+		return vr == GVK_ERROR_OUT_OF_DEVICE_MEMORY ? ENOMEM : EIO;
+	}
+	vr = gpu->api.vkMapMemory(gpu->device, imp->memory, 0, imp->size, 0, &imp->cpu_ptr);
+	if (vr != GVK_SUCCESS) {
+		gpu->api.vkFreeMemory(gpu->device, imp->memory, NULL);
+		gdr_err("gdr_pin_buffer: vkMapMemory of the %llu-byte allocation at %#llx failed (VkResult %d): BAR1 space exhausted?",
+			(unsigned long long)imp->size, imp->base, vr);
+		return ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Caller holds st->lock.  The import of the caller's cuMemCreate allocation
+ * around [addr, end), shared with earlier pins of it or made now; one more
+ * pin counted on it.  EINVAL, with the reason logged, for memory it is not.
+ */
+static int pin_cuda_allocation(struct vulkan_state *st, uint64_t addr, uint64_t end, struct vulkan_import **out)
+{
+	struct cuda_mem_allocation_prop prop;
+	CUmemGenericAllocationHandle handle = 0;
+	struct vulkan_import *imp;
+	struct vulkan_gpu *gpu;
+	struct gdr_cuda_ctx ctx;
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CUresult cr;
+	int rc = EINVAL;
+
+	if (!st->pins_cuda_memory) {
+		gdr_err("gdr_pin_buffer: %#llx is not inside memory from gdr_alloc_mapped(), and this vulkan backend cannot pin memory CUDA allocated: %s",
+			(unsigned long long)addr, st->no_cuda_pins_why);
+		return EINVAL;
+	}
+	/* cuMemGetAddressRange wants a context; any of this process's names the same addresses. */
+	cr = gdr_cuda_ctx_borrow(&ctx, 0);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: no CUDA context to look %#llx up in: %s", (unsigned long long)addr,
+			gdr_cuda_strerror(cr));
+		return ENODEV;
+	}
+	cr = gdr_cuda.cuMemRetainAllocationHandle(&handle, (void *)(uintptr_t)addr);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: %#llx is not cuMemCreate memory (cuMemRetainAllocationHandle: %s%s); the vulkan backend cannot pin cuMemAlloc/cudaMalloc or host memory: allocate with cuMemCreate requesting CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, or load gdrdrv",
+			(unsigned long long)addr, gdr_cuda_strerror(cr),
+			cr == CUDA_ERROR_INVALID_VALUE ? ", as for memory with no allocation handle" : "");
+		goto out;
+	}
+	memset(&prop, 0, sizeof(prop));
+	cr = gdr_cuda.cuMemGetAllocationPropertiesFromHandle(&prop, handle);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: cuMemGetAllocationPropertiesFromHandle for %#llx failed: %s",
+			(unsigned long long)addr, gdr_cuda_strerror(cr));
+		goto release;
+	}
+	if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+		gdr_err("gdr_pin_buffer: %#llx is cuMemCreate memory located in host memory (location type %d), not GPU memory: there is nothing to map through BAR1",
+			(unsigned long long)addr, prop.location.type);
+		goto release;
+	}
+	if (!(prop.requested_handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+		gdr_err("gdr_pin_buffer: %#llx is cuMemCreate memory that requested no shareable POSIX fd handle (requestedHandleTypes %#x), so it cannot be exported to Vulkan: allocate with cuMemCreate requesting CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, or load gdrdrv",
+			(unsigned long long)addr, (unsigned int)prop.requested_handle_types);
+		goto release;
+	}
+	gpu = gpu_of_cuda_device(st, prop.location.id, addr);
+	if (!gpu)
+		goto release;
+	cr = gdr_cuda.cuMemGetAddressRange(&base, &size, addr);
+	if (cr != CUDA_SUCCESS) {
+		gdr_err("gdr_pin_buffer: cuMemGetAddressRange(%#llx) failed: %s", (unsigned long long)addr,
+			gdr_cuda_strerror(cr));
+		goto release;
+	}
+	if (end > base + size || (base & (GPU_PAGE - 1))) {
+		gdr_err("gdr_pin_buffer: [%#llx, +%llu) does not lie inside one 64 KiB-aligned cuMemCreate allocation (this one is [%#llx, +%zu)): pin within one allocation",
+			(unsigned long long)addr, (unsigned long long)(end - addr), base, size);
+		goto release;
+	}
+	for (imp = st->imports; imp; imp = imp->next) {
+		if (imp->handle == handle && imp->base == base && imp->size == size) {
+			gdr_dbg("gdr_pin_buffer: %#llx shares the import of the allocation at %#llx (%u pins before)",
+				(unsigned long long)addr, base, imp->pins);
+			imp->pins++;
+			gdr_cuda.cuMemRelease(handle);	/* the import holds its own reference */
+			*out = imp;
+			rc = 0;
+			goto out;
+		}
+	}
+	imp = calloc(1, sizeof(*imp));
+	if (!imp) {
+		rc = ENOMEM;
+		goto release;
+	}
+	*imp = (struct vulkan_import){ .gpu = gpu, .handle = handle, .base = base, .size = size, .pins = 1 };
+	rc = import_into_vulkan(st, imp);
+	if (rc) {
+		free(imp);
+		goto release;
+	}
+	imp->next = st->imports;
+	st->imports = imp;
+	gdr_dbg("gdr_pin_buffer: imported the %llu-byte cuMemCreate allocation at %#llx on %s: CPU %p",
+		(unsigned long long)size, base, gpu->name, imp->cpu_ptr);
+	*out = imp;
+	goto out;
+release:
+	gdr_cuda.cuMemRelease(handle);
+out:
+	gdr_cuda_ctx_detach(&ctx);
+	gdr_cuda_ctx_release(&ctx);
+	return rc;
+}
+
+/* Caller holds st->lock.  The last pin of an import gives the memory back to CUDA. */
+static void unpin_import(struct vulkan_state *st, struct vulkan_import *imp)
+{
+	struct vulkan_import **link;
+
+	if (--imp->pins)
+		return;
+	for (link = &st->imports; *link != imp; link = &(*link)->next)
+		;
+	*link = imp->next;
+	imp->gpu->api.vkUnmapMemory(imp->gpu->device, imp->memory);
+	imp->gpu->api.vkFreeMemory(imp->gpu->device, imp->memory, NULL);
+	gdr_cuda.cuMemRelease(imp->handle);
+	free(imp);
+}
+
 static int vulkan_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_request *req)
 {
 	struct vulkan_state *st = g->backend_priv;
 	uint64_t addr = req->addr, end;
 	struct vulkan_allocation *a;
 	struct vulkan_pin *pin;
+	int rc = 0;
 
 	if (addr + req->size < addr) {
 		gdr_err("gdr_pin_buffer: [%#llx, +%zu) wraps around", (unsigned long long)addr, req->size);
@@ -590,17 +895,25 @@ static int vulkan_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 	for (a = st->allocations; a; a = a->next)
 		if (addr >= a->gpu_ptr && end <= a->gpu_ptr + a->size)
 			break;
-	if (!a) {
-		pthread_mutex_unlock(&st->lock);
-		free(pin);
-		gdr_err("gdr_pin_buffer: [%#llx, +%zu) is not inside memory from gdr_alloc_mapped(); the vulkan backend can only pin that (use gdrdrv to pin cuMemAlloc memory)",
-			(unsigned long long)addr, req->size);
-		return EINVAL;
+	if (a) {
+		a->pins++;
+		pin->alloc = a;
+		pin->gpu = a->gpu;
+		pin->gpu_base = a->gpu_ptr;
+		pin->cpu_base = a->cpu_ptr;
+	} else {
+		rc = pin_cuda_allocation(st, addr, end, &pin->import);
+		if (rc == 0) {
+			pin->gpu = pin->import->gpu;
+			pin->gpu_base = pin->import->base;
+			pin->cpu_base = pin->import->cpu_ptr;
+		}
 	}
-	a->pins++;
 	pthread_mutex_unlock(&st->lock);
-
-	pin->alloc = a;
+	if (rc) {
+		free(pin);
+		return rc;
+	}
 	pin->start = addr & ~(GPU_PAGE - 1);
 	pin->size = ((end + GPU_PAGE - 1) & ~(GPU_PAGE - 1)) - pin->start;
 	mh->backend_priv = pin;
@@ -616,7 +929,10 @@ static int vulkan_unpin(struct gdr *g, struct gdr_memh *mh)
 	struct vulkan_pin *pin = mh->backend_priv;
 
 	pthread_mutex_lock(&st->lock);
-	pin->alloc->pins--;
+	if (pin->alloc)
+		pin->alloc->pins--;
+	else
+		unpin_import(st, pin->import);
 	pthread_mutex_unlock(&st->lock);
 	free(pin);
 	mh->backend_priv = NULL;
@@ -627,7 +943,7 @@ static int vulkan_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mappi
 		      gdr_mapping_type_t *type)
 {
 	struct vulkan_pin *pin = mh->backend_priv;
-	gdr_mapping_type_t have = pin->alloc->gpu->mapping_type;
+	gdr_mapping_type_t have = pin->gpu->mapping_type;
 
 	(void)g;
 	if (requested != GDR_MAPPING_TYPE_NONE && requested != have) {
@@ -644,7 +960,7 @@ static int vulkan_map(struct gdr *g, struct gdr_memh *mh, size_t size, gdr_mappi
 		gdr_err("gdr_map: %zu bytes asked, but the pin covers %llu", size, (unsigned long long)pin->size);
 		return EINVAL;
 	}
-	*va = (char *)pin->alloc->cpu_ptr + (pin->start - pin->alloc->gpu_ptr);
+	*va = (char *)pin->cpu_base + (pin->start - pin->gpu_base);
 	*type = have;
 	return 0;
 }
@@ -668,7 +984,7 @@ static int vulkan_get_info(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t *in
 	info->va = pin->start;
 	info->mapped_size = pin->size;
 	info->page_size = (uint32_t)GPU_PAGE;
-	info->mapping_type = atomic_load(&mh->map_va) ? pin->alloc->gpu->mapping_type : GDR_MAPPING_TYPE_NONE;
+	info->mapping_type = atomic_load(&mh->map_va) ? pin->gpu->mapping_type : GDR_MAPPING_TYPE_NONE;
 	return 0;
 }
 
@@ -698,12 +1014,27 @@ static int vulkan_get_cb_flag(struct gdr *g, struct gdr_memh *mh, int *flag)
 	return 0;
 }
 
+/*
+ * The version of the gdrdrv interface this backend stands in for.  Consumers
+ * read both numbers whatever this returns (NCCL, aws-ofi-nccl, NVSHMEM) and
+ * enable GDRCopy when they are high enough, then pin their own cuMemCreate or
+ * cudaMalloc memory.  So claim 2.6 only where such pins can work, and answer
+ * 0.0, which fails every consumer's gate, where they cannot
+ * (libgdrapi/README.md, "gdr_driver_get_version without gdrdrv").
+ */
 static int vulkan_driver_version(struct gdr *g, int *major, int *minor)
 {
-	(void)g;
-	(void)major;
-	(void)minor;
-	gdr_err("gdr_driver_get_version: the vulkan backend uses no gdrdrv, so there is no driver version (gdr_get_backend_name() says which backend is in use)");
+	struct vulkan_state *st = g->backend_priv;
+
+	if (st->pins_cuda_memory) {
+		*major = GDR_API_MAJOR_VERSION;
+		*minor = GDR_API_MINOR_VERSION;
+		return 0;
+	}
+	*major = 0;
+	*minor = 0;
+	gdr_err("gdr_driver_get_version: 0.0, so that consumers (NCCL, aws-ofi-nccl, MSCCL++) leave GDRCopy off: the vulkan backend stands in for gdrdrv only where it can pin memory CUDA allocated, and here it cannot: %s",
+		st->no_cuda_pins_why);
 	return ENODEV;
 }
 

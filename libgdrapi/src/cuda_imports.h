@@ -35,6 +35,12 @@
 #define GDR_CUDA_USER_LOADER 0x0u
 #define GDR_CUDA_USER_DMABUF 0x1u
 #define GDR_CUDA_USER_VULKAN 0x2u
+/*
+ * Optional for the vulkan backend: pinning memory CUDA allocated with
+ * cuMemCreate.  Without them the backend still opens (gdr_alloc_mapped
+ * works), so gdr_cuda_require() never asks for these; the backend checks.
+ */
+#define GDR_CUDA_USER_VMM 0x4u
 
 /* Found with dlsym(), in this order. */
 #define GDR_CUDA_DLSYM(X)      \
@@ -63,6 +69,14 @@
 	X(cuExternalMemoryGetMappedBuffer, cuExternalMemoryGetMappedBuffer, VULKAN,                            \
 	  (CUdeviceptr *ptr, CUexternalMemory mem, const struct cuda_external_memory_buffer_desc *desc))       \
 	X(cuDestroyExternalMemory, cuDestroyExternalMemory, VULKAN, (CUexternalMemory mem))                    \
-	X(cuMemFree, cuMemFree_v2, VULKAN, (CUdeviceptr ptr))
+	X(cuMemFree, cuMemFree_v2, VULKAN, (CUdeviceptr ptr))                                                  \
+	X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, VMM,                                       \
+	  (CUmemGenericAllocationHandle *handle, void *addr))                                                  \
+	X(cuMemRelease, cuMemRelease, VMM, (CUmemGenericAllocationHandle handle))                              \
+	X(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, VMM,                 \
+	  (struct cuda_mem_allocation_prop *prop, CUmemGenericAllocationHandle handle))                        \
+	X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, VMM,                                     \
+	  (void *shareable, CUmemGenericAllocationHandle handle, int type, unsigned long long flags))          \
+	X(cuMemGetAddressRange, cuMemGetAddressRange_v2, VMM, (CUdeviceptr *base, size_t *size, CUdeviceptr ptr))
 
 #endif /* GDR_CUDA_IMPORTS_H */

@@ -28,6 +28,7 @@ typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUextMemory_st *CUexternalMemory;
 typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
 
 #define CUDA_SUCCESS 0
 #define GDR_CUDA_LIBRARY "libcuda.so.1"

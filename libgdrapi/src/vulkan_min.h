@@ -27,12 +27,19 @@
 #define GVK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES 1000071004
 #define GVK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO 1000072002
 #define GVK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR 1000074002
+#define GVK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR 1000074000
+#define GVK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO 1000071002
+#define GVK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES 1000071003
 
 #define GVK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT 0x1U
 #define GVK_MEMORY_PROPERTY_HOST_VISIBLE_BIT 0x2U
 #define GVK_MEMORY_PROPERTY_HOST_COHERENT_BIT 0x4U
 #define GVK_MEMORY_PROPERTY_HOST_CACHED_BIT 0x8U
 #define GVK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT 0x1U
+#define GVK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT 0x1U
+#define GVK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT 0x4U
+#define GVK_BUFFER_USAGE_TRANSFER_SRC_BIT 0x1U
+#define GVK_BUFFER_USAGE_TRANSFER_DST_BIT 0x2U
 
 /* Dispatchable handles are pointers; non-dispatchable ones are pointers on 64-bit hosts. */
 typedef struct gvk_instance_s *gvk_instance;
@@ -145,6 +152,31 @@ struct gvk_memory_get_fd_info {
 	const void *next;
 	gvk_device_memory memory;
 	uint32_t handle_type;
+};
+
+/* Importing an fd that another API (CUDA) exported. */
+struct gvk_import_memory_fd_info {
+	int32_t s_type;
+	const void *next;
+	uint32_t handle_type;
+	int fd;
+};
+
+/* vkGetPhysicalDeviceExternalBufferProperties: can this device import a handle type at all. */
+struct gvk_physical_device_external_buffer_info {
+	int32_t s_type;
+	const void *next;
+	uint32_t flags;
+	uint32_t usage;
+	uint32_t handle_type;
+};
+
+struct gvk_external_buffer_properties {
+	int32_t s_type;
+	void *next;
+	uint32_t external_memory_features;
+	uint32_t export_from_imported_handle_types;
+	uint32_t compatible_handle_types;
 };
 
 #endif /* GDRAPI_VULKAN_MIN_H */

@@ -60,6 +60,20 @@ SAME_SIZE(gvk_memory_allocate_info, VkMemoryAllocateInfo);
 SAME_OFFSET(gvk_memory_allocate_info, memory_type_index, VkMemoryAllocateInfo, memoryTypeIndex);
 SAME_SIZE(gvk_memory_get_fd_info, VkMemoryGetFdInfoKHR);
 SAME_OFFSET(gvk_memory_get_fd_info, handle_type, VkMemoryGetFdInfoKHR, handleType);
+SAME_VALUE(GVK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR);
+SAME_VALUE(GVK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO);
+SAME_VALUE(GVK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES, VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES);
+SAME_VALUE(GVK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT, VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT);
+SAME_VALUE(GVK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT, VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT);
+SAME_VALUE(GVK_BUFFER_USAGE_TRANSFER_SRC_BIT, VK_BUFFER_USAGE_TRANSFER_SRC_BIT);
+SAME_VALUE(GVK_BUFFER_USAGE_TRANSFER_DST_BIT, VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+SAME_SIZE(gvk_import_memory_fd_info, VkImportMemoryFdInfoKHR);
+SAME_OFFSET(gvk_import_memory_fd_info, fd, VkImportMemoryFdInfoKHR, fd);
+SAME_SIZE(gvk_physical_device_external_buffer_info, VkPhysicalDeviceExternalBufferInfo);
+SAME_OFFSET(gvk_physical_device_external_buffer_info, handle_type, VkPhysicalDeviceExternalBufferInfo, handleType);
+SAME_SIZE(gvk_external_buffer_properties, VkExternalBufferProperties);
+SAME_OFFSET(gvk_external_buffer_properties, external_memory_features, VkExternalBufferProperties,
+	    externalMemoryProperties.externalMemoryFeatures);
 
 int main(void)
 {

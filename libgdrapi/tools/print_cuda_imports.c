@@ -17,6 +17,7 @@
 #define USER_NAME_LOADER "loader"
 #define USER_NAME_DMABUF "dmabuf"
 #define USER_NAME_VULKAN "vulkan"
+#define USER_NAME_VMM "vulkan-vmm"
 
 int main(void)
 {

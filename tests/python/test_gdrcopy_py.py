@@ -76,6 +76,8 @@ class VulkanConfig(ctypes.Structure):
         ("export_fails", ctypes.c_bool),
         ("import_fails", ctypes.c_bool),
         ("misaligned_import", ctypes.c_bool),
+        ("no_vmm_calls", ctypes.c_bool),
+        ("no_opaque_fd_import", ctypes.c_bool),
     ]
 
 

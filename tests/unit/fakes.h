@@ -86,12 +86,32 @@ struct fake_vulkan_config {
 	bool export_fails;		/* vkGetMemoryFdKHR */
 	bool import_fails;		/* cuImportExternalMemory */
 	bool misaligned_import;		/* CUDA maps imports off a 64 KiB boundary */
+	bool no_vmm_calls;		/* libcuda lacks cuMemRetainAllocationHandle & co. */
+	bool no_opaque_fd_import;	/* the device reports opaque fds not importable */
 };
 
 void fake_vulkan_set(const struct fake_vulkan_config *cfg);
 void fake_vulkan_reset(void);
 /* Instances, devices, allocations and CUDA imports not yet released. */
 unsigned int fake_vulkan_live_objects(void);
+/*
+ * cuMemCreate allocations of the fake CUDA (fake_vulkan.c), as the real
+ * driver (580, measured on the H200) treats them: backed by a memfd and
+ * mapped at a host address, which is their "GPU" address, so that a Vulkan
+ * import of their exported fd and that address name the same bytes.
+ * handle_types is CUmemAllocationProp.requestedHandleTypes (1: POSIX fd);
+ * device the CUDA ordinal (the fake Vulkan sees only device 0).
+ */
+unsigned long fake_cuda_vmm_create(size_t size, int handle_types, int device);
+/* The caller's cuMemUnmap + cuMemRelease + cuMemAddressFree of what create returned. */
+void fake_cuda_vmm_free(unsigned long addr);
+/* Physical allocations alive (referenced by a handle or a Vulkan import). */
+unsigned int fake_cuda_vmm_live(void);
+/* Vulkan memory objects that import a CUDA allocation. */
+unsigned int fake_cuda_vmm_imports(void);
+/* Handle references (creation + retains) on the allocation mapped at addr; 0 if none. */
+unsigned int fake_cuda_vmm_refs(unsigned long addr);
+
 /* For fakes.c. */
 void *fake_vulkan_dlopen(void);
 bool fake_vulkan_is_handle(const void *handle);

@@ -774,7 +774,13 @@ static void test_get_info(void **state)
 static void test_get_info_v1_symbol(void **state)
 {
 	gdr_t g = open_default();
+	/* NCCL passes its own v1 copy (40 bytes): not one byte past it may be written. */
+	struct {
+		struct gdr_info_v1 v1;
+		unsigned char guard[64];
+	} out;
 	struct gdr_info_v1 info;
+	unsigned char guard[64];
 	unsigned int v2_before;
 	gdr_mh_t mh;
 	void *va;
@@ -783,8 +789,11 @@ static void test_get_info_v1_symbol(void **state)
 	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
 	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
 	v2_before = fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO_V2));
-	memset(&info, 0, sizeof(info));
-	assert_int_equal(gdr_get_info(g, mh, &info), 0);
+	memset(&out, 0xa5, sizeof(out));
+	memset(guard, 0xa5, sizeof(guard));
+	assert_int_equal(gdr_get_info(g, mh, &out.v1), 0);
+	assert_memory_equal(out.guard, guard, sizeof(guard));
+	info = out.v1;
 	/* The old symbol keeps the old ioctl, as GDRCopy does. */
 	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO)), 1);
 	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_INFO_V2)), v2_before);
