@@ -290,7 +290,18 @@ CUresult gpu_vmm_alloc(struct gpu_mem *mem, size_t size, bool aligned, bool sync
 	granularity = round_up(granularity ? granularity : 1, GPU_ALLOC_ALIGNMENT);
 	alloc_size = round_up(size ? size : 1, granularity);
 
+	/*
+	 * A POSIX fd handle lets libgdrapi's vulkan backend pin this memory with
+	 * no kernel module (it exports the fd into Vulkan).  A driver that cannot
+	 * export (softgpu's libcuda: CUDA_ERROR_NOT_SUPPORTED) still allocates
+	 * without it; gdrdrv needs none, and the vulkan backend then says why.
+	 */
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	res = cuMemCreate(&handle, alloc_size, &prop, 0);
+	if (res == CUDA_ERROR_NOT_SUPPORTED) {
+		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+		res = cuMemCreate(&handle, alloc_size, &prop, 0);
+	}
 	if (res != CUDA_SUCCESS)
 		return res;
 	res = cuMemAddressReserve(&ptr, alloc_size, granularity, 0, 0);
@@ -306,9 +317,10 @@ CUresult gpu_vmm_alloc(struct gpu_mem *mem, size_t size, bool aligned, bool sync
 	res = cuMemSetAccess(ptr, alloc_size, &access, 1);
 	if (res != CUDA_SUCCESS)
 		goto out_unmap;
+	/* The real driver (580) refuses SYNC_MEMOPS on cuMemCreate memory with NOT_SUPPORTED; nothing to set then. */
 	if (sync_memops) {
 		res = set_sync_memops(ptr);
-		if (res != CUDA_SUCCESS)
+		if (res != CUDA_SUCCESS && res != CUDA_ERROR_NOT_SUPPORTED)
 			goto out_unmap;
 	}
 

@@ -99,18 +99,13 @@ void sanity_require_cuda_allocations(const char *why)
 		test_waive("-a gdr_alloc_mapped: %s", why);
 }
 
-void sanity_waive_twin(const char *twin)
-{
-	if (sanity_alloc_mapped)
-		test_waive("-a gdr_alloc_mapped: %s already ran this with gdr_alloc_mapped memory", twin);
-}
-
 void sanity_alloc(CUdevice dev, gdr_t g, enum gpu_alloc_kind kind, size_t size, struct gpu_mem *mem)
 {
 	char why[512];
 
 	(void)dev;	/* gpu_alloc() allocates on the current context's device, which is dev */
-	if (sanity_alloc_mapped)
+	/* cuMemCreate memory (with a POSIX fd handle) the vulkan backend pins too; cuMemAlloc memory it cannot. */
+	if (sanity_alloc_mapped && kind != GPU_ALLOC_CUMEMCREATE)
 		kind = GPU_ALLOC_GDR_MAPPED;
 	switch (gpu_alloc(kind, g, mem, size, true, true, why, sizeof(why))) {
 	case GPU_ALLOC_OK:
@@ -590,10 +585,11 @@ static void usage(FILE *out, const char *prog)
 		"  -e                  also run the extended tests (may crash a buggy driver)\n"
 		"  -a <allocator>      GPU memory for the tests: default (each test's own: cuMemAlloc,\n"
 		"                      or cuMemCreate for *_vmmalloc) or gdr_alloc_mapped (libgdrapi's\n"
-		"                      vulkan backend, which can pin only that memory; sets\n"
-		"                      GDRCOPY_BACKEND=vulkan unless it is set).  Tests that need\n"
-		"                      cuMemAlloc memory or gdrdrv waive; *_vmmalloc waive as\n"
-		"                      duplicates.  Exits 2 when gdr_alloc_mapped is not usable here.\n"
+		"                      vulkan backend, which pins that and cuMemCreate memory; sets\n"
+		"                      GDRCOPY_BACKEND=vulkan unless it is set) in place of\n"
+		"                      cuMemAlloc; *_vmmalloc keep their cuMemCreate memory (with a\n"
+		"                      POSIX fd handle).  Tests that need cuMemAlloc memory or gdrdrv\n"
+		"                      waive.  Exits 2 when gdr_alloc_mapped is not usable here.\n"
 		"  --junit <file>      also write a JUnit XML report to <file>\n"
 		"  --timeout <s>       fail a test that runs longer than <s> seconds (default %d, 0: none)\n"
 		"\n"

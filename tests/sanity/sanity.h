@@ -34,16 +34,13 @@ struct sanity_test {
 
 /*
  * base_cumemalloc and base_vmmalloc, both running base(kind).  With
- * -a gdr_alloc_mapped both would allocate the same way, so _vmmalloc waives.
+ * -a gdr_alloc_mapped, _cumemalloc runs on gdr_alloc_mapped memory and
+ * _vmmalloc on its cuMemCreate memory, which the vulkan backend pins too.
  */
 #define SANITY_TEST_BOTH_ALLOCS(base)                                               \
 	static void base(enum gpu_alloc_kind kind);                                 \
 	SANITY_TEST(base##_cumemalloc) { base(GPU_ALLOC_CUMEMALLOC); }               \
-	SANITY_TEST(base##_vmmalloc)                                                \
-	{                                                                           \
-		sanity_waive_twin(#base "_cumemalloc");                             \
-		base(GPU_ALLOC_CUMEMCREATE);                                        \
-	}                                                                           \
+	SANITY_TEST(base##_vmmalloc) { base(GPU_ALLOC_CUMEMCREATE); }                \
 	static void base(enum gpu_alloc_kind kind)
 
 extern const struct sanity_test *const __start_sanity_tests[];
@@ -53,15 +50,14 @@ extern const struct sanity_test *const __stop_sanity_tests[];
 extern int sanity_gpu_id;
 
 /*
- * -a gdr_alloc_mapped: every test's GPU memory comes from gdr_alloc_mapped()
- * on the test's gdr_t (libgdrapi's vulkan backend) instead of cuMemAlloc or
- * cuMemCreate; tests that need those waive.
+ * -a gdr_alloc_mapped: every test's cuMemAlloc memory comes from
+ * gdr_alloc_mapped() on the test's gdr_t (libgdrapi's vulkan backend) instead;
+ * cuMemCreate memory stays (the backend pins it); tests that need cuMemAlloc
+ * memory or gdrdrv waive.
  */
 extern bool sanity_alloc_mapped;
 /* Waive under -a gdr_alloc_mapped, saying why the test needs cuMemAlloc/cuMemCreate memory. */
 void sanity_require_cuda_allocations(const char *why);
-/* Waive a _vmmalloc test under -a gdr_alloc_mapped: its twin already ran with that memory. */
-void sanity_waive_twin(const char *twin);
 
 /* gpu_init() of the selected GPU (list not printed: the harness did). */
 CUdevice sanity_gpu_init(bool require_default_compute_mode);
