@@ -971,6 +971,12 @@ SG_EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute 
 	}
 	sg_lock();
 	sg_pointer_info_locked(ptr, &pi);
+	/* As driver 580 on the H200 answers for cuMemCreate memory (tools/h200/vmm_pin.c prints it). */
+	if (pi.kind == 2) {
+		sg_unlock();
+		sg_debug("cuPointerSetAttribute: SYNC_MEMOPS cannot be set on cuMemCreate memory");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	if (pi.sync_memops_slot)
 		*pi.sync_memops_slot = *(const unsigned int *)value ? 1 : 0;
 	sg_unlock();
