@@ -58,7 +58,7 @@ def test_launcher_runs_the_installed_modules(installed: Path) -> None:
     assert f'sys.path.insert(0, "{DEBIAN.doctordir}")' in launcher and "from gdrcopy_doctor.cli import main" in launcher
     compile(launcher, render.DOCTOR_PROGRAM, "exec")
     shipped = sorted(p.name for p in (installed / DEBIAN.doctordir.lstrip("/") / "gdrcopy_doctor").iterdir())
-    assert shipped == ["__init__.py", "cli.py", "doctor.py", facts.FACTS_FILE, "facts.py", "probe.py"]
+    assert shipped == ["__init__.py", "cli.py", "consumers.py", "doctor.py", facts.FACTS_FILE, "facts.py", "probe.py"]
 
 
 def test_installed_copy_gives_the_toolkits_findings_and_exit_status(installed: Path) -> None:
