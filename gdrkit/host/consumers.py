@@ -70,17 +70,22 @@ def backend(
     which NVIDIA's Vulkan driver imports), else 0.0 with ENODEV.
     `forced` is GDRCOPY_BACKEND (or dmabuf for GDRCOPY_USE_DMABUF_MMAP=1) as doctor sees it.
     """
+    if library is None:
+        return Backend("", None, "", "no libgdrapi to open")
     reasons = []
     if forced in ("", "gdrdrv"):
         if module is not None and node:
             return Backend("gdrdrv", module, "", f"gdrdrv {text(module)} through {NODE}")
         reasons.append(f"gdrdrv: {'no ' + NODE if module is not None else 'gdrdrv is not loaded'}")
-    if library is None:
-        return Backend("", None, "", "no libgdrapi to open")
     cuda = f"CUDA driver {cuda_driver // 1000}.{cuda_driver % 1000 // 10}" if cuda_driver else "no libcuda.so.1"
     if forced in ("", "dmabuf"):
         if cuda_driver is not None and cuda_driver >= DMABUF_MIN_CUDA:
-            return Backend("dmabuf", library, "", f"dma-buf ({cuda}): pins any memory CUDA allocated")
+            return Backend(
+                "dmabuf",
+                library,
+                "",
+                f"dma-buf ({cuda}, where the GPU exports dma-buf): pins any memory CUDA allocated",
+            )
         reasons.append(f"dmabuf: {cuda} (it needs a CUDA 13.3 driver or newer)")
     if forced in ("", "vulkan"):
         if cuda_driver is not None and vulkan_loader and nvidia_vulkan:

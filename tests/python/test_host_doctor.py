@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.host import doctor
+from gdrkit.host import consumers, doctor
 from gdrkit.host.consumers import Gate
 from gdrkit.host.probe import FakeProbe, Loaded, Node, Output, Probe
 from gdrkit.packaging import model
@@ -537,3 +537,16 @@ def test_the_gates_fix_names_what_is_too_old() -> None:
     old_module = doctor.check_consumer_gates(_host(module="2.4", files=ROCKY))
     assert "upgrade gdrdrv to 2.6 or newer here: dnf install gdrcopy-kmod" in old_module.fix
     assert "install gdrcopy," not in old_module.fix
+
+
+@pytest.mark.parametrize(
+    "text, version",
+    [("2.6.1", (2, 6)), ("2.4", (2, 4)), ("v2.5-1", (2, 5)), ("2.6.1-1dkms", (2, 6)), ("", None), ("x.y", None)],
+)
+def test_module_and_package_versions_parse_to_major_minor(text: str, version: tuple[int, int] | None) -> None:
+    assert consumers.parse(text) == version
+
+
+def test_without_a_library_there_is_no_backend_even_with_gdrdrv() -> None:
+    chosen = consumers.backend(None, (2, 6), True, 13030, True, True)
+    assert chosen.name == "" and chosen.driver_version is None and "no libgdrapi" in chosen.why
