@@ -67,6 +67,9 @@ def test_installed_copy_gives_the_toolkits_findings_and_exit_status(installed: P
     found = json.loads(done.stdout)
     here = doctor.diagnose()
     assert [(f["check"], f["status"]) for f in found] == [(f.check, f.status) for f in here]
+    # The consumers' gates travel in the JSON, from the installed consumers module.
+    [gates] = [f["gates"] for f in found if f["check"] == "consumer gates"]
+    assert [g["consumer"] for g in gates] == [g.consumer for g in next(f for f in here if f.gates).gates]
     expected = cli.exit_status(here, doctor.gpu_present(Probe()))
     assert done.returncode == expected, done.stderr
     # This machine has no GPU: the tests run on CPU-only hosts.
