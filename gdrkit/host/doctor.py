@@ -474,7 +474,7 @@ def check_secure_boot(probe: Probe) -> Finding:
 
 
 def check_container_access(probe: Probe) -> Finding:
-    inside = probe.exists("/.dockerenv") or probe.exists("/run/.containerenv")
+    inside = _in_container(probe)
     present = probe.node(NODE) is not None
     if inside:
         if present:
@@ -491,6 +491,7 @@ def check_container_access(probe: Probe) -> Finding:
 
 
 def _in_container(probe: Probe) -> bool:
+    """Docker's and podman's marker files."""
     return probe.exists("/.dockerenv") or probe.exists("/run/.containerenv")
 
 
