@@ -70,7 +70,7 @@ python_install:
 # library only) as the package gdrcopy_doctor under doctordir.  The packages
 # add its launcher and facts.json (gdrkit/packaging/render.py).
 doctordir ?= $(prefix)/share/gdrcopy
-DOCTOR_FILES := $(addprefix gdrkit/host/,__init__.py facts.py probe.py doctor.py cli.py)
+DOCTOR_FILES := $(addprefix gdrkit/host/,__init__.py facts.py probe.py consumers.py doctor.py cli.py)
 doctor_install:
 	install -d $(DESTDIR)$(doctordir)/gdrcopy_doctor
 	install -m 0644 $(DOCTOR_FILES) $(DESTDIR)$(doctordir)/gdrcopy_doctor/

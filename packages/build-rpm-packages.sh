@@ -109,7 +109,7 @@ for rpm in "${rpms[@]}"; do
     case "$nvr" in
         gdrcopy-kmod-[0-9]*-*-*) ;; # a prebuilt module package: gdrcopy-kmod-<kver>-...
         gdrcopy-kmod-*) nvr="${nvr}dkms" ;;
-        # GDRCopy's -devel is noarch (ours holds the libdir's .so link).
+        # GDRCopy's -devel is noarch (ours holds libdir's pkg-config and CMake files).
         gdrcopy-devel-*) arch=noarch ;;
     esac
     ref="$nvr$tag.$arch.rpm"

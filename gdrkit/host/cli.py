@@ -35,11 +35,17 @@ def parser(prog: str = PROGRAM) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="Check this host for GDRCopy: NVIDIA driver, P2P API, headers, DKMS, versions,"
-        " /dev/gdrdrv and who may open it, BAR1, Secure Boot.  Changes nothing.",
+        " /dev/gdrdrv and who may open it, the library by the names consumers dlopen, module age,"
+        " the backend and versions consumers (NCCL, UCX, NVSHMEM, aws-ofi-nccl, MSCCL++) see and their"
+        " gates, BAR1, Secure Boot.  Changes nothing.",
         epilog=f"exit status: {HEALTHY} healthy, {FAILED} a check failed, {USAGE} usage,"
         f" {NO_GPU} no NVIDIA GPU or driver here (nothing to check)",
     )
-    p.add_argument("--json", action="store_true", help="print the findings as a JSON list (check, status, detail, fix)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the findings as a JSON list (check, status, detail, fix; and gates on consumer gates)",
+    )
     p.add_argument(
         "--no-gpu-ok", action="store_true", help=f"exit {HEALTHY} instead of {NO_GPU} on a host without an NVIDIA GPU"
     )

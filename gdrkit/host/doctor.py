@@ -15,8 +15,10 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from . import consumers
+from .consumers import Gate
 from .facts import parse_os_release
-from .probe import Output, Probe
+from .probe import Loaded, Output, Probe
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MODULE = "gdrdrv"
@@ -30,6 +32,8 @@ class Finding:
     status: str
     detail: str
     fix: str = ""
+    # The consumers' gates, on the finding that judges them (--json carries them).
+    gates: tuple[Gate, ...] = ()
 
 
 def _os_release(probe: Probe) -> dict[str, str]:
@@ -470,7 +474,7 @@ def check_secure_boot(probe: Probe) -> Finding:
 
 
 def check_container_access(probe: Probe) -> Finding:
-    inside = probe.exists("/.dockerenv") or probe.exists("/run/.containerenv")
+    inside = _in_container(probe)
     present = probe.node(NODE) is not None
     if inside:
         if present:
@@ -486,12 +490,184 @@ def check_container_access(probe: Probe) -> Finding:
     return Finding("containers", OK, f"pass it with: docker run --device={NODE} ...")
 
 
+def _in_container(probe: Probe) -> bool:
+    """Docker's and podman's marker files."""
+    return probe.exists("/.dockerenv") or probe.exists("/run/.containerenv")
+
+
+def _family_hint(probe: Probe, field: str, fallback: str) -> str:
+    """Install command of this family's package `field` (FamilyFacts), e.g. dnf install gdrcopy."""
+    fam = probe.facts.family(_os_release(probe))
+    if fam is None:
+        return f"install {fallback}"
+    package = str(getattr(fam, field)).format(kver=probe.release())
+    return probe.facts.install_hint(probe.read("/etc/os-release") or "", [package])
+
+
+def _runtime_fix(probe: Probe) -> str:
+    return (
+        f"install the runtime package of this release ({_family_hint(probe, 'runtime_package', 'libgdrapi (deb) or gdrcopy (rpm)')}),"
+        " which carries libgdrapi.so and libgdrapi.so.2, then run ldconfig"
+    )
+
+
+def _module_fix(probe: Probe, library: str) -> str:
+    dkms = _family_hint(probe, "module_package", "gdrdrv-dkms (deb) or gdrcopy-kmod (rpm)")
+    prebuilt = _family_hint(probe, "prebuilt_module_package", "the prebuilt module package of this kernel")
+    where = "on the host (a container uses the host's gdrdrv)" if _in_container(probe) else "here"
+    return (
+        f"upgrade gdrdrv to {library} or newer {where}: {dkms} (or {prebuilt}), then reload it"
+        " (modprobe -r gdrdrv; modprobe gdrdrv); or pair them the other way: a libgdrapi no newer than"
+        " the running gdrdrv (the container image's, where the library comes from one)"
+    )
+
+
+def _libraries(probe: Probe) -> dict[str, Loaded]:
+    return {name: probe.dlopen(name) for name in (consumers.UNVERSIONED, consumers.SONAME)}
+
+
+def _describe(loaded: Loaded) -> str:
+    version = f" (runtime {consumers.text(loaded.runtime_version)})" if loaded.runtime_version else ""
+    return f"{loaded.name} -> {loaded.path or '?'}{version}"
+
+
+def check_library_names(probe: Probe) -> Finding:
+    """The library as consumers find it: dlopen() by the names each uses, by the real loader."""
+    found = _libraries(probe)
+    missing = [loaded for loaded in found.values() if loaded.error]
+    if len(missing) == len(found):
+        return Finding(
+            "library names",
+            FAIL,
+            "dlopen() finds neither libgdrapi.so nor libgdrapi.so.2: no consumer can use GDRCopy",
+            _runtime_fix(probe),
+        )
+    if missing:
+        lost = missing[0]
+        users = ", ".join(consumers.LOADED_BY[lost.name])
+        return Finding(
+            "library names",
+            FAIL,
+            f'dlopen("{lost.name}") fails ({lost.error}), so {users} run without GDRCopy and say so'
+            f" only in a debug log; {'; '.join(_describe(x) for x in found.values() if not x.error)}",
+            _runtime_fix(probe),
+        )
+    paths = {loaded.path for loaded in found.values()}
+    described = "; ".join(_describe(x) for x in found.values())
+    if len(paths) > 1:
+        return Finding(
+            "library names",
+            WARN,
+            f"the two names open different files: {described}; consumers of each get a different library",
+            "remove the stray copy (often an old build under /usr/local/lib), keep the packaged one, run ldconfig",
+        )
+    return Finding("library names", OK, described)
+
+
+def _runtime_version(found: dict[str, Loaded]) -> tuple[int, int] | None:
+    """gdr_runtime_get_version() of the library by its soname, else by the unversioned name."""
+    for name in (consumers.SONAME, consumers.UNVERSIONED):
+        if not found[name].error and found[name].runtime_version:
+            return found[name].runtime_version
+    return None
+
+
+def check_module_age(probe: Probe) -> Finding:
+    """A gdrdrv older than the library (in a container: the host's gdrdrv against the image's library)."""
+    library = _runtime_version(_libraries(probe))
+    text = _module_version(probe)
+    module = consumers.parse(text) if text else None
+    where = " (the host's: this is a container)" if _in_container(probe) else ""
+    if library is None or module is None:
+        missing = "no libgdrapi" if library is None else "no gdrdrv, loaded or installed for this kernel"
+        return Finding("module age", SKIP, f"{missing}: nothing to compare")
+    detail = f"gdrdrv {text}{where}, libgdrapi {consumers.text(library)}"
+    if module < library:
+        return Finding(
+            "module age",
+            WARN,
+            f"{detail}: the module is older than the library; consumers read driver {consumers.text(module)}"
+            " (the consumer gates finding says whose gate that fails)",
+            _module_fix(probe, consumers.text(library)),
+        )
+    return Finding("module age", OK, detail)
+
+
+def _vulkan(probe: Probe) -> tuple[bool, bool]:
+    """(a Vulkan loader is there, NVIDIA's Vulkan driver is registered with it)."""
+    loader = not probe.dlopen("libvulkan.so.1").error
+    icds = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d")
+    nvidia = any(name.startswith("nvidia") for d in icds for name in probe.listdir(d))
+    return loader, nvidia
+
+
+def _forced_backend(probe: Probe) -> str:
+    if probe.environ("GDRCOPY_USE_DMABUF_MMAP") not in ("", "0"):
+        return "dmabuf"
+    return probe.environ("GDRCOPY_BACKEND")
+
+
+def check_consumer_gates(probe: Probe) -> Finding:
+    """Which backend consumers get, the versions they read, and which of their gates pass."""
+    found = _libraries(probe)
+    library = _runtime_version(found)
+    text = _module_version(probe)
+    module = consumers.parse(text) if probe.exists(f"/sys/module/{MODULE}") and text else None
+    node = probe.node(NODE) is not None
+    loader, nvidia_vulkan = _vulkan(probe)
+    chosen = consumers.backend(
+        library, module, node, probe.cuda_driver_version(), loader, nvidia_vulkan, _forced_backend(probe)
+    )
+    gates = consumers.gates(
+        {name: loaded.runtime_version for name, loaded in found.items() if not loaded.error}, chosen, node
+    )
+    if chosen.name:
+        driver = consumers.text(chosen.driver_version) + (f" ({chosen.driver_errno})" if chosen.driver_errno else "")
+        lowest = min(library or (0, 0), chosen.driver_version or (0, 0))
+        seen = (
+            f"backend {chosen.name} ({chosen.why}); consumers read library {consumers.text(library)},"
+            f" driver {driver}, aws-ofi-nccl min {consumers.text(lowest)}"
+        )
+    else:
+        seen = f"no backend: {chosen.why}"
+    passed = [g.consumer for g in gates if g.passed]
+    failed = [g for g in gates if not g.passed]
+    detail = f"{seen}; pass: {', '.join(passed) or 'none'}"
+    if failed:
+        detail += "; fail: " + ", ".join(g.consumer for g in failed)
+    fix = _gates_fix(probe, found, chosen, library) if failed else ""
+    return Finding("consumer gates", WARN if failed else OK, detail, fix, gates)
+
+
+def _gates_fix(
+    probe: Probe, found: dict[str, Loaded], chosen: consumers.Backend, library: tuple[int, int] | None
+) -> str:
+    """What makes the failed gates pass: the library of this release, then a gdrdrv at least as new."""
+    release = consumers.parse(probe.facts.api_version) or consumers.GIN_MIN
+    fixes = []
+    if any(loaded.error for loaded in found.values()) or library is None or library < release:
+        fixes.append(_runtime_fix(probe))
+    wanted = consumers.text(max(library or release, release))
+    if chosen.name == "gdrdrv":
+        if chosen.driver_version is None or chosen.driver_version < consumers.GIN_MIN:
+            fixes.append(_module_fix(probe, wanted))
+    else:
+        fixes.append(
+            f"load gdrdrv {wanted} or newer ({_family_hint(probe, 'module_package', 'gdrdrv-dkms')}, then"
+            " modprobe gdrdrv): without it MSCCL++ declines GDRCopy, and on the vulkan backend consumers that"
+            " pin cudaMalloc memory (NCCL) fail to pin it"
+        )
+    return "; ".join(fixes)
+
+
 CHECKS: tuple[Callable[[Probe], Finding], ...] = (
     check_nvidia_driver,
     check_p2p_symbols,
     check_kernel_headers,
     check_dkms,
     check_versions,
+    check_library_names,
+    check_module_age,
     check_device_node,
     check_node_access,
     check_nvidia_smi,
@@ -499,6 +675,7 @@ CHECKS: tuple[Callable[[Probe], Finding], ...] = (
     check_bar1,
     check_secure_boot,
     check_container_access,
+    check_consumer_gates,
 )
 
 
@@ -508,7 +685,14 @@ def diagnose(probe: Probe | None = None) -> list[Finding]:
 
 
 def as_json(findings: list[Finding]) -> str:
-    return json.dumps([asdict(f) for f in findings], indent=2)
+    """The findings as a list of {check, status, detail, fix}, and `gates` where a finding judged them."""
+    out = []
+    for finding in findings:
+        item = asdict(finding)
+        if not finding.gates:
+            del item["gates"]
+        out.append(item)
+    return json.dumps(out, indent=2)
 
 
 def as_table(findings: list[Finding]) -> str:
@@ -516,6 +700,8 @@ def as_table(findings: list[Finding]) -> str:
     lines = []
     for f in findings:
         lines.append(f"{f.status.upper():4}  {f.check.ljust(width)}  {f.detail}")
+        for gate in f.gates:
+            lines.append(f"{'':4}  {'':{width}}  {'pass' if gate.passed else 'FAIL'} {gate.consumer}: {gate.reason}")
         if f.fix and f.status in (FAIL, WARN):
             lines.append(f"{'':4}  {'':{width}}  fix: {f.fix}")
     counts = {s: sum(1 for f in findings if f.status == s) for s in (OK, WARN, FAIL, SKIP)}

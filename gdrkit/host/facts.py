@@ -43,6 +43,12 @@ class FamilyFacts:
     # The package of kernel `{kver}`'s headers, and what a person types to install packages.
     kernel_headers_package: str
     hint_install: str
+    # This release's packages on the family: the one with libgdrapi.so and
+    # libgdrapi.so.2 (libgdrapi, gdrcopy), the DKMS module package and the
+    # prebuilt module package of kernel `{kver}`.
+    runtime_package: str
+    module_package: str
+    prebuilt_module_package: str
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,15 @@ class Facts:
     def from_json(cls, text: str) -> Facts:
         data = json.loads(text)
         families = tuple(
-            FamilyFacts(f["name"], tuple(f["os_ids"]), f["kernel_headers_package"], f["hint_install"])
+            FamilyFacts(
+                f["name"],
+                tuple(f["os_ids"]),
+                f["kernel_headers_package"],
+                f["hint_install"],
+                f["runtime_package"],
+                f["module_package"],
+                f["prebuilt_module_package"],
+            )
             for f in data["families"]
         )
         return cls(str(data["api_version"]), families)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import json
 import stat
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +38,56 @@ class Output:
     stdout: str
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """What the dynamic loader made of one library name, as a program that dlopen()s it sees it."""
+
+    name: str
+    path: str = ""  # the file it opened (symbolic links resolved); "" when dlopen failed
+    error: str = ""  # dlerror()'s text when it failed
+    # gdr_runtime_get_version() of the library opened, where it has that function.
+    runtime_version: tuple[int, int] | None = None
+
+
+# Run in a child Python (a library loaded for a look must not stay in doctor, and a
+# crashing constructor must not take doctor down): dlopen() argv[1] by name exactly as
+# consumers do, say which file the loader opened and, for libgdrapi, the version its
+# gdr_runtime_get_version() reports.  It calls nothing that opens a backend.
+DLOPEN_SCRIPT = """
+import ctypes, json, os, sys
+name = sys.argv[1]
+stem = name.split(".so")[0] + ".so"
+def mapped():
+    with open("/proc/self/maps") as maps:
+        return {line.split(None, 5)[5].strip() for line in maps if len(line.split(None, 5)) == 6}
+before = mapped()
+out = {"name": name}
+try:
+    lib = ctypes.CDLL(name, mode=ctypes.RTLD_LOCAL)
+except OSError as error:
+    out["error"] = str(error)
+else:
+    after = mapped()
+    # The file it mapped now; one mapped already (libc) is the one it returned.
+    new = sorted(p for p in after - before if os.path.basename(p).startswith(stem))
+    new = new or sorted(p for p in after if os.path.basename(p).startswith(stem))
+    out["path"] = os.path.realpath(new[0]) if new else ""
+    if hasattr(lib, "gdr_runtime_get_version"):
+        major, minor = ctypes.c_int(-1), ctypes.c_int(-1)
+        lib.gdr_runtime_get_version(ctypes.byref(major), ctypes.byref(minor))
+        out["runtime_version"] = [major.value, minor.value]
+print(json.dumps(out))
+"""
+
+# cuDriverGetVersion() of libcuda.so.1 (no cuInit, no GPU touched): 13000 for CUDA 13.0.
+CUDA_VERSION_SCRIPT = """
+import ctypes
+version = ctypes.c_int(0)
+if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0:
+    print(version.value)
+"""
+
+
 class Probe:
     """The real machine."""
 
@@ -43,6 +95,7 @@ class Probe:
 
     def __init__(self, facts: Facts | None = None) -> None:
         self._facts = facts
+        self._loaded: dict[str, Loaded] = {}
 
     @property
     def facts(self) -> Facts:
@@ -96,6 +149,41 @@ class Probe:
     def release(self) -> str:
         return platform.release()
 
+    def _python(self, script: str, *args: str) -> str | None:
+        """A child Python's output, or None when it failed (-I: none of this process's paths)."""
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", "-c", script, *args], capture_output=True, text=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    def dlopen(self, name: str) -> Loaded:
+        """dlopen(name) by the real dynamic loader, in a child process (once per name and Probe)."""
+        if name not in self._loaded:
+            out = self._python(DLOPEN_SCRIPT, name)
+            if out is None:
+                self._loaded[name] = Loaded(name, error="the loader check itself failed (its constructor crashed?)")
+            else:
+                data = json.loads(out)
+                version = data.get("runtime_version")
+                self._loaded[name] = Loaded(
+                    name,
+                    data.get("path", ""),
+                    data.get("error", ""),
+                    (int(version[0]), int(version[1])) if version else None,
+                )
+        return self._loaded[name]
+
+    def cuda_driver_version(self) -> int | None:
+        """cuDriverGetVersion() of the installed libcuda.so.1 (13000 = CUDA 13.0), None without one."""
+        out = (self._python(CUDA_VERSION_SCRIPT) or "").strip()
+        return int(out) if out.isdigit() else None
+
+    def environ(self, name: str) -> str:
+        return os.environ.get(name, "")
+
     def group_name(self, gid: int) -> str:
         try:
             import grp
@@ -122,6 +210,21 @@ class FakeProbe(Probe):
     commands: Mapping[str, Output] = field(default_factory=dict)  # key: " ".join(argv)
     kernel: str = "6.1.0-56-amd64"
     groups: Mapping[int, str] = field(default_factory=dict)
+    # Library name -> what dlopen() gives; a name not here is not found.
+    libraries: Mapping[str, Loaded] = field(default_factory=dict)
+    cuda_version: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def dlopen(self, name: str) -> Loaded:
+        return self.libraries.get(
+            name, Loaded(name, error=f"{name}: cannot open shared object file: No such file or directory")
+        )
+
+    def cuda_driver_version(self) -> int | None:
+        return self.cuda_version
+
+    def environ(self, name: str) -> str:
+        return self.env.get(name, "")
 
     def read(self, path: str) -> str | None:
         return self.files.get(path)

@@ -23,6 +23,13 @@ from gdrkit.system import die
 
 DESCRIPTION_FILE = version.REPO_ROOT / "packages" / "gdrcopy.yaml"
 
+# The runtime library by its soname, and the unversioned name that NCCL,
+# aws-ofi-nccl, DPDK and libfabric < 2.4 dlopen(): both belong in the one
+# runtime package, or those consumers run without GDRCopy on a node without
+# the development files (NVIDIA's RPM gdrcopy and DEB libgdrapi carry both).
+RUNTIME_LIBRARY = "{libdir}/libgdrapi.so.{lib_major}*"
+UNVERSIONED_LIBRARY = "{libdir}/libgdrapi.so"
+
 
 @dataclass(frozen=True)
 class Package:
@@ -136,6 +143,17 @@ class Description:
         """The packages of `package_type` a DKMS install takes: all but the prebuilt-module ones."""
         return tuple(str(e["name"]) for e in self.raw_packages[package_type] if e.get("kind", "plain") != "kmod")
 
+    def package_of_kind(self, package_type: str, kind: str) -> str:
+        """The first package of `package_type` of `kind` (dkms, kmod, python), its placeholders unfilled."""
+        try:
+            return next(str(e["name"]) for e in self.raw_packages[package_type] if e.get("kind") == kind)
+        except StopIteration:
+            raise die(f"{DESCRIPTION_FILE}: no {package_type} package of kind {kind}") from None
+
+    def runtime_package(self, package_type: str) -> str:
+        """The package of `package_type` that carries the runtime library (libgdrapi.so.2)."""
+        return _runtime_package(self.raw_packages[package_type], package_type, DESCRIPTION_FILE)
+
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
@@ -228,6 +246,27 @@ def check_keys(data: Any, path: Path) -> None:
             _check_keys(entry, PACKAGE_KEYS, f"{kind} package {name}", path)
 
 
+def _runtime_package(entries: Iterable[Mapping[str, Any]], kind: str, path: Path) -> str:
+    """The one `kind` package whose contents hold the runtime library; it must hold the unversioned link too."""
+    holders = [str(e["name"]) for e in entries if RUNTIME_LIBRARY in (e.get("contents") or ())]
+    if len(holders) != 1:
+        raise die(
+            f"{path}: {len(holders)} {kind} packages list {RUNTIME_LIBRARY!r} ({', '.join(holders) or 'none'})",
+            "exactly one runtime package carries the library",
+        )
+    runtime = holders[0]
+    entry = next(e for e in entries if e["name"] == runtime)
+    if UNVERSIONED_LIBRARY not in entry["contents"]:
+        owner = [str(e["name"]) for e in entries if UNVERSIONED_LIBRARY in (e.get("contents") or ())]
+        raise die(
+            f"{path}: the {kind} runtime package {runtime} lacks {UNVERSIONED_LIBRARY!r}"
+            + (f" ({', '.join(owner)} has it)" if owner else ""),
+            f'move it to {runtime}\'s contents: NCCL, aws-ofi-nccl, DPDK and libfabric < 2.4 dlopen("libgdrapi.so")'
+            " and run without GDRCopy where only a development package has it",
+        )
+    return runtime
+
+
 def load(path: Path = DESCRIPTION_FILE) -> Description:
     """Read and check the package description."""
     try:
@@ -285,6 +324,7 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         names = [entry.get("name") for entry in entries]
         if len(set(names)) != len(names):
             raise die(f"{path}: duplicate {kind} package names in {names}")
+        _runtime_package(entries, kind, path)
     return Description(project, kernel_module, device_node, raw, python)
 
 

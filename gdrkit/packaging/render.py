@@ -26,6 +26,7 @@ GDRCOPY_SERVICE_SCRIPT = "/usr/libexec/gdrcopy/gdrcopy"
 # The installed doctor: the program, and the package its modules (gdrkit/host) form under doctordir.
 DOCTOR_PROGRAM = "gdrcopy_doctor"
 DOCTOR_PACKAGE = "gdrcopy_doctor"
+LINTIAN_OVERRIDES_DIR = "/usr/share/lintian/overrides/"
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ def _deb_install_lines(plan: Plan, package: Package) -> list[str]:
     for path in package.contents:
         if path.startswith(plan.family.docdir + "/"):
             continue  # dh_installdocs writes copyright and changelog there
+        if path.startswith(LINTIAN_OVERRIDES_DIR):
+            continue  # dh_lintian installs debian/<package>.lintian-overrides there
         lines.append(path.lstrip("/").rstrip("/"))
     return lines
 
@@ -125,8 +128,13 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
         mode = 0o755 if path == "debian/rules" else 0o644
         out[path] = RenderedFile(env.get_template(name).render(ctx), mode)
     if plan.package_type == "deb":
+        runtime = plan.description.runtime_package("deb")
         for package in plan.packages:
             pctx = dict(ctx, package=package, kver=package.kver)
+            if package.name == runtime:
+                out[f"debian/{package.name}.lintian-overrides"] = RenderedFile(
+                    env.get_template("debian/runtime.lintian-overrides.j2").render(pctx)
+                )
             lines = _deb_install_lines(plan, package)
             if lines:
                 install = env.get_template("debian/install.j2").render(pctx, paths=lines)

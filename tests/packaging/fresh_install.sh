@@ -2,12 +2,13 @@
 # Fresh install of the DKMS set: DKMS builds gdrdrv for the installed kernel
 # and, once its headers come, for a second one; purge leaves no file behind.
 #
-#   fresh_install.sh VERSION KERNEL OTHER_KERNEL UDEVRULESDIR MODPROBEDIR UNITDIR PACKAGE...
+#   fresh_install.sh VERSION KERNEL OTHER_KERNEL UDEVRULESDIR MODPROBEDIR UNITDIR RUNTIME PACKAGE...
 #
 # Runs as root in a container of the scenario image, this release's packages
 # in /pkgs/new, OTHER_KERNEL's headers in /opt/extra-debs.  The directories
 # are the family's (where the rule, modprobe.d file and unit must be); the
-# packages are the DKMS install set of packages/gdrcopy.yaml.
+# packages are the DKMS install set of packages/gdrcopy.yaml, RUNTIME the one
+# of them that carries the library (first installed alone).
 set -euxo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +19,8 @@ other=$3
 udevrulesdir=$4
 modprobedir=$5
 unitdir=$6
-shift 6
+runtime=$7
+shift 7
 packages=("$@")
 debs=()
 for name in "${packages[@]}"; do
@@ -26,6 +28,11 @@ for name in "${packages[@]}"; do
 done
 
 snapshot >/tmp/before
+# NCCL, aws-ofi-nccl, DPDK and libfabric < 2.4 dlopen("libgdrapi.so"): a node
+# with only the runtime package must give it to them, not only libgdrapi.so.2.
+check "$runtime alone: dlopen() finds libgdrapi.so and libgdrapi.so.2"
+apt-get install -y --no-install-recommends /pkgs/new/"$runtime"_*.deb
+python3 "$(dirname "$0")/dlopen_by_name.py" libgdrapi.so libgdrapi.so.2
 check "apt installs ${packages[*]} and DKMS builds gdrdrv for $kernel"
 apt-get install -y --no-install-recommends "${debs[@]}"
 dkms status

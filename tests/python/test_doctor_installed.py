@@ -58,7 +58,7 @@ def test_launcher_runs_the_installed_modules(installed: Path) -> None:
     assert f'sys.path.insert(0, "{DEBIAN.doctordir}")' in launcher and "from gdrcopy_doctor.cli import main" in launcher
     compile(launcher, render.DOCTOR_PROGRAM, "exec")
     shipped = sorted(p.name for p in (installed / DEBIAN.doctordir.lstrip("/") / "gdrcopy_doctor").iterdir())
-    assert shipped == ["__init__.py", "cli.py", "doctor.py", facts.FACTS_FILE, "facts.py", "probe.py"]
+    assert shipped == ["__init__.py", "cli.py", "consumers.py", "doctor.py", facts.FACTS_FILE, "facts.py", "probe.py"]
 
 
 def test_installed_copy_gives_the_toolkits_findings_and_exit_status(installed: Path) -> None:
@@ -67,6 +67,9 @@ def test_installed_copy_gives_the_toolkits_findings_and_exit_status(installed: P
     found = json.loads(done.stdout)
     here = doctor.diagnose()
     assert [(f["check"], f["status"]) for f in found] == [(f.check, f.status) for f in here]
+    # The consumers' gates travel in the JSON, from the installed consumers module.
+    [gates] = [f["gates"] for f in found if f["check"] == "consumer gates"]
+    assert [g["consumer"] for g in gates] == [g.consumer for g in next(f for f in here if f.gates).gates]
     expected = cli.exit_status(here, doctor.gpu_present(Probe()))
     assert done.returncode == expected, done.stderr
     # This machine has no GPU: the tests run on CPU-only hosts.

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from gdrkit.host import doctor
-from gdrkit.host.probe import FakeProbe, Node, Output
+from gdrkit.host import consumers, doctor
+from gdrkit.host.consumers import Gate
+from gdrkit.host.probe import FakeProbe, Loaded, Node, Output, Probe
 from gdrkit.packaging import model
 
 KVER = "6.1.0-56-amd64"
@@ -277,3 +279,274 @@ def test_nvidia_smi_on_a_working_host_and_absent() -> None:
     absent = doctor.check_nvidia_smi(FakeProbe())
     assert absent.status == doctor.SKIP and "not installed" in absent.detail
     assert "not installed" in doctor.check_gpudirect(FakeProbe()).detail
+
+
+# ---- the consumers' view: library names, module age, backend and gates ----
+
+LIB = "/usr/lib/x86_64-linux-gnu/libgdrapi.so.2.6.1"
+ROCKY = {"/etc/os-release": 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'}
+SLES = {"/etc/os-release": 'ID="sles"\nVERSION_ID="15.6"\n'}
+NODE = Node(True, 10, 121, 0o660, 44)
+
+
+def _libs(
+    unversioned: bool = True, soname: bool = True, version: tuple[int, int] = (2, 6), path: str = LIB
+) -> dict[str, Loaded]:
+    libs = {}
+    if unversioned:
+        libs["libgdrapi.so"] = Loaded("libgdrapi.so", path, "", version)
+    if soname:
+        libs["libgdrapi.so.2"] = Loaded("libgdrapi.so.2", LIB, "", version)
+    return libs
+
+
+def _host(
+    module: str | None = "2.6.1",
+    node: bool = True,
+    libs: dict[str, Loaded] | None = None,
+    files: dict[str, str] | None = None,
+    cuda: int | None = 13000,
+    vulkan: bool = False,
+    env: dict[str, str] | None = None,
+) -> FakeProbe:
+    extra = dict(files or DEBIAN)
+    if module is not None:
+        extra |= {"/sys/module/gdrdrv/version": module + "\n", "/sys/module/gdrdrv/refcnt": "0"}
+    if vulkan:
+        extra["/usr/share/vulkan/icd.d/nvidia_icd.json"] = "{}"
+    libraries = _libs() if libs is None else dict(libs)
+    if vulkan:
+        libraries["libvulkan.so.1"] = Loaded("libvulkan.so.1", "/usr/lib/x86_64-linux-gnu/libvulkan.so.1.3.239")
+    return FakeProbe(
+        files=extra,
+        nodes={"/dev/gdrdrv": NODE} if node else {},
+        libraries=libraries,
+        cuda_version=cuda,
+        env=env or {},
+    )
+
+
+def _gates(probe: FakeProbe) -> dict[str, Gate]:
+    finding = doctor.check_consumer_gates(probe)
+    return {gate.consumer: gate for gate in finding.gates}
+
+
+def test_both_names_open_the_library_by_the_real_loader_rules() -> None:
+    finding = doctor.check_library_names(_host())
+    assert finding.status == doctor.OK
+    assert f"libgdrapi.so -> {LIB} (runtime 2.6)" in finding.detail and "libgdrapi.so.2 -> " in finding.detail
+
+
+@pytest.mark.parametrize(
+    "files, command",
+    [(DEBIAN, "apt-get install libgdrapi"), (ROCKY, "dnf install gdrcopy"), (SLES, "zypper install gdrcopy")],
+)
+def test_a_library_without_its_unversioned_name_fails_with_the_familys_install_command(
+    files: dict[str, str], command: str
+) -> None:
+    """The RPM layout before issue 22: libgdrapi.so only in gdrcopy-devel, so NCCL runs without GDRCopy."""
+    finding = doctor.check_library_names(_host(libs=_libs(unversioned=False), files=files))
+    assert finding.status == doctor.FAIL
+    assert 'dlopen("libgdrapi.so") fails' in finding.detail
+    for consumer in ("NCCL", "aws-ofi-nccl", "DPDK", "libfabric < 2.4"):
+        assert consumer in finding.detail
+    assert command in finding.fix
+    if files is not DEBIAN:
+        assert "apt" not in finding.fix, "an RPM node's fix is dnf or zypper"
+
+
+def test_a_library_without_its_soname_fails_and_names_its_consumers() -> None:
+    finding = doctor.check_library_names(_host(libs=_libs(soname=False), files=ROCKY))
+    assert finding.status == doctor.FAIL and 'dlopen("libgdrapi.so.2") fails' in finding.detail
+    assert "NVSHMEM" in finding.detail and "dnf install gdrcopy" in finding.fix
+
+
+def test_no_library_at_all_fails() -> None:
+    finding = doctor.check_library_names(_host(libs={}))
+    assert finding.status == doctor.FAIL and "neither" in finding.detail and "apt-get install libgdrapi" in finding.fix
+
+
+def test_two_names_that_open_different_files_are_a_warning() -> None:
+    stray = _libs(path="/usr/local/lib/libgdrapi.so.2.4.1", version=(2, 4))
+    finding = doctor.check_library_names(_host(libs=stray))
+    assert finding.status == doctor.WARN and "/usr/local/lib/libgdrapi.so.2.4.1 (runtime 2.4)" in finding.detail
+
+
+def test_a_module_as_new_as_the_library_is_ok() -> None:
+    assert doctor.check_module_age(_host(module="2.6.1")).status == doctor.OK
+    assert doctor.check_module_age(_host(module=None)).status == doctor.SKIP
+
+
+@pytest.mark.parametrize(
+    "files, dkms, prebuilt",
+    [
+        (DEBIAN, "apt-get install gdrdrv-dkms", f"apt-get install gdrdrv-modules-{KVER}"),
+        (ROCKY, "dnf install gdrcopy-kmod", f"dnf install gdrcopy-kmod-{KVER}"),
+        (SLES, "zypper install gdrcopy-kmod", f"zypper install gdrcopy-kmod-{KVER}"),
+    ],
+)
+def test_a_module_older_than_the_library_says_how_to_upgrade_it(
+    files: dict[str, str], dkms: str, prebuilt: str
+) -> None:
+    finding = doctor.check_module_age(_host(module="2.4", files=files))
+    assert finding.status == doctor.WARN and "gdrdrv 2.4, libgdrapi 2.6" in finding.detail
+    assert "older than the library" in finding.detail
+    assert dkms in finding.fix and prebuilt in finding.fix and "upgrade gdrdrv to 2.6" in finding.fix
+
+
+def test_in_a_container_the_module_is_the_hosts() -> None:
+    """aws-ofi-nccl#1350: a node with gdrdrv 2.4 and a container libgdrapi 2.5."""
+    probe = _host(module="2.4", libs=_libs(version=(2, 5)), files={**DEBIAN, "/.dockerenv": ""})
+    finding = doctor.check_module_age(probe)
+    assert finding.status == doctor.WARN and "the host's: this is a container" in finding.detail
+    assert "on the host" in finding.fix and "the container image's" in finding.fix
+    gates = _gates(probe)
+    assert not gates["aws-ofi-nccl GPU-initiated networking"].passed
+    assert "min(2.5, 2.4) = 2.4 < 2.5" in gates["aws-ofi-nccl GPU-initiated networking"].reason
+
+
+def test_every_gate_passes_with_gdrdrv_and_library_of_this_release() -> None:
+    finding = doctor.check_consumer_gates(_host())
+    assert finding.status == doctor.OK and finding.fix == ""
+    assert "backend gdrdrv" in finding.detail and "library 2.6, driver 2.6, aws-ofi-nccl min 2.6" in finding.detail
+    gates = {g.consumer: g for g in finding.gates}
+    assert all(g.passed for g in gates.values()), gates
+    assert set(gates) == {"UCX", "NCCL", "aws-ofi-nccl GPU-initiated networking", "MSCCL++", "NVSHMEM"}
+    nvshmem = gates["NVSHMEM"].reason
+    assert "runtime minor 6" in nvshmem and "newer header (2.7 or later) disables it" in nvshmem
+
+
+@pytest.mark.parametrize(
+    "library, module, failing",
+    [
+        # UCX built against >= 2.4 drops gdr_copy on a runtime <= 2.3.
+        ((2, 3), "2.6.1", {"UCX", "aws-ofi-nccl GPU-initiated networking"}),
+        # NCCL: library and driver >= 2.1.
+        ((2, 0), "2.6", {"UCX", "NCCL", "aws-ofi-nccl GPU-initiated networking"}),
+        ((2, 6), "2.0", {"NCCL", "aws-ofi-nccl GPU-initiated networking", "MSCCL++"}),
+        # aws-ofi-nccl takes min(runtime, driver); MSCCL++ the driver alone.
+        ((2, 4), "2.6", {"aws-ofi-nccl GPU-initiated networking"}),
+        ((2, 6), "2.4", {"aws-ofi-nccl GPU-initiated networking", "MSCCL++"}),
+        ((2, 5), "2.5.0", set()),
+        # NVSHMEM: the major must be its headers' (2).
+        ((3, 0), "3.0", {"NVSHMEM"}),
+    ],
+)
+def test_each_gate_at_its_edge(library: tuple[int, int], module: str, failing: set[str]) -> None:
+    gates = _gates(_host(module=module, libs=_libs(version=library)))
+    assert {name for name, gate in gates.items() if not gate.passed} == failing, gates
+
+
+def test_msccl_needs_the_device_node_even_where_another_backend_opens() -> None:
+    gates = _gates(_host(module=None, node=False, cuda=13030))
+    assert not gates["MSCCL++"].passed and "/dev/gdrdrv is missing" in gates["MSCCL++"].reason
+    assert gates["NCCL"].passed
+
+
+def test_dmabuf_backend_reports_the_librarys_interface_version() -> None:
+    finding = doctor.check_consumer_gates(_host(module=None, node=False, cuda=13030))
+    assert "backend dmabuf" in finding.detail and "driver 2.6" in finding.detail
+    assert finding.status == doctor.WARN and "MSCCL++" in finding.detail.split("fail:")[1]
+    assert "apt-get install gdrdrv-dkms" in finding.fix
+
+
+def test_vulkan_backend_with_nvidias_vulkan_driver_reports_2_6_and_says_what_it_pins() -> None:
+    """The H200's 580 driver (CUDA 13.0): no dma-buf mapping, vulkan pins cuMemCreate POSIX-FD memory."""
+    finding = doctor.check_consumer_gates(_host(module=None, node=False, cuda=13000, vulkan=True))
+    assert "backend vulkan" in finding.detail and "driver 2.6," in finding.detail
+    assert "POSIX-FD shareable handles" in finding.detail and "not cudaMalloc" in finding.detail
+    gates = {g.consumer: g for g in finding.gates}
+    assert gates["NCCL"].passed and gates["NVSHMEM"].passed and not gates["MSCCL++"].passed
+
+
+def test_vulkan_without_nvidias_vulkan_driver_reports_0_0_enodev() -> None:
+    probe = _host(module=None, node=False, cuda=13000, vulkan=True)
+    probe = FakeProbe(
+        files={k: v for k, v in probe.files.items() if "icd.d" not in k},
+        libraries=probe.libraries,
+        cuda_version=13000,
+    )
+    finding = doctor.check_consumer_gates(probe)
+    assert "backend vulkan" in finding.detail and "driver 0.0 (ENODEV)" in finding.detail
+    gates = {g.consumer: g for g in finding.gates}
+    assert not gates["NCCL"].passed and "driver 0.0 < 2.1" in gates["NCCL"].reason
+    assert not gates["MSCCL++"].passed and "ENODEV" in gates["MSCCL++"].reason
+
+
+def test_no_backend_means_every_consumer_runs_without_gdrcopy() -> None:
+    finding = doctor.check_consumer_gates(_host(module=None, node=False, cuda=None))
+    assert "no backend: gdr_open() fails" in finding.detail and "pass: none" in finding.detail
+    assert "no libcuda.so.1" in finding.detail
+    assert all(not g.passed and "runs without GDRCopy" in g.reason for g in finding.gates)
+
+
+def test_a_forced_backend_is_the_only_one_considered() -> None:
+    finding = doctor.check_consumer_gates(_host(env={"GDRCOPY_BACKEND": "vulkan"}, cuda=13000))
+    assert "no backend" in finding.detail and "only vulkan is allowed" in finding.detail
+    dmabuf = doctor.check_consumer_gates(_host(env={"GDRCOPY_USE_DMABUF_MMAP": "1"}, cuda=13030))
+    assert "backend dmabuf" in dmabuf.detail
+
+
+def test_gates_of_a_missing_name_fail_with_the_runtime_fix() -> None:
+    finding = doctor.check_consumer_gates(_host(libs=_libs(unversioned=False), files=ROCKY))
+    gates = {g.consumer: g for g in finding.gates}
+    assert not gates["NCCL"].passed and 'dlopen("libgdrapi.so") fails' in gates["NCCL"].reason
+    assert gates["UCX"].passed and gates["NVSHMEM"].passed
+    assert "dnf install gdrcopy" in finding.fix
+
+
+def test_gates_in_the_json_and_the_table() -> None:
+    findings = doctor.diagnose(_host(module="2.4"))
+    entries = {e["check"]: e for e in json.loads(doctor.as_json(findings))}
+    assert "gates" not in entries["kernel headers"]
+    gates = {g["consumer"]: g for g in entries["consumer gates"]["gates"]}
+    assert gates["NCCL"]["passed"] is True and gates["MSCCL++"]["passed"] is False
+    assert (
+        gates["MSCCL++"]["rule"].startswith("access(/dev/gdrdrv)") and "driver 2.4 < 2.5" in gates["MSCCL++"]["reason"]
+    )
+    assert entries["module age"]["status"] == "warn"
+    table = doctor.as_table(findings)
+    assert "pass NCCL: library 2.6 >= 2.1; driver 2.4 >= 2.1" in table and "FAIL MSCCL++: driver 2.4 < 2.5" in table
+
+
+def test_the_real_loader_finds_a_library_by_each_name(tmp_path: Path) -> None:
+    """Probe.dlopen against a real shared object: the dynamic loader's search, not a file test."""
+    source = tmp_path / "lib.c"
+    source.write_text("void gdr_runtime_get_version(int *major, int *minor) { *major = 2; *minor = 6; }\n")
+    built = tmp_path / "libgdrapi.so.2.6.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libgdrapi.so.2", "-o", str(built), str(source)], check=True)
+    (tmp_path / "libgdrapi.so.2").symlink_to(built.name)
+    probe = Probe()
+    env = {"LD_LIBRARY_PATH": str(tmp_path)}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        soname = probe.dlopen("libgdrapi.so.2")
+        unversioned = probe.dlopen("libgdrapi.so")
+        (tmp_path / "libgdrapi.so").symlink_to("libgdrapi.so.2")
+        # A new Probe: one Probe asks the loader once per name.
+        linked = Probe().dlopen("libgdrapi.so")
+    assert soname == Loaded("libgdrapi.so.2", str(built), "", (2, 6))
+    assert unversioned.error and "libgdrapi.so" in unversioned.error and unversioned.path == ""
+    assert linked == Loaded("libgdrapi.so", str(built), "", (2, 6))
+
+
+def test_the_gates_fix_names_what_is_too_old() -> None:
+    old_library = doctor.check_consumer_gates(_host(libs=_libs(version=(2, 3))))
+    assert "apt-get install libgdrapi" in old_library.fix and "upgrade gdrdrv" not in old_library.fix
+    old_module = doctor.check_consumer_gates(_host(module="2.4", files=ROCKY))
+    assert "upgrade gdrdrv to 2.6 or newer here: dnf install gdrcopy-kmod" in old_module.fix
+    assert "install gdrcopy," not in old_module.fix
+
+
+@pytest.mark.parametrize(
+    "text, version",
+    [("2.6.1", (2, 6)), ("2.4", (2, 4)), ("v2.5-1", (2, 5)), ("2.6.1-1dkms", (2, 6)), ("", None), ("x.y", None)],
+)
+def test_module_and_package_versions_parse_to_major_minor(text: str, version: tuple[int, int] | None) -> None:
+    assert consumers.parse(text) == version
+
+
+def test_without_a_library_there_is_no_backend_even_with_gdrdrv() -> None:
+    chosen = consumers.backend(None, (2, 6), True, 13030, True, True)
+    assert chosen.name == "" and chosen.driver_version is None and "no libgdrapi" in chosen.why

@@ -7,10 +7,12 @@ HEAD, which tests the packages users get.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +97,55 @@ def test_fixture_packages_are_complete_lint_clean_and_reproducible(fixture_build
     first, second = fixture_builds
     _assert_good(first)
     print("identical:", _assert_identical(first, second))
+
+
+def _extract(package: Path, root: Path) -> Path:
+    root.mkdir(parents=True)
+    if package.suffix == ".deb":
+        subprocess.run(["dpkg-deb", "-x", str(package), str(root)], check=True)
+    else:
+        subprocess.run(f"rpm2cpio {package} | cpio -idm --quiet", shell=True, cwd=root, check=True)
+    return root
+
+
+# Prints the file the dynamic loader opened for each name NCCL, aws-ofi-nccl,
+# DPDK and libfabric (libgdrapi.so) or NVSHMEM and DOCA (libgdrapi.so.2) pass to dlopen().
+DLOPEN_BY_NAME = """
+import ctypes, sys
+for name in sys.argv[1:]:
+    ctypes.CDLL(name)
+    maps = open("/proc/self/maps").read().split()
+    print(name, "->", sorted({m for m in maps if "/libgdrapi.so" in m}))
+"""
+
+
+def assert_runtime_package_alone_is_dlopened_by_name(results: Builds, tmp_path: Path) -> None:
+    """The runtime package by itself, unpacked: libgdrapi.so -> libgdrapi.so.2..., and dlopen() by both names works."""
+    for kind, (paths, _, _) in results.items():
+        runtime = model.load().runtime_package(kind)
+        package = next(p for p in paths if build.package_name(p) == runtime)
+        root = _extract(package, tmp_path / kind)
+        links = list(root.glob("usr/lib*/**/libgdrapi.so"))
+        assert links, (
+            f"{package.name} has no libgdrapi.so: NCCL, aws-ofi-nccl, DPDK and libfabric < 2.4 would not find it"
+        )
+        link = links[0]
+        assert link.is_symlink() and os.readlink(link).startswith("libgdrapi.so.2"), (link, os.readlink(link))
+        loaded = subprocess.run(
+            [sys.executable, "-c", DLOPEN_BY_NAME, "libgdrapi.so", "libgdrapi.so.2"],
+            env={**os.environ, "LD_LIBRARY_PATH": str(link.parent)},
+            capture_output=True,
+            text=True,
+        )
+        print(f"{package.name} alone: {link.relative_to(root)} -> {os.readlink(link)}\n{loaded.stdout}{loaded.stderr}")
+        assert loaded.returncode == 0, loaded.stderr
+        assert loaded.stdout.count(str(root)) == 2, f"not loaded from {package.name}'s files: {loaded.stdout}"
+
+
+def test_runtime_package_alone_is_dlopened_by_the_names_consumers_use(
+    fixture_builds: tuple[Builds, Builds], tmp_path: Path
+) -> None:
+    assert_runtime_package_alone_is_dlopened_by_name(fixture_builds[0], tmp_path)
 
 
 def test_tests_package_never_depends_on_libcuda(fixture_builds: tuple[Builds, Builds]) -> None:
@@ -275,6 +326,7 @@ def test_real_tree_packages_are_complete_lint_clean_and_reproducible(
     source = build.source_at("HEAD")
     first = _build_all(source, tmp_path_factory.mktemp("real-1"))
     _assert_good(first)
+    assert_runtime_package_alone_is_dlopened_by_name(first, tmp_path_factory.mktemp("real-runtime"))
     second = _build_all(source, tmp_path_factory.mktemp("real-2"))
     print("identical:", _assert_identical(first, second))
     for kind, (_, seconds, _) in first.items():

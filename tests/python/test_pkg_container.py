@@ -26,7 +26,9 @@ def debs(deb_sets: DebSets) -> tuple[Path, Path, str]:
 
 def _report(name: str, outcome: scenarios.Outcome) -> None:
     checked = [
-        line for line in outcome.output.splitlines() if line.startswith(("CHECK:", "leftover", "checked", "gdrdrv/"))
+        line
+        for line in outcome.output.splitlines()
+        if line.startswith(("CHECK:", "leftover", "checked", "gdrdrv/", "dlopen("))
     ]
     print(f"\n{name}:\n  " + "\n  ".join(checked))
     assert outcome.passed, outcome.output[-6000:]

@@ -119,7 +119,6 @@ def test_contents_check_reports_both_directions() -> None:
     plan = model.plan(families.family("rhel"))
     devel = plan.package("gdrcopy-devel")
     files = [
-        "/usr/lib64/libgdrapi.so",
         "/usr/include/gdrapi.h",
         "/usr/lib64/pkgconfig/gdrapi.pc",
         "/usr/lib64/cmake/gdrapi/gdrapiConfig.cmake",
@@ -214,3 +213,30 @@ def test_unknown_keys_in_the_description_are_refused(tmp_path: Path, change: tup
     with pytest.raises(UserError) as error:
         model.load(path)
     assert message in str(error.value) and str(path) in str(error.value)
+
+
+@pytest.mark.parametrize("family_name", families.names())
+def test_the_runtime_package_carries_the_unversioned_library_link(family_name: str) -> None:
+    """NCCL, aws-ofi-nccl, DPDK and libfabric < 2.4 dlopen("libgdrapi.so"): the runtime package must have it.
+
+    NVIDIA's RPM gdrcopy and DEB libgdrapi carry it; a development package that
+    alone has it leaves those consumers without GDRCopy, said only in a debug log.
+    """
+    family = families.family(family_name)
+    plan = model.plan(family)
+    runtime = plan.package(model.load().runtime_package(family.package_type))
+    link = f"{family.libdir}/libgdrapi.so"
+    assert link in runtime.contents and f"{family.libdir}/libgdrapi.so.2*" in runtime.contents, runtime.contents
+    others = [p.name for p in plan.packages if p.name != runtime.name and link in p.contents]
+    assert others == [], f"{link} also in {others}: two packages would own one file"
+
+
+def test_a_description_whose_runtime_package_lacks_the_link_is_refused(tmp_path: Path) -> None:
+    text = model.DESCRIPTION_FILE.read_text()
+    runtime = model.load().runtime_package("deb")
+    path = tmp_path / "gdrcopy.yaml"
+    path.write_text(text.replace('      - "{libdir}/libgdrapi.so"\n', "", 1))
+    with pytest.raises(UserError) as error:
+        model.load(path)
+    assert f"the deb runtime package {runtime} lacks '{{libdir}}/libgdrapi.so'" in str(error.value)
+    assert 'dlopen("libgdrapi.so")' in (error.value.hint or "")

@@ -115,6 +115,13 @@ def test_rpm_installs_into_an_rpm_root_and_imports(rpms: list[Path], tmp_path: P
         root.rglob("gdrcopy")
     )
     assert library.exists(), f"the gdrcopy rpm has no {library.relative_to(root)}"
+    # Installed by rpm with no gdrcopy-devel: the names NCCL (libgdrapi.so) and NVSHMEM (.so.2) dlopen.
+    loaded = subprocess.run(
+        [sys.executable, str(SCRIPTS / "dlopen_by_name.py"), "libgdrapi.so", "libgdrapi.so.2"],
+        capture_output=True, text=True, env={**os.environ, "LD_LIBRARY_PATH": str(library.parent)},
+    )  # fmt: skip
+    print(f"\nrpm root, gdrcopy without gdrcopy-devel:\n{loaded.stdout}")
+    assert loaded.returncode == 0 and loaded.stdout.count(str(root)) == 2, loaded.stdout + loaded.stderr
     # The rpm's module over the rpm's library, with this host's python3 (an RPM system's
     # python3 would find both in these same places by itself); -B: no __pycache__, which
     # the rpm does not own, so that erasing it must leave nothing.

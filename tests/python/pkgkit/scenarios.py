@@ -82,7 +82,7 @@ def _command(name: str, *args: str) -> str:
 def fresh_install_command(version: str, kernel: str, other: str) -> str:
     """The command line of tests/packaging/fresh_install.sh for this family and install set (pure)."""
     dirs = (FAMILY.udevrulesdir, FAMILY.modprobedir, FAMILY.unitdir)
-    return _command("fresh_install.sh", version, kernel, other, *dirs, *DKMS_SET)
+    return _command("fresh_install.sh", version, kernel, other, *dirs, model.load().runtime_package("deb"), *DKMS_SET)
 
 
 def upgrade_command(old: str, new: str, kernel: str) -> str:
