@@ -385,9 +385,12 @@ static int explain_force_pcie_failure(struct gdrdrv_instance *inst, const struct
 	}
 	/* The driver can force PCIe: did the NVIDIA driver refuse the flag, or the range itself? */
 	if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER_V2, &plain) < 0) {
-		log_buffer_error("gdrdrv PIN_BUFFER_V2 (GDR_PIN_FLAG_FORCE_PCIE)", OP_PIN, NULL, req->addr, req->size,
-				 err);
-		return err;
+		int plain_err = errno;
+
+		/* The range itself: its reason, as a pin with flags 0 would give it. */
+		log_buffer_error("gdrdrv PIN_BUFFER_V2 (also without GDR_PIN_FLAG_FORCE_PCIE)", OP_PIN, NULL,
+				 req->addr, req->size, plain_err);
+		return plain_err;
 	}
 	unpin.handle = plain.handle;
 	ioctl(inst->fd, GDRDRV_IOC_UNPIN_BUFFER, &unpin);
@@ -613,21 +616,29 @@ static bool kernel_at_least(unsigned int major, unsigned int minor, bool *known)
 	return *known && (have_major > major || (have_major == major && have_minor >= minor));
 }
 
-/* "opensource", "proprietary" or "" from params' "Built for NVIDIA driver flavor:" line. */
-static void read_flavour(char flavour[32])
+/*
+ * From /proc/driver/gdrdrv/params: the flavour ("opensource", "proprietary",
+ * or "" without that line) and our driver's "VMA inherited on fork:" line
+ * (1 or 0; -1 without it).
+ */
+static void read_params(char flavour[32], int *inherited)
 {
-	static const char key[] = "Built for NVIDIA driver flavor:";
+	static const char flavour_key[] = "Built for NVIDIA driver flavor:";
+	static const char inherited_key[] = "VMA inherited on fork:";
 	FILE *f = fopen(gdrdrv_sys_paths->proc_params, "re");
-	char line[256];
+	char line[256], word[8];
 
 	flavour[0] = '\0';
+	*inherited = -1;
 	if (!f)
 		return;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, key, sizeof(key) - 1) == 0) {
-			sscanf(line + sizeof(key) - 1, " %31s", flavour);
-			break;
-		}
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, flavour_key, sizeof(flavour_key) - 1) == 0)
+			sscanf(line + sizeof(flavour_key) - 1, " %31s", flavour);
+		else if (strncmp(line, inherited_key, sizeof(inherited_key) - 1) == 0 &&
+			 sscanf(line + sizeof(inherited_key) - 1, " %7s", word) == 1)
+			*inherited = strcmp(word, "yes") == 0;
+	}
 	fclose(f);
 }
 
@@ -645,6 +656,7 @@ static int vma_inherited_on_fork(struct gdrdrv_instance *inst, int *value)
 {
 	char flavour[32];
 	bool known, new_kernel;
+	int said;
 
 	if (inst->ours) {
 		uint32_t v = 0;
@@ -658,7 +670,12 @@ static int vma_inherited_on_fork(struct gdrdrv_instance *inst, int *value)
 		*value = err ? 0 : (int)v;
 		return 0;
 	}
-	read_flavour(flavour);
+	read_params(flavour, &said);
+	/* Ours, where sysfs did not show its misc device (a container): params says. */
+	if (said >= 0) {
+		*value = said;
+		return 0;
+	}
 	new_kernel = kernel_at_least(6, 15, &known);
 	if (strcmp(flavour, "opensource") == 0)
 		*value = 0;

@@ -687,6 +687,12 @@ static void test_vma_inherited_on_fork(void **state)
 	sandbox_write(sandbox.osrelease, "6.17.1\n");
 	sandbox_write(sandbox.proc_params, "Version: 2.6\nBuilt for NVIDIA driver flavor: opensource\n");
 	assert_int_equal(vma_inherited(), 0);
+	/* Ours seen without sysfs (a container): its params line answers. */
+	sandbox_write(sandbox.proc_params, "Version: 2.6\nBuilt for NVIDIA driver flavor: proprietary\n"
+		      "Use persistent mapping: yes\ndbg_enabled: 0\ninfo_enabled: 0\nVMA inherited on fork: no\n");
+	assert_int_equal(vma_inherited(), 0);
+	sandbox_write(sandbox.proc_params, "Built for NVIDIA driver flavor: opensource\nVMA inherited on fork: yes\n");
+	assert_int_equal(vma_inherited(), 1);
 	unlink(sandbox.proc_params);	/* no params: only the kernel speaks */
 	assert_int_equal(vma_inherited(), 1);
 	sandbox_write(sandbox.osrelease, "6.1.0-30-amd64\n");
