@@ -91,10 +91,11 @@ typedef enum gdr_attr {
 	 * 1 when a child of fork() inherits the CPU mappings of gdr_map()
 	 * (as in NVIDIA's next GDRCopy release).  0 on our gdrdrv: it marks every
 	 * mapping VM_DONTCOPY, also when built for the proprietary NVIDIA driver
-	 * on Linux 6.15 and newer, where NVIDIA's gdrdrv cannot.  1 on the
-	 * dma-buf and vulkan backends: the NVIDIA driver's mappings are copied
-	 * into the child, which then reaches the same GPU memory.  Libraries
-	 * older than this value return EINVAL for it.
+	 * on Linux 6.15 and newer, where NVIDIA's gdrdrv cannot (so with
+	 * NVIDIA's gdrdrv it is 1 there).  1 on the dma-buf and vulkan
+	 * backends: the NVIDIA driver's mappings are copied into the child,
+	 * which then reaches the same GPU memory.  Libraries older than this
+	 * value return EINVAL for it.
 	 */
 	GDR_ATTR_VMA_INHERITED_ON_FORK = 4,
 	GDR_ATTR_MAX
