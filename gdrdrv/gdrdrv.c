@@ -253,6 +253,23 @@ static struct gdrdrv_mr *gdrdrv_mr_get(struct gdrdrv_file *file, u64 handle)
 	return mr;
 }
 
+/*
+ * The flags of every gdrdrv VMA.  VM_DONTCOPY keeps mappings out of fork
+ * children (which could not use the handle anyway, see gdrdrv_mmap()), in
+ * every flavour: where vm_flags_set() is GPL-only (Linux 6.15+) the
+ * proprietary build sets them with vm_flags_init() instead, which NVIDIA's
+ * gdrdrv does not, so there its mappings are inherited.
+ * GDRDRV_ATTR_VMA_INHERITED_ON_FORK and /proc/driver/gdrdrv/params report
+ * what these flags say.
+ */
+#define GDRDRV_VMA_FLAGS (VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP | VM_IO | \
+			  VM_PFNMAP)
+
+static bool gdrdrv_vma_inherited_on_fork(void)
+{
+	return !(GDRDRV_VMA_FLAGS & VM_DONTCOPY);
+}
+
 static bool gdrdrv_persistent_supported(void)
 {
 #if defined(GDRDRV_P2P_PERSISTENT_API)
@@ -716,6 +733,9 @@ static int gdrdrv_ioc_get_attr(struct gdrdrv_file *file, void __user *arg)
 	case GDRDRV_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE:
 		params.val = gdrdrv_force_pcie_supported();
 		break;
+	case GDRDRV_ATTR_VMA_INHERITED_ON_FORK:
+		params.val = gdrdrv_vma_inherited_on_fork();
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -1145,8 +1165,7 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 	if (ret)
 		goto out;
 
-	gdrdrv_vma_set_flags(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP |
-			     VM_IO | VM_PFNMAP);
+	gdrdrv_vma_set_flags(vma, GDRDRV_VMA_FLAGS);
 	if (type == GDRDRV_MR_WC)
 		gdrdrv_mr_reserve_memtypes(mr, size);
 	/* The VMA now holds the reference; ->close drops it. */
@@ -1255,6 +1274,9 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 		   gdrdrv_persistent ? "yes" : "no");
 	seq_printf(m, "dbg_enabled: %d\n", READ_ONCE(dbg_enabled));
 	seq_printf(m, "info_enabled: %d\n", READ_ONCE(info_enabled));
+	/* After GDRCopy 2.6's five lines, so that readers of those still work. */
+	seq_printf(m, "VMA inherited on fork: %s\n",
+		   gdrdrv_vma_inherited_on_fork() ? "yes" : "no");
 	return 0;
 }
 

@@ -87,6 +87,17 @@ typedef enum gdr_attr {
 	GDR_ATTR_USE_PERSISTENT_MAPPING = 1,
 	GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE = 2,
 	GDR_ATTR_USING_DMA_BUF_MMAP = 3,
+	/*
+	 * 1 when a child of fork() inherits the CPU mappings of gdr_map()
+	 * (as in NVIDIA's next GDRCopy release).  0 on our gdrdrv: it marks every
+	 * mapping VM_DONTCOPY, also when built for the proprietary NVIDIA driver
+	 * on Linux 6.15 and newer, where NVIDIA's gdrdrv cannot (so with
+	 * NVIDIA's gdrdrv it is 1 there).  1 on the dma-buf and vulkan
+	 * backends: the NVIDIA driver's mappings are copied into the child,
+	 * which then reaches the same GPU memory.  Libraries older than this
+	 * value return EINVAL for it.
+	 */
+	GDR_ATTR_VMA_INHERITED_ON_FORK = 4,
 	GDR_ATTR_MAX
 } gdr_attr_t;
 
@@ -110,6 +121,22 @@ int gdr_close(gdr_t g);
 /* Pin [addr, addr + size) of GPU memory.  Tokens are ignored by drivers using persistent mapping. */
 int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t p2p_token, uint32_t va_space,
 		   gdr_mh_t *handle);
+/*
+ * As gdr_pin_buffer(), with GDR_PIN_FLAG_* flags.  A GDR_PIN_FLAG_FORCE_PCIE
+ * pin that fails says why in its errno (libgdrapi/README.md; the log says
+ * what to do), so that a caller can fall back to flags 0 knowingly:
+ *   EPROTONOSUPPORT  gdrdrv is older than 2.5: it takes no pin flags;
+ *   ENOPROTOOPT      gdrdrv does not use persistent mappings (module
+ *                    parameter use_persistent_mapping=0, or an NVIDIA driver
+ *                    without persistent pins), which forced PCIe needs;
+ *   EOPNOTSUPP       gdrdrv was built against NVIDIA driver sources without
+ *                    NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING (older than 570);
+ *   ENXIO            the NVIDIA driver refused a forced BAR1 mapping of a
+ *                    range it pins without the flag;
+ *   anything else    the range cannot be pinned at all (as with flags 0).
+ * A platform that is not coherent is no reason to fail: every mapping goes
+ * through PCIe BAR1 there anyway.
+ */
 int gdr_pin_buffer_v2(gdr_t g, unsigned long addr, size_t size, uint32_t flags, gdr_mh_t *handle);
 int gdr_unpin_buffer(gdr_t g, gdr_mh_t handle);
 

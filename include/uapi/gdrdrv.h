@@ -68,6 +68,13 @@
 /* GDRDRV_IOC_GET_ATTR attributes. */
 #define GDRDRV_ATTR_USE_PERSISTENT_MAPPING 1U
 #define GDRDRV_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE 2U
+/*
+ * 1 when a fork child inherits the mappings of this driver's buffers (no
+ * VM_DONTCOPY).  Ours only (since 2.6.1): GDRCopy's drivers fail it with
+ * EINVAL, and the library asks it only of our driver (a misc device), since
+ * NVIDIA's number for the same question is not known.
+ */
+#define GDRDRV_ATTR_VMA_INHERITED_ON_FORK 3U
 
 /* GDRDRV_IOC_PIN_BUFFER_V2 flags. */
 #define GDRDRV_PIN_BUFFER_FLAG_DEFAULT 0x0U

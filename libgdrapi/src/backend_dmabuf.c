@@ -257,7 +257,11 @@ static int dmabuf_get_attr(struct gdr *g, gdr_attr_t attr, int *value)
 {
 	(void)g;
 	(void)attr;
-	/* Persistent by construction, FORCE_PCIE passed to CUDA, and yes, this is dma-buf. */
+	/*
+	 * Persistent by construction, FORCE_PCIE passed to CUDA, yes this is
+	 * dma-buf, and a fork child inherits the mapping: the NVIDIA driver's
+	 * dma-buf mmap sets no VM_DONTCOPY.
+	 */
 	*value = 1;
 	return 0;
 }

@@ -26,6 +26,8 @@ static const struct gdrdrv_sys_paths default_paths = {
 	.sys_misc_dev = "/sys/class/misc/" GDRDRV_DEVICE_NAME "/dev",
 	.proc_devices = "/proc/devices",
 	.sys_module = "/sys/module/" GDRDRV_DEVICE_NAME,
+	.proc_params = "/proc/driver/" GDRDRV_DEVICE_NAME "/params",
+	.osrelease = "/proc/sys/kernel/osrelease",
 };
 
 const struct gdrdrv_sys_paths *gdrdrv_sys_paths = &default_paths;
@@ -33,6 +35,7 @@ const struct gdrdrv_sys_paths *gdrdrv_sys_paths = &default_paths;
 struct gdrdrv_instance {
 	int fd;
 	uint32_t version;	/* (major << 16) | minor, from GET_VERSION */
+	bool ours;		/* a misc device: this project's gdrdrv, not GDRCopy's */
 };
 
 struct gdrdrv_buffer {
@@ -295,6 +298,8 @@ static int gdrdrv_open(struct gdr *g, char *why)
 	}
 	inst->fd = fd;
 	inst->version = ver.gdrdrv_version;
+	/* Only our gdrdrv registers a misc device (GDRCopy's has a /proc/devices major). */
+	inst->ours = exp.known && !exp.any_minor;
 	g->backend_priv = inst;
 	gdr_info("gdrdrv %u.%u: GET_INFO_V2 %s; PIN_BUFFER_V2, GET_ATTR and REQ_MAPPING_TYPE %s",
 		 VERSION_MAJOR(inst->version), VERSION_MINOR(inst->version),
@@ -342,6 +347,58 @@ static void log_buffer_error(const char *what, enum buffer_op op, const struct g
 	gdr_err("%s [%#lx, +%zu) failed: %s%s", what, addr, size, strerror(err), hint);
 }
 
+/* GET_ATTR on a driver that has it (2.5+); EINVAL when the driver does not know attr. */
+static int query_attr(struct gdrdrv_instance *inst, uint32_t attr, uint32_t *value)
+{
+	struct gdrdrv_get_attr q = { .attr = attr };
+
+	if (ioctl(inst->fd, GDRDRV_IOC_GET_ATTR, &q) < 0)
+		return errno;
+	*value = q.val;
+	return 0;
+}
+
+/*
+ * A FORCE_PCIE pin failed with err: find out why, so that each reason has
+ * its own errno (gdrapi.h, README.md) and its own advice.  Consumers try
+ * FORCE_PCIE first and fall back to flags 0 on any error; this tells them,
+ * and whoever reads the log, whether the fallback lost anything.
+ */
+static int explain_force_pcie_failure(struct gdrdrv_instance *inst, const struct gdr_pin_request *req, int err)
+{
+	struct gdrdrv_pin_buffer_v2 plain = { .addr = req->addr, .size = req->size };
+	struct gdrdrv_unpin_buffer unpin;
+	uint32_t persistent = 1, supported = 1;
+
+	/* Not about the flag: another process's file, or an unreadable argument. */
+	if (err == EACCES || err == EFAULT) {
+		log_buffer_error("gdrdrv PIN_BUFFER_V2", OP_PIN, NULL, req->addr, req->size, err);
+		return err;
+	}
+	if (query_attr(inst, GDRDRV_ATTR_USE_PERSISTENT_MAPPING, &persistent) == 0 && !persistent) {
+		gdr_err("gdr_pin_buffer_v2: GDR_PIN_FLAG_FORCE_PCIE needs persistent mappings, which gdrdrv does not use (module parameter use_persistent_mapping=0, or an NVIDIA driver without persistent pins): load gdrdrv with use_persistent_mapping=1 on an NVIDIA driver that has them, or pin with flags 0");
+		return ENOPROTOOPT;
+	}
+	if (query_attr(inst, GDRDRV_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &supported) == 0 && !supported) {
+		gdr_err("gdr_pin_buffer_v2: gdrdrv was built against NVIDIA driver sources without NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING (older than 570): rebuild gdrdrv against the sources of an NVIDIA 570 or newer driver (NVIDIA_SRC_DIR, or reinstall the DKMS package), or pin with flags 0");
+		return EOPNOTSUPP;
+	}
+	/* The driver can force PCIe: did the NVIDIA driver refuse the flag, or the range itself? */
+	if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER_V2, &plain) < 0) {
+		int plain_err = errno;
+
+		/* The range itself: its reason, as a pin with flags 0 would give it. */
+		log_buffer_error("gdrdrv PIN_BUFFER_V2 (also without GDR_PIN_FLAG_FORCE_PCIE)", OP_PIN, NULL,
+				 req->addr, req->size, plain_err);
+		return plain_err;
+	}
+	unpin.handle = plain.handle;
+	ioctl(inst->fd, GDRDRV_IOC_UNPIN_BUFFER, &unpin);
+	gdr_err("gdr_pin_buffer_v2: the NVIDIA driver refused a forced PCIe BAR1 mapping of [%#lx, +%zu) (%s) although it pins the range without GDR_PIN_FLAG_FORCE_PCIE; BAR1 may be too small or the GPU may not offer BAR1 mappings to this platform (check 'nvidia-smi -q -d MEMORY'); pin with flags 0",
+		req->addr, req->size, strerror(err));
+	return ENXIO;
+}
+
 static int gdrdrv_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_request *req)
 {
 	struct gdrdrv_instance *inst = instance_of(g);
@@ -357,6 +414,8 @@ static int gdrdrv_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 		if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER_V2, &pin) < 0) {
 			int err = errno;
 
+			if (req->flags & GDR_PIN_FLAG_FORCE_PCIE)
+				return explain_force_pcie_failure(inst, req, err);
 			log_buffer_error("gdrdrv PIN_BUFFER_V2", OP_PIN, NULL, req->addr, req->size, err);
 			return err;
 		}
@@ -369,7 +428,8 @@ static int gdrdrv_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 		if (req->flags != GDR_PIN_FLAG_DEFAULT) {
 			gdr_err("gdr_pin_buffer_v2: gdrdrv %u.%u takes no pin flags (they need gdrdrv 2.5 or newer); upgrade gdrdrv or pin with GDR_PIN_FLAG_DEFAULT",
 				VERSION_MAJOR(inst->version), VERSION_MINOR(inst->version));
-			return EINVAL;
+			/* The only flag there is, FORCE_PCIE, has its own errno for this (gdrapi.h). */
+			return EPROTONOSUPPORT;
 		}
 		if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER, &pin) < 0) {
 			int err = errno;
@@ -541,6 +601,92 @@ static int gdrdrv_get_info_v1(struct gdr *g, struct gdr_memh *mh, gdr_info_v2_t 
 	return rc;
 }
 
+/* The running kernel is major.minor or newer; *known is false when its release cannot be read. */
+static bool kernel_at_least(unsigned int major, unsigned int minor, bool *known)
+{
+	FILE *f = fopen(gdrdrv_sys_paths->osrelease, "re");
+	unsigned int have_major, have_minor;
+	int n = 0;
+
+	if (f) {
+		n = fscanf(f, "%u.%u", &have_major, &have_minor);
+		fclose(f);
+	}
+	*known = n == 2;
+	return *known && (have_major > major || (have_major == major && have_minor >= minor));
+}
+
+/*
+ * From /proc/driver/gdrdrv/params: the flavour ("opensource", "proprietary",
+ * or "" without that line) and our driver's "VMA inherited on fork:" line
+ * (1 or 0; -1 without it).
+ */
+static void read_params(char flavour[32], int *inherited)
+{
+	static const char flavour_key[] = "Built for NVIDIA driver flavor:";
+	static const char inherited_key[] = "VMA inherited on fork:";
+	FILE *f = fopen(gdrdrv_sys_paths->proc_params, "re");
+	char line[256], word[8];
+
+	flavour[0] = '\0';
+	*inherited = -1;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, flavour_key, sizeof(flavour_key) - 1) == 0)
+			sscanf(line + sizeof(flavour_key) - 1, " %31s", flavour);
+		else if (strncmp(line, inherited_key, sizeof(inherited_key) - 1) == 0 &&
+			 sscanf(line + sizeof(inherited_key) - 1, " %7s", word) == 1)
+			*inherited = strcmp(word, "yes") == 0;
+	}
+	fclose(f);
+}
+
+/*
+ * GDR_ATTR_VMA_INHERITED_ON_FORK.  Our gdrdrv answers itself; it sets
+ * VM_DONTCOPY in every flavour (gdrdrv/README.md), and so did each of its
+ * versions before the attribute existed.  GDRCopy's drivers are not asked
+ * (NVIDIA's number for the attribute is not known, and another meaning of
+ * ours would be misread): theirs set VM_DONTCOPY except when built for the
+ * proprietary NVIDIA driver on Linux 6.15 or newer, where vm_flags_set() is
+ * GPL-only, so the answer follows from the flavour in
+ * /proc/driver/gdrdrv/params and the kernel release.
+ */
+static int vma_inherited_on_fork(struct gdrdrv_instance *inst, int *value)
+{
+	char flavour[32];
+	bool known, new_kernel;
+	int said;
+
+	if (inst->ours) {
+		uint32_t v = 0;
+		int err = inst->version >= GDRDRV_VERSION_WITH_PIN_V2 ?
+				  query_attr(inst, GDRDRV_ATTR_VMA_INHERITED_ON_FORK, &v) : EINVAL;
+
+		if (err && err != EINVAL) {
+			gdr_err("gdr_get_attribute: gdrdrv GET_ATTR(VMA_INHERITED_ON_FORK) failed: %s", strerror(err));
+			return err;
+		}
+		*value = err ? 0 : (int)v;
+		return 0;
+	}
+	read_params(flavour, &said);
+	/* Ours, where sysfs did not show its misc device (a container): params says. */
+	if (said >= 0) {
+		*value = said;
+		return 0;
+	}
+	new_kernel = kernel_at_least(6, 15, &known);
+	if (strcmp(flavour, "opensource") == 0)
+		*value = 0;
+	else
+		*value = new_kernel || !known;
+	gdr_info("GDR_ATTR_VMA_INHERITED_ON_FORK is %d: GDRCopy's gdrdrv, built for the %s NVIDIA driver, on Linux %s 6.15 (it sets VM_DONTCOPY except in the proprietary flavour from 6.15 on)",
+		 *value, flavour[0] ? flavour : "(unknown: no params file)",
+		 !known ? "(release unreadable) taken as" : new_kernel ? ">=" : "<");
+	return 0;
+}
+
 static int gdrdrv_get_attr(struct gdr *g, gdr_attr_t attr, int *value)
 {
 	struct gdrdrv_instance *inst = instance_of(g);
@@ -550,6 +696,8 @@ static int gdrdrv_get_attr(struct gdr *g, gdr_attr_t attr, int *value)
 		*value = 0;
 		return 0;
 	}
+	if (attr == GDR_ATTR_VMA_INHERITED_ON_FORK)
+		return vma_inherited_on_fork(inst, value);
 	if (inst->version < GDRDRV_VERSION_WITH_PIN_V2) {
 		/* Before 2.5 there was neither persistent mapping nor FORCE_PCIE. */
 		*value = 0;

@@ -1001,6 +1001,9 @@ static int vulkan_get_attr(struct gdr *g, gdr_attr_t attr, int *value)
 	case GDR_ATTR_USING_DMA_BUF_MMAP:
 		*value = 0;
 		return 0;
+	case GDR_ATTR_VMA_INHERITED_ON_FORK:
+		*value = 1;	/* the NVIDIA driver maps BAR1 without VM_DONTCOPY: a fork child shares it */
+		return 0;
 	default:
 		return EINVAL;
 	}

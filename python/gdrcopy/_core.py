@@ -59,7 +59,7 @@ class MappingType(enum.IntEnum):
 
 # gdr_map_flags_t by the name callers pass.
 _MAP_FLAGS = {"default": 0, "wc": 1, "caching": 2, "device": 3}
-_ATTR_PERSISTENT, _ATTR_FORCE_PCIE, _ATTR_DMA_BUF = 1, 2, 3
+_ATTR_PERSISTENT, _ATTR_FORCE_PCIE, _ATTR_DMA_BUF, _ATTR_VMA_INHERITED_ON_FORK = 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -353,6 +353,11 @@ class Gdr(_Resource):
     def using_dma_buf_mmap(self) -> bool:
         return bool(self.attribute(_ATTR_DMA_BUF))
 
+    @property
+    def mappings_inherited_on_fork(self) -> bool:
+        """A fork() child inherits this instance's mappings (GDR_ATTR_VMA_INHERITED_ON_FORK)."""
+        return bool(self.attribute(_ATTR_VMA_INHERITED_ON_FORK))
+
     def driver_version(self) -> tuple[int, int]:
         """gdr_driver_get_version(): the gdrdrv version (the backend's, elsewhere)."""
         self._live()
@@ -373,6 +378,8 @@ class Gdr(_Resource):
             ("persistent_mapping", _ATTR_PERSISTENT),
             ("supports_force_pcie", _ATTR_FORCE_PCIE),
             ("using_dma_buf_mmap", _ATTR_DMA_BUF),
+            # None with a library older than the attribute (EINVAL).
+            ("mappings_inherited_on_fork", _ATTR_VMA_INHERITED_ON_FORK),
         ):
             try:
                 out[name] = bool(self.attribute(attr))

@@ -482,6 +482,31 @@ void bench_print_info(const gdr_info_t *info)
 	bench_say("info.mapping_type: %s\n", type_str);
 }
 
+void bench_pin(gdr_t g, CUdeviceptr ptr, size_t size, bool force_pcie, gdr_mh_t *mh)
+{
+	int ret = force_pcie ? gdr_pin_buffer_v2(g, ptr, size, GDR_PIN_FLAG_FORCE_PCIE, mh)
+			     : gdr_pin_buffer(g, ptr, size, 0, 0, mh);
+
+	if (ret)
+		bench_die("gdr_pin_buffer%s of %zu bytes at 0x%llx: %s%s", force_pcie ? "_v2 with FORCE_PCIE" : "",
+			  size, (unsigned long long)ptr, strerror(ret),
+			  force_pcie ? " (GDRCOPY_ENABLE_LOGGING=1 says why; run without -F to pin as usual)" : "");
+}
+
+void bench_print_force_pcie(bool force_pcie)
+{
+	bench_say("use force pcie: %s\n", force_pcie ? "yes" : "no");
+}
+
+void bench_print_fences(const gdr_info_t *info, bool loads)
+{
+	const char *state = info->mapping_type == GDR_MAPPING_TYPE_WC ? "enabled" : "disabled";
+
+	bench_say("store fences: %s\n", state);
+	if (loads)
+		bench_say("load fences (gdr_copy_from_mapping): %s\n", state);
+}
+
 /* --- Statistics ------------------------------------------------------ */
 
 struct bench_buckets bench_plan_buckets(unsigned int iters, const char *what)

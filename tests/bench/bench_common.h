@@ -138,6 +138,27 @@ gdr_t bench_gdr_open(void);
 /* Print the info.* lines the reference tools print, plus the mapping type. */
 void bench_print_info(const gdr_info_t *info);
 
+/*
+ * -F: pin with GDR_PIN_FLAG_FORCE_PCIE.  bench_pin() pins [ptr, +size) with
+ * it when force_pcie, else as gdr_pin_buffer() does, and exits saying why
+ * on failure (the errno names the reason, libgdrapi/README.md).
+ * bench_print_force_pcie() prints "use force pcie: yes|no", where NVIDIA's
+ * next release prints it.
+ */
+#define BENCH_FORCE_PCIE_HELP "  -F          pin with GDR_PIN_FLAG_FORCE_PCIE (PCIe BAR1 even on coherent platforms;\n" \
+			      "              default: off)\n"
+void bench_pin(gdr_t g, CUdeviceptr ptr, size_t size, bool force_pcie, gdr_mh_t *mh);
+void bench_print_force_pcie(bool force_pcie);
+
+/*
+ * "store fences: enabled|disabled" and, with loads, "load fences
+ * (gdr_copy_from_mapping): enabled|disabled": whether libgdrapi ends each
+ * copy through this mapping with a fence.  It does after WC copies, in both
+ * directions (a store fence; a full one while mappings of several types
+ * exist), and not after CACHING or DEVICE ones.
+ */
+void bench_print_fences(const gdr_info_t *info, bool loads);
+
 /* --- Timing and statistics ------------------------------------------- */
 
 static inline double bench_now_us(void)

@@ -27,12 +27,14 @@ struct copybw_opts {
 	struct bench_alloc alloc;
 	int map_flag;
 	bool plain_memcpy;
+	bool force_pcie;
+	struct bench_buckets write_plan, read_plan;
 };
 
 static void usage(const char *prog)
 {
 	printf("Usage: %s [-h] [-s size] [-c copy_size] [-o offset] [-l] [-d gpu] [-w iters]\n"
-	       "          [-r iters] [-a fn] [-M type] [-p] [-j]\n"
+	       "          [-r iters] [-a fn] [-M type] [-p] [-F] [-j]\n"
 	       "\n"
 	       "Bandwidth of CPU copies to and from GPU memory through a gdrcopy mapping.\n"
 	       "\n"
@@ -49,10 +51,13 @@ static void usage(const char *prog)
 	       "              (default: cuMemAlloc)\n"
 	       "  -M type     mapping type to request: default, wc, cache or device (default: default)\n"
 	       "  -p          also measure plain memcpy to/from the same mapping (default: off)\n"
+	       BENCH_FORCE_PCIE_HELP
 	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
 	       "              the human-readable text goes to stderr (default: off)\n"
 	       "\n"
-	       "Sizes accept K, M and G suffixes (powers of 1024). BW is in MiB/s.\n",
+	       "Sizes accept K, M and G suffixes (powers of 1024). BW is in MiB/s: the median and\n"
+	       "the minimum over up to 100 buckets of iterations (counts above 100 are rounded up\n"
+	       "to a multiple of 100).\n",
 	       prog, DEFAULT_SIZE, DEFAULT_WRITE_ITERS, DEFAULT_READ_ITERS, BENCH_JSON_OPTION);
 }
 
@@ -70,8 +75,9 @@ static void parse_args(int argc, char **argv, struct copybw_opts *o)
 	o->alloc = bench_parse_alloc("cuMemAlloc");
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 	o->plain_memcpy = false;
+	o->force_pcie = false;
 
-	while ((c = getopt(argc, argv, "hs:c:o:ld:w:r:a:M:pj")) != -1) {
+	while ((c = getopt(argc, argv, "hs:c:o:ld:w:r:a:M:pFj")) != -1) {
 		switch (c) {
 		case 'h':
 			usage(argv[0]);
@@ -97,6 +103,9 @@ static void parse_args(int argc, char **argv, struct copybw_opts *o)
 		case 'p':
 			o->plain_memcpy = true;
 			break;
+		case 'F':
+			o->force_pcie = true;
+			break;
 		default:
 			if (!bench_common_option(c, optarg, &o->dev_id, &o->alloc, &o->map_flag))
 				bench_die("unknown option; run %s -h for the list", argv[0]);
@@ -118,6 +127,8 @@ static void parse_args(int argc, char **argv, struct copybw_opts *o)
 			  "raise -s or lower -c/-o", o->copy_size, o->offset, o->size);
 	if (!o->write_iters || !o->read_iters)
 		bench_die("-w and -r must be at least 1");
+	o->write_plan = bench_plan_buckets(o->write_iters, "-w");
+	o->read_plan = bench_plan_buckets(o->read_iters, "-r");
 }
 
 /* MiB/s for iters copies of size bytes taking elapsed_us. */
@@ -128,22 +139,41 @@ static double bandwidth(size_t size, unsigned int iters, double elapsed_us)
 	return (double)size * iters / (1024.0 * 1024.0) / (elapsed_us / 1e6);
 }
 
+/* Time of each bucket of a plan, in microseconds, measured by the caller's loop. */
+struct bw_sample {
+	double total_us;
+	double bucket_us[BENCH_MAX_BUCKETS];
+};
+
+/*
+ * "<label>: median XMB/s, min YMB/s" over the buckets, as NVIDIA's next
+ * release prints it; the JSON record keeps bw_mib_s (all iterations
+ * together) and adds the two.
+ */
 static void report(const char *test, const char *label, size_t size, size_t offset,
-		   unsigned int iters, double elapsed_us, const gdr_info_t *info,
+		   const struct bench_buckets *plan, struct bw_sample *t, const gdr_info_t *info,
 		   const struct copybw_opts *o)
 {
-	double bw = bandwidth(size, iters, elapsed_us);
+	double bw = bandwidth(size, plan->iters, t->total_us), bucket_bw[BENCH_MAX_BUCKETS];
 	struct bench_record rec;
+	struct bench_stats st;
+	unsigned int i;
 
-	bench_say("%s: %g MB/s\n", label, bw);
+	for (i = 0; i < plan->count; i++)
+		bucket_bw[i] = bandwidth(size, plan->per_bucket, t->bucket_us[i]);
+	st = bench_stats(bucket_bw, plan->count);
+	bench_say("%s: median %gMB/s, min %gMB/s\n", label, st.median, st.min);
 	bench_record_begin(&rec, test);
 	bench_record_u64(&rec, "size", size);
 	bench_record_u64(&rec, "offset", offset);
-	bench_record_u64(&rec, "iters", iters);
-	bench_record_double(&rec, "time_us", elapsed_us);
+	bench_record_u64(&rec, "iters", plan->iters);
+	bench_record_double(&rec, "time_us", t->total_us);
 	bench_record_double(&rec, "bw_mib_s", bw);
+	bench_record_double(&rec, "bw_median_mib_s", st.median);
+	bench_record_double(&rec, "bw_min_mib_s", st.min);
 	bench_record_str(&rec, "mapping_type", bench_mapping_type_name(info->mapping_type));
 	bench_record_str(&rec, "alloc_fn", o->alloc.name);
+	bench_record_u64(&rec, "force_pcie", o->force_pcie);
 	bench_record_u64(&rec, "gpu", (uint64_t)o->dev_id);
 	bench_record_end(&rec);
 }
@@ -173,6 +203,50 @@ static void check_host(const unsigned char *got, const unsigned char *want, size
 				  what, got[i], i, want[i]);
 }
 
+enum copy_op { OP_COPY_TO, OP_COPY_FROM, OP_MEMCPY_TO, OP_MEMCPY_FROM };
+
+/* One copy; exits on a library error. */
+static void copy_once(enum copy_op op, gdr_mh_t mh, unsigned char *map_at, unsigned char *host, size_t size)
+{
+	int ret = 0;
+
+	switch (op) {
+	case OP_COPY_TO:
+		ret = gdr_copy_to_mapping(mh, map_at, host, size);
+		break;
+	case OP_COPY_FROM:
+		ret = gdr_copy_from_mapping(mh, host, map_at, size);
+		break;
+	case OP_MEMCPY_TO:
+		memcpy(map_at, host, size);
+		bench_store_fence();
+		break;
+	case OP_MEMCPY_FROM:
+		memcpy(host, map_at, size);
+		break;
+	}
+	if (ret)
+		bench_die("%s: %s", op == OP_COPY_TO ? "gdr_copy_to_mapping" : "gdr_copy_from_mapping",
+			  strerror(ret));
+}
+
+/* plan->iters copies, timed per bucket. */
+static void time_copies(enum copy_op op, gdr_mh_t mh, unsigned char *map_at, unsigned char *host, size_t size,
+			const struct bench_buckets *plan, struct bw_sample *t)
+{
+	unsigned int b, i;
+	double start = bench_now_us(), t0 = start, t1;
+
+	for (b = 0; b < plan->count; b++) {
+		for (i = 0; i < plan->per_bucket; i++)
+			copy_once(op, mh, map_at, host, size);
+		t1 = bench_now_us();
+		t->bucket_us[b] = t1 - t0;
+		t0 = t1;
+	}
+	t->total_us = t0 - start;
+}
+
 static void run_size(gdr_mh_t mh, void *map_ptr, CUdeviceptr dptr, unsigned char *src,
 		     unsigned char *dst, size_t size, const gdr_info_t *info,
 		     const struct copybw_opts *o)
@@ -180,62 +254,38 @@ static void run_size(gdr_mh_t mh, void *map_ptr, CUdeviceptr dptr, unsigned char
 	unsigned char *map_at = (unsigned char *)map_ptr + o->offset;
 	unsigned char *src_at = src + o->offset;
 	unsigned char *dst_at = dst + o->offset;
-	double t0, t1;
-	unsigned int i;
-	int ret;
+	struct bw_sample t;
 
 	/* Each size writes a new pattern so stale data cannot pass the check. */
 	bench_fill_pattern(src, o->size, (uint32_t)size);
 
 	bench_say("writing test, size=%zu offset=%zu num_iters=%u\n", size, o->offset,
-		  o->write_iters);
-	t0 = bench_now_us();
-	for (i = 0; i < o->write_iters; i++) {
-		ret = gdr_copy_to_mapping(mh, map_at, src_at, size);
-		if (ret)
-			bench_die("gdr_copy_to_mapping: %s", strerror(ret));
-	}
-	t1 = bench_now_us();
-	report("gdr_copy_to_mapping", "write BW", size, o->offset, o->write_iters, t1 - t0, info,
-	       o);
+		  o->write_plan.iters);
+	time_copies(OP_COPY_TO, mh, map_at, src_at, size, &o->write_plan, &t);
+	report("gdr_copy_to_mapping", "write BW", size, o->offset, &o->write_plan, &t, info, o);
 	check_gpu(dptr + o->offset, src_at, dst, size, "gdr_copy_to_mapping");
 
 	if (o->plain_memcpy) {
 		bench_fill_pattern(src, o->size, (uint32_t)size ^ 0x5a5a5a5au);
-		t0 = bench_now_us();
-		for (i = 0; i < o->write_iters; i++) {
-			memcpy(map_at, src_at, size);
-			bench_store_fence();
-		}
-		t1 = bench_now_us();
-		report("memcpy_to_mapping", "memcpy_to_mapping BW", size, o->offset,
-		       o->write_iters, t1 - t0, info, o);
+		time_copies(OP_MEMCPY_TO, mh, map_at, src_at, size, &o->write_plan, &t);
+		report("memcpy_to_mapping", "memcpy_to_mapping BW", size, o->offset, &o->write_plan, &t,
+		       info, o);
 		check_gpu(dptr + o->offset, src_at, dst, size, "memcpy_to_mapping");
 	}
 
 	/* GPU memory now holds src_at; every read must return it. */
 	bench_say("reading test, size=%zu offset=%zu num_iters=%u\n", size, o->offset,
-		  o->read_iters);
+		  o->read_plan.iters);
 	memset(dst_at, 0, size);
-	t0 = bench_now_us();
-	for (i = 0; i < o->read_iters; i++) {
-		ret = gdr_copy_from_mapping(mh, dst_at, map_at, size);
-		if (ret)
-			bench_die("gdr_copy_from_mapping: %s", strerror(ret));
-	}
-	t1 = bench_now_us();
-	report("gdr_copy_from_mapping", "read BW", size, o->offset, o->read_iters, t1 - t0, info,
-	       o);
+	time_copies(OP_COPY_FROM, mh, map_at, dst_at, size, &o->read_plan, &t);
+	report("gdr_copy_from_mapping", "read BW", size, o->offset, &o->read_plan, &t, info, o);
 	check_host(dst_at, src_at, size, "gdr_copy_from_mapping");
 
 	if (o->plain_memcpy) {
 		memset(dst_at, 0, size);
-		t0 = bench_now_us();
-		for (i = 0; i < o->read_iters; i++)
-			memcpy(dst_at, map_at, size);
-		t1 = bench_now_us();
-		report("memcpy_from_mapping", "memcpy_from_mapping BW", size, o->offset,
-		       o->read_iters, t1 - t0, info, o);
+		time_copies(OP_MEMCPY_FROM, mh, map_at, dst_at, size, &o->read_plan, &t);
+		report("memcpy_from_mapping", "memcpy_from_mapping BW", size, o->offset, &o->read_plan,
+		       &t, info, o);
 		check_host(dst_at, src_at, size, "memcpy_from_mapping");
 	}
 }
@@ -279,10 +329,8 @@ int main(int argc, char **argv)
 	BENCH_CU(cuMemcpyHtoD(gbuf.ptr, src, rounded));
 	BENCH_CU(cuCtxSynchronize());
 
-	ret = gdr_pin_buffer(g, gbuf.ptr, rounded, 0, 0, &mh);
-	if (ret)
-		bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", rounded,
-			  (unsigned long long)gbuf.ptr, strerror(ret));
+	bench_print_force_pcie(o.force_pcie);
+	bench_pin(g, gbuf.ptr, rounded, o.force_pcie, &mh);
 	ret = gdr_map_v2(g, mh, &map_ptr, rounded, o.map_flag);
 	if (ret)
 		bench_die("gdr_map_v2 with -M %s: %s%s", map_flags_name(o.map_flag),
@@ -297,6 +345,7 @@ int main(int argc, char **argv)
 	bench_say("page offset: %lld\n", (long long)(gbuf.ptr - info.va));
 	user_ptr = (unsigned char *)map_ptr + (gbuf.ptr - info.va);
 	bench_say("user-space pointer: %p\n", (void *)user_ptr);
+	bench_print_fences(&info, false);
 
 	if (o.sweep) {
 		for (size = 1; size <= o.copy_size && size + o.offset <= o.size; size <<= 1)

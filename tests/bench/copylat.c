@@ -65,6 +65,7 @@ struct copylat_opts {
 	bool cumemcpy;
 	bool cold;
 	bool plain_memcpy;
+	bool force_pcie;
 	enum time_mode modes;
 };
 
@@ -83,7 +84,7 @@ struct copylat_ctx {
 static void usage(const char *prog)
 {
 	printf("Usage: %s [-h] [-s size] [-d gpu] [-w iters] [-r iters] [-a fn] [-M type]\n"
-	       "          [-m mode] [-c] [-C] [-p] [-j]\n"
+	       "          [-m mode] [-c] [-C] [-p] [-F] [-j]\n"
 	       "\n"
 	       "Per-call latency of CPU copies to and from GPU memory through a gdrcopy mapping,\n"
 	       "for sizes 1 B, 2 B, 4 B, ... up to the -s size.\n"
@@ -105,6 +106,7 @@ static void usage(const char *prog)
 	       "              timed region; needs a caching mapping (default: off)\n"
 	       "  -p          also time plain memcpy and the simplest streaming-instruction loop\n"
 	       "              (AVX-512 where the CPU has it) to/from the same mapping (default: off)\n"
+	       BENCH_FORCE_PCIE_HELP
 	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
 	       "              the human-readable text goes to stderr (default: off)\n"
 	       "\n"
@@ -125,7 +127,7 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 	o->modes = MODE_B2B;
 
-	while ((c = getopt(argc, argv, "hs:d:w:r:a:M:m:cCpj")) != -1) {
+	while ((c = getopt(argc, argv, "hs:d:w:r:a:M:m:cCpFj")) != -1) {
 		switch (c) {
 		case 'h':
 			usage(argv[0]);
@@ -147,6 +149,9 @@ static void parse_args(int argc, char **argv, struct copylat_opts *o)
 			break;
 		case 'p':
 			o->plain_memcpy = true;
+			break;
+		case 'F':
+			o->force_pcie = true;
 			break;
 		case 'm':
 			if (!strcmp(optarg, "b2b"))
@@ -450,6 +455,7 @@ static void run_test(struct copylat_ctx *ctx, enum copy_kind kind,
 		bench_record_str(&rec, "alloc_fn", ctx->o->alloc.name);
 		bench_record_u64(&rec, "cold_cache", ctx->o->cold &&
 				 kind != COPY_CUMEMCPY_H2D && kind != COPY_CUMEMCPY_D2H);
+		bench_record_u64(&rec, "force_pcie", ctx->o->force_pcie);
 		bench_record_u64(&rec, "gpu", (uint64_t)ctx->o->dev_id);
 		bench_record_end(&rec);
 	}
@@ -486,6 +492,8 @@ int main(int argc, char **argv)
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("allocated size: %zu\n", rounded);
 	bench_say("gpu alloc fn: %s\n", o.alloc.name);
+	bench_print_force_pcie(o.force_pcie);
+	bench_say("\n");
 
 	/* Pinned, so the cuMemcpy rows show cuMemcpy at its best. */
 	BENCH_CU(cuMemAllocHost(&src, rounded));
@@ -499,10 +507,7 @@ int main(int argc, char **argv)
 	BENCH_CU(cuMemcpyHtoD(gbuf.ptr, ctx.scratch, rounded));
 	BENCH_CU(cuCtxSynchronize());
 
-	ret = gdr_pin_buffer(g, gbuf.ptr, rounded, 0, 0, &ctx.mh);
-	if (ret)
-		bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", rounded,
-			  (unsigned long long)gbuf.ptr, strerror(ret));
+	bench_pin(g, gbuf.ptr, rounded, o.force_pcie, &ctx.mh);
 	ret = gdr_map_v2(g, ctx.mh, &map_ptr, rounded, o.map_flag);
 	if (ret)
 		bench_die("gdr_map_v2 with -M %s: %s%s", map_flags_name(o.map_flag),
@@ -517,6 +522,9 @@ int main(int argc, char **argv)
 	bench_say("page offset: %lld\n", (long long)(gbuf.ptr - info.va));
 	ctx.map = (unsigned char *)map_ptr + (gbuf.ptr - info.va);
 	bench_say("user-space pointer: %p\n", (void *)ctx.map);
+	bench_say("use cold cache: %s\n", o.cold ? "yes" : "no");
+	bench_print_fences(&info, true);
+	bench_say("\n");
 
 	if (o.cold && info.mapping_type != GDR_MAPPING_TYPE_CACHING)
 		bench_die("-C needs a caching mapping, but this one is %s; cold-cache numbers "

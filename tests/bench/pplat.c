@@ -46,7 +46,8 @@ struct pplat_opts {
 	enum location cpu_flag_loc;
 	enum location data_loc;
 	int map_flag;
-	bool relaxed_poll;	/* -P relaxed */
+	bool relaxed_poll;
+	bool force_pcie;	/* -P relaxed */
 	const char *ptx_file;	/* -k: the kernel's PTX from this file */
 	bool blocks_set, threads_set;
 };
@@ -86,7 +87,7 @@ static void usage(const char *prog)
 {
 	printf("Usage: %s [-h] [-d gpu] [-t iters] [-u seconds] [-a fn] [-s size] [-B blocks]\n"
 	       "          [-T threads] [-m mode] [-G loc] [-C loc] [-D loc] [-M type] [-P poll]\n"
-	       "          [-k file] [-j] [-K]\n"
+	       "          [-k file] [-F] [-j] [-K]\n"
 	       "\n"
 	       "Round-trip latency of a CPU <-> GPU ping-pong through flags (and data), with\n"
 	       "the CPU reaching GPU memory through a gdrcopy mapping.\n"
@@ -113,6 +114,7 @@ static void usage(const char *prog)
 	       "  -P poll     how the GPU polls its flag: relaxed (ld.relaxed.sys, then one acquire\n"
 	       "              fence when there is data to order) or acquire (ld.acquire.sys each\n"
 	       "              poll) (default: relaxed)\n"
+	       BENCH_FORCE_PCIE_HELP
 	       "  -%c          print one JSON object per measurement on stdout (JSON Lines);\n"
 	       "              the human-readable text goes to stderr (default: off)\n"
 	       "  -K          print the PTX of the GPU kernel and exit\n"
@@ -187,7 +189,7 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 	o->relaxed_poll = true;
 
-	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:P:k:jK")) != -1) {
+	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:P:k:jKF")) != -1) {
 		switch (c) {
 		case 'h':
 			usage(argv[0]);
@@ -228,6 +230,9 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 			break;
 		case 'K':
 			print_ptx = true;
+			break;
+		case 'F':
+			o->force_pcie = true;
 			break;
 		case 'k':
 			o->ptx_file = optarg;
@@ -468,6 +473,7 @@ int main(int argc, char **argv)
 	plan = bench_plan_buckets(o.iters, "-t");
 
 	dev = bench_select_gpu(o.dev_id, false);
+	bench_print_force_pcie(o.force_pcie);
 	bench_get_locality(dev, &loc);
 	bench_print_locality(&loc);
 
@@ -514,10 +520,7 @@ int main(int argc, char **argv)
 	BENCH_CU(cuMemHostGetDevicePointer(&host_dev, ctx.host_buf, 0));
 
 	if (need_gdr) {
-		ret = gdr_pin_buffer(g, gbuf.ptr, buf_size, 0, 0, &ctx.mh);
-		if (ret)
-			bench_die("gdr_pin_buffer of %zu bytes at 0x%llx: %s", buf_size,
-				  (unsigned long long)gbuf.ptr, strerror(ret));
+		bench_pin(g, gbuf.ptr, buf_size, o.force_pcie, &ctx.mh);
 		ret = gdr_map_v2(g, ctx.mh, &map_ptr, buf_size, o.map_flag);
 		if (ret)
 			bench_die("gdr_map_v2 with -M %s: %s", map_flags_name(o.map_flag),

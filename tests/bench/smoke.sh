@@ -60,6 +60,61 @@ for line in sys.stdin:
 	passed=$((passed + 1))
 }
 
+# check_text TOOL LINE... -- ARGS...: run bindir/TOOL ARGS (text output) and
+# expect each LINE (a fixed string) at the start of some output line, in
+# that order: the fields NVIDIA's next release prints.
+check_text() {
+	tool=$1
+	shift
+	: >"$tmp/want"
+	while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+		printf '%s\n' "$1" >>"$tmp/want"
+		shift
+	done
+	shift
+	n=$((n + 1))
+	desc="$tool $* (text)"
+	$wrap "$bindir/$tool" "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		echo "not ok $n - $desc: exit status $rc"
+		sed 's/^/#   /' "$tmp/err" | tail -n 20
+		failed=$((failed + 1))
+		return
+	fi
+	# Each wanted line must come after the previous one.
+	rest=$(cat "$tmp/out")
+	while IFS= read -r line; do
+		case "$rest" in
+		"$line"* | *"
+$line"*)
+			rest=${rest#*"$line"}
+			;;
+		*)
+			echo "not ok $n - $desc: no line starting \"$line\" (in order) in:"
+			sed 's/^/#   /' "$tmp/out" | head -n 40
+			failed=$((failed + 1))
+			return
+			;;
+		esac
+	done <"$tmp/want"
+	echo "ok $n - $desc"
+	passed=$((passed + 1))
+}
+
+# The text fields of NVIDIA's next release, where it prints them.
+check_text gdrcopy_copybw "gpu alloc fn: cuMemAlloc" "device ptr: " "use force pcie: no" "map_d_ptr: " \
+	"user-space pointer: " "store fences: enabled" "writing test, size=65536" "write BW: median " \
+	"reading test, size=65536" "read BW: median " -- -s 64K -w 200 -r 10
+check_text gdrcopy_copylat "gpu alloc fn: cuMemAlloc" "use force pcie: no" "map_d_ptr: " \
+	"user-space pointer: " "use cold cache: no" "store fences: enabled" \
+	"load fences (gdr_copy_from_mapping): enabled" "Test " -- -s 64 -w 100 -r 10
+check_text gdrcopy_pplat "selecting device 0" "use force pcie: no" "Round-trip latency" -- -t 100 -u 120
+# -F pins with GDR_PIN_FLAG_FORCE_PCIE (softgpu's BAR honours it with persistent pins).
+check_text gdrcopy_copybw "use force pcie: yes" "store fences: enabled" "write BW: median " -- -s 64K -w 5 -r 5 -F
+check gdrcopy_copylat 14 -s 64 -w 100 -r 10 -F
+check gdrcopy_pplat 1 -t 100 -u 120 -F
+
 # copybw: one size with plain memcpy too (4 records); a sweep 1..256 B at
 # offset 4 (9 sizes x 2); the cuMemCreate allocator.
 check gdrcopy_copybw 4 -s 64K -c 4K -w 10 -r 10 -p

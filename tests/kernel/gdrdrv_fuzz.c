@@ -1549,6 +1549,10 @@ static void op_attr(struct thr *t, struct op *op)
 	else if (a.attr == GDRDRV_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE)
 		EXPECT(t, !err && a.val == w.force_pcie, C_ATTR,
 		       "GET_ATTR(SUPPORT_PIN_FLAG_FORCE_PCIE): %s, val %u", errname(err), a.val);
+	else if (a.attr == GDRDRV_ATTR_VMA_INHERITED_ON_FORK)
+		EXPECT(t, !err && a.val == 0, C_ATTR,
+		       "GET_ATTR(VMA_INHERITED_ON_FORK): %s, val %u (mappings are VM_DONTCOPY)",
+		       errname(err), a.val);
 	else
 		EXPECT(t, err == EINVAL, C_ATTR, "GET_ATTR(%u): %s, want EINVAL", a.attr,
 		       errname(err));

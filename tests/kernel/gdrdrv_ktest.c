@@ -493,10 +493,52 @@ static void test_gdrdrv_get_attr(void)
 	KT_EXPECT_OK(gd_ioctl(gd, GDRDRV_IOC_GET_ATTR, &a));
 	KT_ASSERT(a.val <= 1 && (!a.val || kt_env.persistent),
 		  "force-PCIe needs persistent pins (val %u)", a.val);
+	/* Every mapping is VM_DONTCOPY (gdrdrv_fork_isolation checks the child). */
+	a = (struct gdrdrv_get_attr){ .attr = GDRDRV_ATTR_VMA_INHERITED_ON_FORK, .val = 0xdead };
+	KT_EXPECT_OK(gd_ioctl(gd, GDRDRV_IOC_GET_ATTR, &a));
+	KT_ASSERT(a.val == 0, "VMA_INHERITED_ON_FORK %u, but gdrdrv sets VM_DONTCOPY", a.val);
 	a = (struct gdrdrv_get_attr){ .attr = 0 };
 	KT_EXPECT_ERR(gd_ioctl(gd, GDRDRV_IOC_GET_ATTR, &a), EINVAL);
 	a = (struct gdrdrv_get_attr){ .attr = 99 };
 	KT_EXPECT_ERR(gd_ioctl(gd, GDRDRV_IOC_GET_ATTR, &a), EINVAL);
+}
+
+/*
+ * /proc/driver/gdrdrv/params: GDRCopy 2.6's five lines in its spelling and
+ * order (scripts read them), then ours, each agreeing with the driver.
+ */
+static void test_gdrdrv_proc_params(void)
+{
+	static const char *const keys[] = {
+		"Version: ", "Built for NVIDIA driver flavor: ", "Use persistent mapping: ",
+		"dbg_enabled: ", "info_enabled: ", "VMA inherited on fork: ",
+	};
+	char lines[8][128], want[64];
+	struct stat st;
+	unsigned int n = 0, i;
+	FILE *fp;
+
+	KT_ASSERT(stat("/proc/driver/gdrdrv", &st) == 0, "/proc/driver/gdrdrv: %s", strerror(errno));
+	KT_ASSERT((st.st_mode & 07777) == 0555, "/proc/driver/gdrdrv mode %04o, want 0555",
+		  st.st_mode & 07777);
+	KT_ASSERT(stat("/proc/driver/gdrdrv/params", &st) == 0, "params: %s", strerror(errno));
+	KT_ASSERT((st.st_mode & 07777) == 0444, "params mode %04o, want 0444", st.st_mode & 07777);
+	fp = fopen("/proc/driver/gdrdrv/params", "r");
+	KT_ASSERT(fp, "open params: %s", strerror(errno));
+	while (n < 8 && fgets(lines[n], sizeof(lines[n]), fp))
+		n++;
+	fclose(fp);
+	KT_ASSERT(n == 6, "params has %u lines, want 6", n);
+	for (i = 0; i < n; i++)
+		KT_ASSERT(!strncmp(lines[i], keys[i], strlen(keys[i])), "params line %u is \"%s\", want \"%s...\"",
+			  i + 1, lines[i], keys[i]);
+	snprintf(want, sizeof(want), "Version: %d.%d\n", GDRCOPY_VERSION_MAJOR, GDRCOPY_VERSION_MINOR);
+	KT_ASSERT(!strcmp(lines[0], want), "%s", lines[0]);
+	KT_ASSERT(!strcmp(lines[1] + strlen(keys[1]), "opensource\n") ||
+		  !strcmp(lines[1] + strlen(keys[1]), "proprietary\n"), "%s", lines[1]);
+	KT_ASSERT(!strcmp(lines[2] + strlen(keys[2]), kt_env.persistent ? "yes\n" : "no\n"),
+		  "%s but GET_ATTR says persistent=%d", lines[2], kt_env.persistent);
+	KT_ASSERT(!strcmp(lines[5], "VMA inherited on fork: no\n"), "%s", lines[5]);
 }
 
 static void test_gdrdrv_unknown_ioctl(void)
@@ -1432,6 +1474,7 @@ static const struct kt_test tests[] = {
 	T(softgpu_space_isolation, false),
 	T(gdrdrv_get_version, true),
 	T(gdrdrv_get_attr, true),
+	T(gdrdrv_proc_params, true),
 	T(gdrdrv_unknown_ioctl, true),
 	T(gdrdrv_pin_unpin, true),
 	T(gdrdrv_pin_with_tokens, true),

@@ -165,6 +165,9 @@ def test_library_version_and_backend(fakes: ctypes.CDLL) -> None:
         assert g.persistent_mapping is True
         info = g.info()
         assert info["backend"] == "gdrdrv" and info["driver_version"] == "2.6"
+        # The fake is GDRCopy's driver: judged by flavour and kernel, a boolean either way.
+        assert info["mappings_inherited_on_fork"] in (True, False)
+        assert g.mappings_inherited_on_fork is info["mappings_inherited_on_fork"]
     assert g.closed
     with pytest.raises(gdrcopy.ClosedError, match="closed"):
         g.pin((FAKE_VA, 10))

@@ -104,6 +104,19 @@ def test_benchmarks_run(root: SuiteRoot) -> None:
     assert_clean(run, "benchmark smoke run")
 
 
+FORCE_PCIE_SCRIPT = "/src/tests/python/vm/force_pcie_reasons.sh"
+FORCE_PCIE_SUMMARY = re.compile(r"^force-pcie: (\d+) passed, (\d+) failed$", re.MULTILINE)
+
+
+def test_force_pcie_failures_say_why(root: SuiteRoot) -> None:
+    # A refused forced pin (softgpu's injected ENOTSUPP) is ENXIO, legacy pins ENOPROTOOPT,
+    # through the real gdrdrv and libgdrapi; the other reasons are unit-tested with fakes.
+    run = run_in_vm(root, f"sh {FORCE_PCIE_SCRIPT}")
+    found = FORCE_PCIE_SUMMARY.findall(run.console)
+    assert found and found[-1] == ("8", "0"), run.console[-4000:]
+    assert_clean(run, "force_pcie_reasons.sh")
+
+
 def test_pin_count_benchmark_prints_the_ratio(root: SuiteRoot) -> None:
     # GET_INFO and mmap latency with 1 pinned buffer and with 10,000, and their ratio.
     run = run_in_vm(root, "gdrdrv_pinbench")

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,9 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_fork_after_gdr_map)
 	dev = sanity_gpu_init(false);
 	g = sanity_gdr_open();
 	sanity_require_not_dmabuf(g, "keep mappings out of fork children");
+	/* As NVIDIA's release waives it there: a child's copy may upset the driver's tracking. */
+	if (sanity_gdr_attribute(g, GDR_ATTR_VMA_INHERITED_ON_FORK))
+		test_waive("GDR_ATTR_VMA_INHERITED_ON_FORK is 1: this driver's mappings are inherited by fork children");
 	map_new_buffer(g, dev, kind, INVAL_SIZE, &buf);
 	store_word(&buf, 0xf0f00001);
 
@@ -363,6 +367,72 @@ SANITY_TEST_BOTH_ALLOCS(invalidation_fork_after_gdr_map)
 	unmap_buffer(g, &buf);
 	ASSERT_GDR_OK(gdr_close(g));
 	sanity_free(&buf.mem);
+}
+
+/* Whether some mapping of this process covers addr (/proc/self/maps). */
+static bool address_mapped(const void *addr)
+{
+	unsigned long start, end, a = (unsigned long)addr;
+	char line[512];
+	bool found = false;
+	FILE *fp = fopen("/proc/self/maps", "re");
+
+	ASSERT_MSG(fp, "open /proc/self/maps: %s", strerror(errno));
+	while (!found && fgets(line, sizeof(line), fp))
+		if (sscanf(line, "%lx-%lx", &start, &end) == 2 && a >= start && a < end)
+			found = true;
+	fclose(fp);
+	return found;
+}
+
+static int fork_child_inherited;
+
+static void fork_inheritance_child(void *arg)
+{
+	bool mapped = address_mapped(fork_child_map);
+	uint32_t value = 0;
+	int sig;
+
+	(void)arg;
+	ASSERT_MSG(mapped == (fork_child_inherited != 0),
+		   "GDR_ATTR_VMA_INHERITED_ON_FORK is %d but the child %s the parent's mapping",
+		   fork_child_inherited, mapped ? "has" : "does not have");
+	if (!mapped)
+		return;
+	/* Inherited: the same GPU memory, not a copy. */
+	sig = load_word(fork_child_map, &value);
+	ASSERT_MSG(!sig, "the inherited mapping faulted (signal %d) in the child", sig);
+	ASSERT_EQ(value, 0xf0f00003);
+}
+
+/*
+ * GDR_ATTR_VMA_INHERITED_ON_FORK tells the truth: a fork child has the
+ * parent's mapping exactly when it says 1.  On every backend: gdrdrv keeps
+ * mappings out of children, the dma-buf and vulkan backends' NVIDIA
+ * mappings are inherited.
+ */
+SANITY_TEST(invalidation_fork_inherits_as_attribute_says)
+{
+	struct mapped_buffer buf;
+	CUdevice dev;
+	gdr_t g;
+
+	dev = sanity_gpu_init(false);
+	g = sanity_gdr_open();
+	fork_child_inherited = sanity_gdr_attribute(g, GDR_ATTR_VMA_INHERITED_ON_FORK);
+	/* NVIDIA's gdrdrv in that configuration: the child's copy may upset its tracking. */
+	if (fork_child_inherited && sanity_find_gdrdrv_fd() >= 0)
+		test_waive("GDR_ATTR_VMA_INHERITED_ON_FORK is 1 on gdrdrv: a child's copy of the mapping may upset the driver's tracking");
+	map_new_buffer(g, dev, GPU_ALLOC_CUMEMALLOC, INVAL_SIZE, &buf);
+	store_word(&buf, 0xf0f00003);
+	test_debug("GDR_ATTR_VMA_INHERITED_ON_FORK = %d", fork_child_inherited);
+
+	fork_child_map = buf.map;
+	sanity_expect_child_passed(sanity_fork(fork_inheritance_child, NULL),
+				   "has the parent's mapping exactly when the attribute says so");
+	unmap_buffer(g, &buf);
+	sanity_free(&buf.mem);
+	ASSERT_GDR_OK(gdr_close(g));
 }
 
 struct parent_pin {

@@ -66,6 +66,7 @@ static unsigned int open_count;
 static int last_open_flags;
 static uint64_t last_token;
 static uint32_t last_va_space, last_flags;
+static unsigned int attr_queries[8];
 
 static struct fake_cuda_config cuda_cfg;
 static bool dmabuf_fd[MAX_FDS];
@@ -101,6 +102,7 @@ void fake_reset(const struct fake_gdrdrv_config *c)
 		memset(&files[fd], 0, sizeof(files[fd]));
 	}
 	memset(ioctl_counts, 0, sizeof(ioctl_counts));
+	memset(attr_queries, 0, sizeof(attr_queries));
 	open_count = 0;
 	last_open_flags = 0;
 	last_token = 0;
@@ -244,8 +246,11 @@ static int fake_ioctl_locked(struct fake_file *f, unsigned long request, void *a
 		last_flags = p->flags;
 		if (p->flags & ~GDRDRV_PIN_BUFFER_FLAGS_ALL)
 			return EINVAL;
-		if ((p->flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE) && !cfg.force_pcie)
+		/* As gdrdrv: FORCE_PCIE needs persistent pins and the NVIDIA flag at build time. */
+		if ((p->flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE) && (!cfg.force_pcie || !cfg.persistent))
 			return EINVAL;
+		if ((p->flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE) && cfg.force_pcie_refused_errno)
+			return cfg.force_pcie_refused_errno;
 		return do_pin(f, p->addr, p->size, &p->handle);
 	}
 	case GDRDRV_IOC_UNPIN_BUFFER: {
@@ -302,12 +307,16 @@ static int fake_ioctl_locked(struct fake_file *f, unsigned long request, void *a
 
 		if (!v25)
 			return ENOTTY;
+		if (p->attr < 8)
+			attr_queries[p->attr]++;
 		if (cfg.attr_errno)
 			return cfg.attr_errno;
 		if (p->attr == GDRDRV_ATTR_USE_PERSISTENT_MAPPING)
 			p->val = cfg.persistent;
 		else if (p->attr == GDRDRV_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE)
-			p->val = cfg.force_pcie;
+			p->val = cfg.force_pcie && cfg.persistent;
+		else if (p->attr == GDRDRV_ATTR_VMA_INHERITED_ON_FORK && cfg.knows_vma_attr)
+			p->val = cfg.vma_inherited;
 		else
 			return EINVAL;
 		return 0;
@@ -516,6 +525,16 @@ uint32_t fake_last_pin_va_space(void)
 uint32_t fake_last_pin_flags(void)
 {
 	return last_flags;
+}
+
+unsigned int fake_attr_queries(uint32_t attr)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&lock);
+	n = attr < 8 ? attr_queries[attr] : 0;
+	pthread_mutex_unlock(&lock);
+	return n;
 }
 
 void fake_gdrdrv_invalidate(unsigned long addr)

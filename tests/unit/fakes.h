@@ -27,6 +27,9 @@ struct fake_gdrdrv_config {
 	int attr_errno;			/* GET_ATTR fails with this */
 	bool persistent;		/* GDRDRV_ATTR_USE_PERSISTENT_MAPPING */
 	bool force_pcie;		/* FORCE_PCIE supported */
+	int force_pcie_refused_errno;	/* the NVIDIA driver refuses FORCE_PCIE pins with this */
+	bool knows_vma_attr;		/* answers GDRDRV_ATTR_VMA_INHERITED_ON_FORK (else EINVAL) */
+	bool vma_inherited;		/* ... with this */
 	uint32_t tsc_khz;
 };
 
@@ -49,6 +52,8 @@ unsigned int fake_live_mappings(void);
 uint64_t fake_last_pin_token(void);
 uint32_t fake_last_pin_va_space(void);
 uint32_t fake_last_pin_flags(void);
+/* How often GET_ATTR was asked for attr. */
+unsigned int fake_attr_queries(uint32_t attr);
 /* Fire the "GPU memory freed" callback for the pin covering addr. */
 void fake_gdrdrv_invalidate(unsigned long addr);
 

@@ -182,6 +182,8 @@ static struct gdrdrv_sys_paths fuzz_paths = {
 	.sys_misc_dev = "/nonexistent/gdrfuzz/misc-dev",
 	.proc_devices = "/nonexistent/gdrfuzz/devices",
 	.sys_module = "/nonexistent/gdrfuzz/module",
+	.proc_params = "/nonexistent/gdrfuzz/params",
+	.osrelease = "/nonexistent/gdrfuzz/osrelease",
 };
 
 static void configure(uint8_t which, uint8_t variant)

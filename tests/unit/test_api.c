@@ -451,7 +451,7 @@ static void test_gates_driver_2_3(void **state)
 
 		assert_int_equal(gdr_pin_buffer_v2(p.g, FAKE_GPU_VA + GPU_PAGE, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE,
 						   &other),
-				 EINVAL);
+				 EPROTONOSUPPORT);
 	}
 
 	/* No REQ_MAPPING_TYPE; the type comes from the old GET_INFO. */
@@ -544,7 +544,7 @@ static void test_force_pcie_pin(void **state)
 	assert_non_null(g);
 	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &value), 0);
 	assert_int_equal(value, 0);
-	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE, &mh), EINVAL);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE, &mh), EOPNOTSUPP);
 	assert_int_equal(gdr_close(g), 0);
 
 	cfg.force_pcie = true;
@@ -566,6 +566,143 @@ static gdr_t open_default(void)
 
 	assert_non_null(g);
 	return g;
+}
+
+/* FORCE_PCIE pin failed: errno and log for each reason (gdrapi.h); nothing stays pinned. */
+static void expect_force_pcie_failure(const struct fake_gdrdrv_config *cfg, unsigned long addr, int want,
+				      const char *advice)
+{
+	const char *log;
+	gdr_mh_t mh;
+	gdr_t g;
+	int rc;
+
+	use_config(cfg);
+	g = open_default();
+	log_capture_begin();
+	rc = gdr_pin_buffer_v2(g, addr, GPU_PAGE, GDR_PIN_FLAG_FORCE_PCIE, &mh);
+	log = log_capture_end();
+	assert_int_equal(rc, want);
+	assert_contains(log, advice);
+	assert_int_equal(fake_live_pins(), 0);
+	/* Where the flag was the reason, the fallback consumers make works. */
+	if (addr && !cfg->pin_errno) {
+		assert_int_equal(gdr_pin_buffer_v2(g, addr, GPU_PAGE, 0, &mh), 0);
+		assert_int_equal(gdr_unpin_buffer(g, mh), 0);
+	}
+	assert_int_equal(gdr_close(g), 0);
+}
+
+static void test_force_pcie_failure_reasons(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	cfg.version = FAKE_VERSION(2, 4);
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, EPROTONOSUPPORT, "need gdrdrv 2.5 or newer");
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_PIN_BUFFER_V2)), 0);
+
+	cfg = fake_gdrdrv_default();
+	cfg.force_pcie = true;
+	cfg.persistent = false;
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, ENOPROTOOPT, "use_persistent_mapping=1");
+
+	cfg = fake_gdrdrv_default();
+	cfg.force_pcie = false;
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, EOPNOTSUPP, "NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING");
+
+	cfg = fake_gdrdrv_default();
+	cfg.force_pcie = true;
+	cfg.force_pcie_refused_errno = EINVAL;
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, ENXIO, "refused a forced PCIe BAR1 mapping");
+	cfg.force_pcie_refused_errno = 524;	/* the NVIDIA driver's ENOTSUPP */
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, ENXIO, "pin with flags 0");
+
+	/* A range nothing can pin: the flag is not the reason, and the errno says so. */
+	cfg = fake_gdrdrv_default();
+	cfg.force_pcie = true;
+	expect_force_pcie_failure(&cfg, 0, EINVAL, "PIN_BUFFER_V2");
+	cfg.pin_errno = ENOMEM;
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, ENOMEM, "BAR1");
+
+	/* Another process's file: EACCES, without asking the driver anything else. */
+	cfg = fake_gdrdrv_default();
+	cfg.force_pcie = true;
+	cfg.pin_errno = EACCES;
+	expect_force_pcie_failure(&cfg, FAKE_GPU_VA, EACCES, "another process");
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_ATTR)), 0);
+}
+
+static int vma_inherited(void)
+{
+	int value = -1;
+	gdr_t g = open_default();
+
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_VMA_INHERITED_ON_FORK, &value), 0);
+	assert_int_equal(gdr_close(g), 0);
+	return value;
+}
+
+static void test_vma_inherited_on_fork(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+
+	(void)state;
+	/* Our gdrdrv (a misc device) answers; the library passes on what it says. */
+	sandbox_set_major(&sandbox, -1);
+	sandbox_set_misc(&sandbox, 1, 3);
+	cfg.knows_vma_attr = true;
+	use_config(&cfg);
+	assert_int_equal(vma_inherited(), 0);
+	assert_int_equal(fake_attr_queries(GDRDRV_ATTR_VMA_INHERITED_ON_FORK), 1);
+	cfg.vma_inherited = true;
+	use_config(&cfg);
+	assert_int_equal(vma_inherited(), 1);
+	/* Ours from before the attribute: VM_DONTCOPY always. */
+	cfg.knows_vma_attr = false;
+	use_config(&cfg);
+	sandbox_write(sandbox.osrelease, "6.18.0-1-amd64\n");
+	assert_int_equal(vma_inherited(), 0);
+
+	/* GDRCopy's drivers are never asked: flavour and kernel decide. */
+	sandbox_set_misc(&sandbox, -1, 0);
+	sandbox_set_major(&sandbox, 1);
+	cfg = fake_gdrdrv_default();
+	cfg.knows_vma_attr = true;	/* even if it knew a number 3: its meaning is not ours to assume */
+	cfg.vma_inherited = false;
+	use_config(&cfg);
+	sandbox_write(sandbox.proc_params,
+		      "Version: 2.6\nBuilt for NVIDIA driver flavor: proprietary\nUse persistent mapping: yes\n");
+	sandbox_write(sandbox.osrelease, "6.15.0-1-amd64\n");
+	assert_int_equal(vma_inherited(), 1);
+	assert_int_equal(fake_attr_queries(GDRDRV_ATTR_VMA_INHERITED_ON_FORK), 0);
+	sandbox_write(sandbox.osrelease, "6.14.11\n");
+	assert_int_equal(vma_inherited(), 0);
+	sandbox_write(sandbox.osrelease, "5.14.0-570.el9.x86_64\n");
+	assert_int_equal(vma_inherited(), 0);
+	sandbox_write(sandbox.osrelease, "7.0.0\n");
+	assert_int_equal(vma_inherited(), 1);
+	unlink(sandbox.osrelease);	/* unknown kernel: the proprietary build may be the one that cannot */
+	assert_int_equal(vma_inherited(), 1);
+	sandbox_write(sandbox.osrelease, "6.17.1\n");
+	sandbox_write(sandbox.proc_params, "Version: 2.6\nBuilt for NVIDIA driver flavor: opensource\n");
+	assert_int_equal(vma_inherited(), 0);
+	/* Ours seen without sysfs (a container): its params line answers. */
+	sandbox_write(sandbox.proc_params, "Version: 2.6\nBuilt for NVIDIA driver flavor: proprietary\n"
+		      "Use persistent mapping: yes\ndbg_enabled: 0\ninfo_enabled: 0\nVMA inherited on fork: no\n");
+	assert_int_equal(vma_inherited(), 0);
+	sandbox_write(sandbox.proc_params, "Built for NVIDIA driver flavor: opensource\nVMA inherited on fork: yes\n");
+	assert_int_equal(vma_inherited(), 1);
+	unlink(sandbox.proc_params);	/* no params: only the kernel speaks */
+	assert_int_equal(vma_inherited(), 1);
+	sandbox_write(sandbox.osrelease, "6.1.0-30-amd64\n");
+	assert_int_equal(vma_inherited(), 0);
+
+	/* Drivers older than 2.5 have no GET_ATTR: the same reasoning, nothing asked. */
+	cfg.version = FAKE_VERSION(2, 4);
+	use_config(&cfg);
+	assert_int_equal(vma_inherited(), 0);
+	assert_int_equal(fake_ioctl_count(NR(GDRDRV_IOC_GET_ATTR)), 0);
 }
 
 static void test_pin_argument_errors(void **state)
@@ -1011,6 +1148,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gates_driver_2_4, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gates_driver_2_5, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_force_pcie_pin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_force_pcie_failure_reasons, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vma_inherited_on_fork, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pin_argument_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pin_bar1_exhausted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_map_errors, setup, teardown),

@@ -28,6 +28,8 @@ struct sandbox {
 	char sys_misc_dev[192];
 	char proc_devices[192];
 	char sys_module[192];
+	char proc_params[192];
+	char osrelease[192];
 	struct gdrdrv_sys_paths paths;
 };
 
@@ -75,10 +77,14 @@ static inline void sandbox_init(struct sandbox *s)
 	snprintf(s->sys_misc_dev, sizeof(s->sys_misc_dev), "%s/misc-gdrdrv-dev", s->dir);
 	snprintf(s->proc_devices, sizeof(s->proc_devices), "%s/devices", s->dir);
 	snprintf(s->sys_module, sizeof(s->sys_module), "%s/module-gdrdrv", s->dir);
+	snprintf(s->proc_params, sizeof(s->proc_params), "%s/params", s->dir);
+	snprintf(s->osrelease, sizeof(s->osrelease), "%s/osrelease", s->dir);
 	s->paths.device = s->device;
 	s->paths.sys_misc_dev = s->sys_misc_dev;
 	s->paths.proc_devices = s->proc_devices;
 	s->paths.sys_module = s->sys_module;
+	s->paths.proc_params = s->proc_params;	/* absent until a test writes it */
+	s->paths.osrelease = s->osrelease;
 	/* No misc device: GDRCopy's driver, with /dev/null's major: what the fake node really is. */
 	sandbox_set_major(s, 1);
 	gdrdrv_sys_paths = &s->paths;

@@ -84,6 +84,10 @@ static void test_fallback_when_gdrdrv_missing(void **state)
 	assert_int_equal(value, 1);
 	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &value), 0);
 	assert_int_equal(value, 1);
+	/* The NVIDIA driver's dma-buf mmap sets no VM_DONTCOPY. */
+	value = -1;
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_VMA_INHERITED_ON_FORK, &value), 0);
+	assert_int_equal(value, 1);
 	/*
 	 * No gdrdrv to ask, but consumers read both numbers whatever it returns:
 	 * it stands in for the gdrdrv interface the library implements (2.6),
@@ -95,6 +99,30 @@ static void test_fallback_when_gdrdrv_missing(void **state)
 	assert_int_equal(major, 2);
 	assert_int_equal(minor, 6);
 	assert_int_equal(gdr_close(g), 0);
+}
+
+/* The vulkan backend's attributes: its mappings are the NVIDIA driver's BAR1 mappings. */
+static void test_vulkan_attributes(void **state)
+{
+	struct fake_cuda_config cuda = good_cuda();
+	struct fake_vulkan_config vk = { .present = true, .bar1_visible = true, .heap_size = 1 << 20 };
+	int value = -1;
+	gdr_t g;
+
+	(void)state;
+	cuda.driver_version = 12040;	/* too old for dma-buf mmap */
+	fake_cuda_set(&cuda);
+	fake_vulkan_set(&vk);
+	g = gdr_open();
+	assert_non_null(g);
+	assert_string_equal(gdr_get_backend_name(g), "vulkan");
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_VMA_INHERITED_ON_FORK, &value), 0);
+	assert_int_equal(value, 1);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &value), 0);
+	assert_int_equal(value, 0);
+	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_MAX, &value), EINVAL);
+	assert_int_equal(gdr_close(g), 0);
+	assert_int_equal(fake_vulkan_live_objects(), 0);
 }
 
 static void test_forced_even_with_gdrdrv(void **state)
@@ -336,6 +364,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fallback_when_gdrdrv_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forced_even_with_gdrdrv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vulkan_attributes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_too_old, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_libcuda, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_dmabuf_support, setup, teardown),
