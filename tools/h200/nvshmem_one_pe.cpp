@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * NVSHMEM's start-up and a put through its host API, one PE, against whichever
+ * C++, as NVSHMEM's headers are.  NVSHMEM's start-up and a put through its host API, one PE, against whichever
  * libgdrapi the environment offers (tools/h200/consumers.sh runs it per cell).
  * NVSHMEM's proxy transports load libgdrapi.so.2 at start-up and judge its
  * runtime version; with NVSHMEM_DEBUG=INFO its log says what it decided.  The
@@ -26,7 +26,9 @@ static int check(cudaError_t rc, const char *what)
 
 int main(void)
 {
-	unsigned char *host = malloc(BYTES), *back = malloc(BYTES), *source = NULL, *symmetric;
+	unsigned char *host = static_cast<unsigned char *>(malloc(BYTES));
+	unsigned char *back = static_cast<unsigned char *>(malloc(BYTES));
+	unsigned char *source = nullptr, *symmetric;
 	cudaStream_t stream;
 	int bad = 0;
 
@@ -34,7 +36,7 @@ int main(void)
 		return 1;
 	nvshmem_init();
 	printf("nvshmem-check: PE %d of %d up\n", nvshmem_my_pe(), nvshmem_n_pes());
-	symmetric = nvshmem_malloc(BYTES);
+	symmetric = static_cast<unsigned char *>(nvshmem_malloc(BYTES));
 	if (!symmetric) {
 		fprintf(stderr, "nvshmem-check: nvshmem_malloc failed\n");
 		return 1;
