@@ -389,6 +389,29 @@ static void test_abi_mismatch(void **state)
 	assert_int_equal(fake.open_fds, 0);	/* the refused file was closed */
 }
 
+/* The CUDA runtime's first request, as Debian's libcudart 11.8 makes it; the real driver knows this id. */
+static void test_export_tables_are_refused_as_unknown(void **state)
+{
+	static const unsigned char cudart_table[16] = { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
+							0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 };
+	const void *table = &table;
+	CUuuid id;
+	void *fn = NULL;
+
+	(void)state;
+	memcpy(id.bytes, cudart_table, sizeof(id.bytes));
+	/* As the real driver answers an id it does not know: refused, the out-pointer untouched. */
+	assert_int_equal(cuGetExportTable(&table, &id), CUDA_ERROR_INVALID_VALUE);
+	assert_ptr_equal(table, &table);
+	assert_int_equal(cuGetExportTable(NULL, &id), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuGetExportTable(&table, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_ptr_equal(table, &table);
+	/* Handed out by cuGetProcAddress from CUDA 3.0 on, as the real one is. */
+	assert_int_equal(cuGetProcAddress("cuGetExportTable", &fn, 3000, 0, NULL), CUDA_SUCCESS);
+	assert_ptr_equal(fn, (void *)cuGetExportTable);
+	assert_int_equal(cuGetProcAddress("cuGetExportTable", &fn, 2040, 0, NULL), CUDA_ERROR_NOT_FOUND);
+}
+
 static void test_small_allocs_back_pages(void **state)
 {
 	CUdeviceptr s1, s2, a, chunk;
@@ -710,6 +733,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_device),
 		cmocka_unit_test(test_abi_mismatch),
+		cmocka_unit_test(test_export_tables_are_refused_as_unknown),
 		cmocka_unit_test_setup_teardown(test_small_allocs_back_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_alloc_own_chunk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_alloc_failure_rolls_back, setup, teardown),

@@ -457,6 +457,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
 CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
 				  cuuint64_t flags,
 				  CUdriverProcAddressQueryResult *symbolStatus);
+CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId);
 
 #ifdef __cplusplus
 }
