@@ -49,8 +49,9 @@ echo "ucx_gdr_copy_check exit status: $?"
 
 if [ -x "$top/libfabric/bin/fi_info" ]; then
     section "fi_info"
-    FI_HMEM_CUDA_USE_GDRCOPY=1 FI_LOG_LEVEL=info FI_PROVIDER=shm "$top/libfabric/bin/fi_info" -p shm -c FI_HMEM 2>&1 |
+    FI_HMEM_CUDA_USE_GDRCOPY=1 FI_LOG_LEVEL=info FI_PROVIDER=shm "$top/libfabric/bin/fi_info" -p shm 2>&1 |
         grep -iE 'hmem|cuda|gdr|nvml|provider:|fabric:|domain:|fi_info' | head -40
     echo "fi_info exit status: ${PIPESTATUS[0]}"
 fi
+section "end"
 exit 0

@@ -1,0 +1,193 @@
+"""Real consumers in the VM: UCX and libfabric, built from Debian's sources against this tree (issue 22).
+
+gdrkit.consumers fetches each consumer's Debian source package at test time
+(`apt-get source`, never committed), builds it on the host with GDRCopy and
+CUDA support against this tree's gdrapi.h and libgdrapi (CUDA headers and
+runtime from Debian non-free, softgpu's libcuda as the driver), caches the
+build, and copies it into the bookworm VM root, where softgpu and gdrdrv are
+loaded and our library is installed under /usr/local.
+tests/consumers/consumers_guest.sh then prints, per consumer, what it says
+about GDRCopy; these tests judge it:
+
+- UCX 1.13.1 (bookworm): its gdr_copy module resolves our libgdrapi.so.2,
+  and tests/consumers/ucx_gdr_copy_check.c (UCX's public UCT API, UCX_TLS=
+  gdr_copy) registers cuMemAlloc memory with the gdr_copy memory domain and
+  moves data both ways through the transport, each byte checked with
+  cuMemcpy.  `ucx_info -d` lists gdr_copy only when the CUDA runtime counts a
+  GPU; over softgpu, Debian's libcudart 11.8 cannot (it needs the driver's
+  private export table, cuGetExportTable), and that test is skipped with the
+  runtime's and the driver's own lines as the reason.
+- libfabric (trixie's 2.1.0 source: bookworm's 1.17 source files are not on
+  the mirror): with FI_HMEM_CUDA_USE_GDRCOPY=1, what its CUDA hmem
+  initialisation says, skipped with its own words where it cannot start.
+
+Cost on 2 cores: cold (nothing cached) about 14 minutes: the 775 MB
+nvidia-cuda-dev download and unpack (~1.5 min), UCX's autogen, configure and
+build (~9 min), libfabric's (~3 min), then the VM (~40 s).  Warm (builds
+cached; the key is the source version, our installed headers and the
+library's exported symbols, the CUDA packages' versions and the build
+scripts, so a change inside libgdrapi does not rebuild): about 1 minute
+(`make lib` into a prefix, copying into the root, one boot).  In the slow
+tier for that warm cost.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from gdrkit import consumers
+from gdrkit.system import UserError
+from gdrkit.vm import SuiteRoot, boot, default_loads
+
+GUEST_SCRIPT = "/src/tests/consumers/consumers_guest.sh"
+EXPORT_TABLE = re.compile(r"cuGetExportTable\(([0-9a-f-]{36})\)")
+
+
+# --- fast: the pure parts ---------------------------------------------------------------------------
+
+
+def test_sections_split_the_console_by_marker() -> None:
+    console = "boot noise\n==== a ====\nline 1\n[ 1.0] kernel\n==== b c ====\nx\n==== end ====\npower off\n"
+    assert consumers.sections(console) == {"a": "line 1\n[ 1.0] kernel", "b c": "x", "end": "power off"}
+
+
+def test_source_files_reads_version_and_checksums() -> None:
+    showsrc = (
+        "Package: ucx\nVersion: 1.13.1-1\nChecksums-Sha256:\n aa 12 ucx_1.13.1-1.dsc\n bb 34 ucx_1.13.1.orig.tar.xz\n"
+        "Homepage: x\n\nPackage: ucx\nVersion: 1.12.0-1\n"
+    )
+    assert consumers.source_files(showsrc) == (
+        "1.13.1-1",
+        {"ucx_1.13.1-1.dsc": "aa", "ucx_1.13.1.orig.tar.xz": "bb"},
+    )
+    assert consumers.source_files("") == ("", {})
+
+
+def test_build_key_follows_every_input() -> None:
+    ucx = consumers.CONSUMERS["ucx"]
+    base = consumers.build_key(ucx, "1.13.1-1", ("libcudart11.0=11.8",), "abi")
+    assert base == consumers.build_key(ucx, "1.13.1-1", ("libcudart11.0=11.8",), "abi")
+    assert base != consumers.build_key(ucx, "1.13.1-2", ("libcudart11.0=11.8",), "abi")
+    assert base != consumers.build_key(ucx, "1.13.1-1", ("libcudart11.0=12.0",), "abi")
+    assert base != consumers.build_key(ucx, "1.13.1-1", ("libcudart11.0=11.8",), "other abi")
+    assert base != consumers.build_key(consumers.CONSUMERS["libfabric"], "1.13.1-1", ("libcudart11.0=11.8",), "abi")
+
+
+def test_build_refuses_an_unknown_consumer() -> None:
+    with pytest.raises(UserError, match="unknown consumer 'nccl'"):
+        consumers.build("nccl")
+
+
+# --- slow: the real consumers in the VM ---------------------------------------------------------------
+
+
+@dataclass
+class GuestRun:
+    status: int | None
+    console: str
+    problems: list[str]
+    parts: dict[str, str]
+    builds: dict[str, consumers.Build] = field(default_factory=dict)
+    build_errors: dict[str, str] = field(default_factory=dict)
+
+    def part(self, name: str) -> str:
+        assert name in self.parts, f"the guest printed no '{name}' section:\n{self.console[-6000:]}"
+        return self.parts[name]
+
+
+@pytest.fixture(scope="module")
+def guest(built_root: Callable[[str], SuiteRoot]) -> GuestRun:
+    root = built_root("bookworm")
+    builds: dict[str, consumers.Build] = {}
+    errors: dict[str, str] = {}
+    for name in consumers.CONSUMERS:
+        try:
+            builds[name] = consumers.build(name)
+        except UserError as error:
+            errors[name] = str(error)
+    for name, one in builds.items():
+        cost = f"built in {one.seconds:.0f} s" if one.seconds else "from the cache"
+        print(f"{name} {one.source.version} ({one.source.suite}, {one.source.how}): key {one.key}, {cost}")
+    consumers.install_into_root(root.root_dir, list(builds.values()), consumers.cuda_prefix())
+    loads = default_loads()
+    result = boot(
+        root.kernel_image, root.modules_dir, root.root_dir, f"bash {GUEST_SCRIPT}", loads=loads, check_refcount=True
+    )
+    console = result.console_log.read_text(errors="replace")
+    run = GuestRun(result.status, console, result.problems(loads), consumers.sections(console), builds, errors)
+    for name, text in run.parts.items():
+        if name != "end":
+            print(f"==== {name} ====\n{text}")
+    return run
+
+
+@pytest.mark.slow
+def test_the_vm_run_is_clean(guest: GuestRun) -> None:
+    assert guest.status == 0, guest.console[-6000:]
+    assert not guest.problems, (guest.problems, guest.console[-6000:])
+
+
+def _need(guest: GuestRun, name: str) -> None:
+    if name not in guest.builds:
+        pytest.fail(f"{name} could not be built: {guest.build_errors.get(name)}")
+
+
+@pytest.mark.slow
+def test_ucx_gdr_copy_module_loads_our_libgdrapi(guest: GuestRun) -> None:
+    _need(guest, "ucx")
+    libraries = guest.part("libraries")
+    assert "libgdrapi: /usr/local/lib/libgdrapi.so.2." in libraries, libraries
+    assert re.search(r"ldd gdrcopy module: libgdrapi\.so\.2 => /usr/local/lib/libgdrapi\.so\.2 ", libraries), libraries
+    assert "libcuda: /usr/local/lib/libcuda.so.1" in libraries, libraries
+
+
+@pytest.mark.slow
+def test_ucx_gdr_copy_moves_correct_data_between_host_and_gpu_memory(guest: GuestRun) -> None:
+    _need(guest, "ucx")
+    check = guest.part("ucx gdr_copy data check")
+    assert "UCX-GDR: memory domain gdr_copy opened" in check, check
+    assert "UCX-GDR: transport gdr_copy on device cuda" in check, check
+    assert len(re.findall(r"^UCX-GDR: (host->gpu put_short|gpu->host get_short) .*: ok$", check, re.M)) == 8, check
+    assert "UCX-GDR: all data checks passed" in check and "ucx_gdr_copy_check exit status: 0" in check, check
+
+
+@pytest.mark.slow
+def test_ucx_info_lists_the_gdr_copy_memory_domain_and_transport(guest: GuestRun) -> None:
+    _need(guest, "ucx")
+    listing = guest.part("ucx_info -d")
+    assert "ucx_info -d exit status: 0" in listing, listing
+    if "# Memory domain: gdr_copy" in listing:
+        after = listing.split("# Memory domain: gdr_copy", 1)[1]
+        assert re.search(r"#\s+Transport: gdr_copy", after), listing
+        return
+    cudart = guest.part("cudart")
+    blocked = EXPORT_TABLE.search(cudart)
+    if blocked and "cudaGetDeviceCount returned" in cudart:
+        runtime = next(line for line in cudart.splitlines() if line.startswith("CUDART:"))
+        pytest.skip(
+            "ucx_info -d lists no gdr_copy: UCX 1.13 lists it only when cudaGetDeviceCount counts a GPU, and"
+            f" Debian's libcudart 11.8 first asks the driver for its private export table {blocked.group(1)}"
+            f" (cuGetExportTable), which softgpu's libcuda cannot provide. The runtime said: {runtime}"
+        )
+    pytest.fail(f"ucx_info -d lists no gdr_copy, for no reason seen here:\n{listing}\n---- cudart ----\n{cudart}")
+
+
+@pytest.mark.slow
+def test_libfabric_cuda_hmem_with_gdrcopy(guest: GuestRun) -> None:
+    _need(guest, "libfabric")
+    said = guest.part("fi_info")
+    assert "fi_info exit status: 0" in said, said
+    stopped = [line for line in said.splitlines() if re.search(r"Failed|failed|Unable|not supported", line)]
+    if stopped:
+        pytest.skip("libfabric's CUDA hmem (and so GDRCopy) did not initialise here; it said: " + " | ".join(stopped))
+    # Nothing failed: this suite has no libfabric data check to judge it by yet, so it does not pass.
+    pytest.skip(f"libfabric reported no failure, and no libfabric data check exists yet; it said:\n{said}")
+
+
+def test_guest_script_is_where_the_test_runs_it() -> None:
+    assert (Path(__file__).resolve().parents[2] / GUEST_SCRIPT.removeprefix("/src/")).is_file()
