@@ -14,8 +14,8 @@ GDRCopy and CUDA support, cached, and copied into a VM root under
   stage directory, cached under `cache_dir()/consumers/builds`, keyed by the
   source version, our header and exported symbols, the CUDA packages'
   versions and the build script and programs.
-- `install_into_root(root_dir, stages)`: copies the builds and the CUDA
-  runtime libraries into a VM root.
+- `install_into_root(root_dir, builds, cuda)`: copies the builds, the CUDA
+  runtime libraries and tests/consumers/consumers_guest.sh into a VM root.
 
 All raise `gdrkit.system.UserError` with a hint on expected failures (no
 source reachable, a configure that left GDRCopy out).
@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 SCRIPTS = REPO_ROOT / "tests" / "consumers"
+GUEST_SCRIPT = SCRIPTS / "consumers_guest.sh"
 GUEST_PREFIX = Path("/opt/consumers")
 # Debian 12's CUDA (11.8, non-free): headers and runtime; NVML for UCX's configure.
 CUDA_PACKAGES = ("nvidia-cuda-dev", "libcudart11.0", "libnvidia-ml-dev", "libnvidia-ml1")
@@ -319,6 +320,8 @@ def install_into_root(root_dir: Path, builds: Sequence[Build], cuda: CudaPrefix)
     (target / "cuda" / "lib").mkdir(parents=True)
     for library in cuda.runtime_libraries:
         shutil.copy2(library, target / "cuda" / "lib" / library.name, follow_symlinks=False)
+    # The root's /src follows whichever tree built it last; the script goes with the builds.
+    shutil.copy2(GUEST_SCRIPT, target / GUEST_SCRIPT.name)
 
 
 # ---- what the guest printed ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs inside a test VM (tests/python/test_consumers_vm.py) with softgpu and
+# Runs inside a test VM (tests/python/test_consumers_vm.py), from
+# /opt/consumers where gdrkit.consumers copies it, with softgpu and
 # gdrdrv loaded, our library installed under /usr/local and the consumers
 # built on the host (gdrkit.consumers) copied under /opt/consumers:
 #   consumers_guest.sh
