@@ -40,6 +40,7 @@ the cold cost is paid once per source version or change of our ABI.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,29 @@ def test_build_key_follows_every_input() -> None:
     assert base != consumers.build_key(ucx, "1.13.1-1", ("libcudart11.0=12.0",), "abi")
     assert base != consumers.build_key(ucx, "1.13.1-1", ("libcudart11.0=11.8",), "other abi")
     assert base != consumers.build_key(consumers.CONSUMERS["libfabric"], "1.13.1-1", ("libcudart11.0=11.8",), "abi")
+
+
+def test_source_lists_add_deb_src_lines_in_a_place_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gdrkit.vm import suites
+
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(suites, "run", fake_run)
+    binary = suites.AptLists(suites.SUITES["bookworm"], tmp_path)
+    sources = suites.AptLists(suites.SUITES["bookworm"], tmp_path, source_packages=True)
+    assert sources.base != binary.base and sources.base.name == "bookworm-src"
+    sources.update()
+    lines = sources.sources.read_text().splitlines()
+    assert "deb http://deb.debian.org/debian bookworm main contrib non-free" in lines
+    assert "deb-src http://deb.debian.org/debian bookworm main contrib non-free" in lines
+    assert len([line for line in lines if line.startswith("deb-src ")]) == len(lines) // 2
+    assert calls and calls[0][:3] == ["apt-get", "-q", "update"]
 
 
 def test_build_refuses_an_unknown_consumer() -> None:
