@@ -88,6 +88,8 @@ static const struct {
 	{ "cuMemsetD32", 2000, SG_FN(cuMemsetD32) },
 	{ "cuMemsetD32", 3020, SG_FN(cuMemsetD32_v2) },
 	{ "cuPointerGetAttribute", 4000, SG_FN(cuPointerGetAttribute) },
+	{ "cuPointerGetAttributes", 7000, SG_FN(cuPointerGetAttributes) },
+	{ "cuDeviceCanAccessPeer", 4000, SG_FN(cuDeviceCanAccessPeer) },
 	{ "cuPointerSetAttribute", 6000, SG_FN(cuPointerSetAttribute) },
 	{ "cuMemCreate", 10020, SG_FN(cuMemCreate) },
 	{ "cuMemRelease", 10020, SG_FN(cuMemRelease) },
