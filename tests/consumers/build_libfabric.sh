@@ -2,10 +2,9 @@
 # Builds libfabric from Debian's source tree with CUDA hmem and GDRCopy, the
 # shm and tcp providers only, and installs it under /opt/consumers/libfabric
 # in STAGE.  CUDA and libgdrapi are dlopened at run time ("libgdrapi.so", the
-# unversioned name), as builds meant for hosts with and without GPUs are:
-# linking would also need driver calls softgpu's libcuda lacks
-# (cuPointerGetAttributes, cuDeviceCanAccessPeer), and at run time their
-# absence is then reported by libfabric itself.
+# unversioned name, as consumers.md says libfabric looks for it), as builds
+# meant for hosts with and without GPUs are: what is missing at run time is
+# then reported by libfabric itself, not by the dynamic linker.
 # Run by gdrkit.consumers on the host (Debian 12, the VMs' userland).
 #   build_libfabric.sh SOURCE_DIR BUILD_DIR STAGE_DIR CUDA_PREFIX GDRAPI_PREFIX
 set -euo pipefail

@@ -48,14 +48,25 @@ section "ucx gdr_copy data check"
 UCX_TLS=gdr_copy "$top/bin/ucx_gdr_copy_check"
 echo "ucx_gdr_copy_check exit status: $?"
 
-if [ -x "$top/libfabric/bin/fi_info" ]; then
-    section "fi_info"
+fi_info_run() {
     FI_HMEM_CUDA_USE_GDRCOPY=1 FI_LOG_LEVEL=info FI_PROVIDER=shm \
         "$top/libfabric/bin/fi_info" -p shm > /tmp/fi_info.txt 2>&1
     echo "fi_info exit status: $?"
     # Its log lines about CUDA hmem and GDRCopy, without the parameter echo.
     grep -iE 'hmem|cuda|gdr|nvml|provider:' /tmp/fi_info.txt | grep -v 'fi_param_get_' ||
         echo "fi_info: no line names CUDA hmem or GDRCopy"
+}
+
+if [ -x "$top/libfabric/bin/fi_info" ]; then
+    section "fi_info"
+    fi_info_run
+    # libfabric asks NVML first when it can load it; NVML needs NVIDIA's
+    # kernel driver and says nothing more.  Without NVML it asks the CUDA
+    # runtime, which says why.
+    mkdir -p /tmp/cudart-only
+    cp -a "$cuda_libs"/libcudart.so* /tmp/cudart-only/
+    section "fi_info without NVML"
+    LD_LIBRARY_PATH=/tmp/cudart-only fi_info_run
 fi
 section "end"
 exit 0
