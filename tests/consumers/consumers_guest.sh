@@ -44,9 +44,20 @@ echo "ucx_info -d exit status: $?"
 grep -E '^#[[:space:]]+(Memory domain|Component|Transport|Device):' /tmp/ucx_info_d.txt
 grep -i -B2 -A12 'gdr' /tmp/ucx_info_d.txt || echo "ucx_info -d: no line names gdr_copy"
 
+# The data check, then which of our backends gdr_open picked (its log).
+ucx_data_check() {
+    UCX_TLS=gdr_copy GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 "$top/bin/ucx_gdr_copy_check" > /tmp/ucx_check.txt 2>&1
+    echo "ucx_gdr_copy_check exit status: $?"
+    grep '^UCX-GDR' /tmp/ucx_check.txt
+    grep -m 4 -E 'gdr_open: (using|backend)' /tmp/ucx_check.txt || echo "libgdrapi logged no backend line"
+}
+
 section "ucx gdr_copy data check"
-UCX_TLS=gdr_copy "$top/bin/ucx_gdr_copy_check"
-echo "ucx_gdr_copy_check exit status: $?"
+ucx_data_check
+
+# Our dma-buf backend: softgpu exports its memory as dma-bufs as well.
+section "ucx gdr_copy data check (dma-buf backend)"
+GDRCOPY_USE_DMABUF_MMAP=1 ucx_data_check
 
 fi_info_run() {
     FI_HMEM_CUDA_USE_GDRCOPY=1 FI_LOG_LEVEL=info FI_PROVIDER=shm \

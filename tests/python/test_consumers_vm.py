@@ -13,7 +13,9 @@ about GDRCopy; these tests judge it:
   and tests/consumers/ucx_gdr_copy_check.c (UCX's public UCT API, UCX_TLS=
   gdr_copy) registers cuMemAlloc memory with the gdr_copy memory domain and
   moves data both ways through the transport, each byte checked with
-  cuMemcpy.  `ucx_info -d` lists gdr_copy only when the CUDA runtime counts a
+  cuMemcpy: once on our gdrdrv backend, once on our dma-buf backend
+  (GDRCOPY_USE_DMABUF_MMAP=1; softgpu exports its memory as dma-bufs too),
+  each run naming the backend gdr_open chose.  `ucx_info -d` lists gdr_copy only when the CUDA runtime counts a
   GPU; over softgpu, Debian's libcudart 11.8 cannot (it needs the driver's
   private export table, cuGetExportTable), and that test is skipped with the
   runtime's and the driver's own lines as the reason.
@@ -200,10 +202,16 @@ def test_ucx_gdr_copy_module_loads_our_libgdrapi(guest: GuestRun) -> None:
     assert "libcuda: /usr/local/lib/libcuda.so.1" in libraries, libraries
 
 
+# The guest's data-check sections: our backend each one forces (none: gdr_open's first choice).
+DATA_CHECKS = {"gdrdrv": "ucx gdr_copy data check", "dmabuf": "ucx gdr_copy data check (dma-buf backend)"}
+
+
 @pytest.mark.slow
-def test_ucx_gdr_copy_moves_correct_data_between_host_and_gpu_memory(guest: GuestRun) -> None:
+@pytest.mark.parametrize("backend", list(DATA_CHECKS))
+def test_ucx_gdr_copy_moves_correct_data_between_host_and_gpu_memory(guest: GuestRun, backend: str) -> None:
     _need(guest, "ucx")
-    check = guest.part("ucx gdr_copy data check")
+    check = guest.part(DATA_CHECKS[backend])
+    assert f"gdr_open: using the {backend} backend" in check, check
     assert "UCX-GDR: memory domain gdr_copy opened" in check, check
     assert "UCX-GDR: transport gdr_copy on device cuda" in check, check
     assert len(re.findall(r"^UCX-GDR: (host->gpu put_short|gpu->host get_short) .*: ok$", check, re.M)) == 8, check
