@@ -90,11 +90,15 @@ def candidate_suites(abi: str) -> list[Suite]:
 class AptLists:
     """A suite's private apt configuration and package lists under `base`."""
 
-    def __init__(self, suite: Suite, base: Path, arch: Arch = HOST_ARCH) -> None:
+    def __init__(self, suite: Suite, base: Path, arch: Arch = HOST_ARCH, *, source_packages: bool = False) -> None:
         self.suite = suite
         self.arch = arch
+        # deb-src lines too (apt-get source); kept apart, so the binary lists never refresh for them.
+        self.source_packages = source_packages
         # The host architecture's lists keep their old place; others get their own.
         self.base = base / (suite.name if arch == HOST_ARCH else f"{suite.name}-{arch.debian}")
+        if source_packages:
+            self.base = self.base.with_name(self.base.name + "-src")
         self.sources = self.base / "sources.list"
         self.lists = self.base / "lists"
         self.cache = self.base / "cache"
@@ -126,7 +130,10 @@ class AptLists:
 
     def update(self, *, force: bool = False) -> None:
         """`apt-get update` into the private lists, unless done within a day (for the same sources)."""
-        wanted = "\n".join(self.suite.sources_lines(ARCHIVE_COMPONENTS)) + "\n"
+        lines = self.suite.sources_lines(ARCHIVE_COMPONENTS)
+        if self.source_packages:
+            lines += [line.replace("deb ", "deb-src ", 1) for line in lines]
+        wanted = "\n".join(lines) + "\n"
         same_sources = self.sources.exists() and self.sources.read_text() == wanted
         if self.is_fresh() and same_sources and not force:
             return

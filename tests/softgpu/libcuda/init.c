@@ -209,6 +209,22 @@ CUresult sg_check_device(CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * One device, so no peer: as the real driver (580) answers, a device asked
+ * about itself succeeds without writing *canAccessPeer, any other ordinal is
+ * CUDA_ERROR_INVALID_DEVICE (tools/probe-pointer-attributes.c).
+ */
+SG_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+	CUresult rc = sg_check_device(dev);
+
+	if (rc == CUDA_SUCCESS)
+		rc = sg_check_device(peerDev);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return canAccessPeer ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* ioctl on this process's file; returns 0 or an errno value. */
 int sg_ioctl(unsigned long request, void *arg)
 {

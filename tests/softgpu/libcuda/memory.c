@@ -955,6 +955,77 @@ SG_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
 	return CUDA_SUCCESS;
 }
 
+/*
+ * Several attributes at once, as the real driver (580, H200) answers them
+ * (tools/probe-pointer-attributes.c, its output beside it): memory it knows
+ * gets each attribute as cuPointerGetAttribute gives it, except that an
+ * attribute which does not apply (the host pointer of device memory) is
+ * written as 0 without failing the call; memory it does not know is no
+ * error either: no context, type 0, device pointer 0, host pointer = ptr,
+ * ordinal -2, 0 for the flags and buffer id, the range left untouched.
+ */
+SG_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+					  void **data, CUdeviceptr ptr)
+{
+	struct sg_pointer_info pi;
+	CUresult rc = sg_check_init();
+	unsigned int i;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!numAttributes || !attributes || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	sg_lock();
+	sg_pointer_info_locked(ptr, &pi);
+	sg_unlock();
+	for (i = 0; i < numAttributes; i++) {
+		void *out = data[i];
+
+		if (!out)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (pi.kind) {
+			if (cuPointerGetAttribute(out, attributes[i], ptr) == CUDA_SUCCESS)
+				continue;
+			/* Not applicable here: the real driver writes 0 and goes on. */
+			switch (attributes[i]) {
+			case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+			case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+				*(void **)out = NULL;
+				continue;
+			default:
+				return CUDA_ERROR_INVALID_VALUE;
+			}
+		}
+		switch (attributes[i]) {
+		case CU_POINTER_ATTRIBUTE_CONTEXT:
+			*(CUcontext *)out = NULL;
+			break;
+		case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+		case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		case CU_POINTER_ATTRIBUTE_MAPPED:
+			*(unsigned int *)out = 0;
+			break;
+		case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+			*(CUdeviceptr *)out = 0;
+			break;
+		case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+			*(void **)out = (void *)(uintptr_t)ptr;
+			break;
+		case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+			*(unsigned long long *)out = 0;
+			break;
+		case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+			*(int *)out = -2;
+			break;
+		default:
+			/* The range (and what was not probed) stays as the caller left it. */
+			break;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
 SG_EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute,
 					 CUdeviceptr ptr)
 {

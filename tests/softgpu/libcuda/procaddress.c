@@ -88,6 +88,8 @@ static const struct {
 	{ "cuMemsetD32", 2000, SG_FN(cuMemsetD32) },
 	{ "cuMemsetD32", 3020, SG_FN(cuMemsetD32_v2) },
 	{ "cuPointerGetAttribute", 4000, SG_FN(cuPointerGetAttribute) },
+	{ "cuPointerGetAttributes", 7000, SG_FN(cuPointerGetAttributes) },
+	{ "cuDeviceCanAccessPeer", 4000, SG_FN(cuDeviceCanAccessPeer) },
 	{ "cuPointerSetAttribute", 6000, SG_FN(cuPointerSetAttribute) },
 	{ "cuMemCreate", 10020, SG_FN(cuMemCreate) },
 	{ "cuMemRelease", 10020, SG_FN(cuMemRelease) },
@@ -108,6 +110,7 @@ static const struct {
 	{ "cuModuleGetFunction", 2000, SG_FN(cuModuleGetFunction) },
 	{ "cuFuncGetAttribute", 2020, SG_FN(cuFuncGetAttribute) },
 	{ "cuLaunchKernel", 4000, SG_FN(cuLaunchKernel) },
+	{ "cuGetExportTable", 3000, SG_FN(cuGetExportTable) },
 	{ "cuGetProcAddress", 11030, SG_FN(cuGetProcAddress) },
 	{ "cuGetProcAddress", 12000, SG_FN(cuGetProcAddress_v2) },
 };
@@ -169,4 +172,27 @@ SG_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 				    cuuint64_t flags)
 {
 	return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/*
+ * The driver's private, undocumented function tables, asked for by id.  The
+ * CUDA runtime (libcudart) asks for them before it does anything, for
+ * cudaGetDeviceCount too; softgpu provides none.  For an id it does not know,
+ * the real driver (535 and 550, probed without a kernel driver, before cuInit)
+ * answers CUDA_ERROR_INVALID_VALUE and leaves *ppExportTable as it was; it
+ * does the same for a NULL argument.  The debug line names the id, which is
+ * what stops a program built on the runtime here.
+ */
+SG_EXPORT CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+	if (pExportTableId) {
+		const unsigned char *b = (const unsigned char *)pExportTableId->bytes;
+
+		sg_debug("cuGetExportTable(%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x):"
+			 " softgpu provides none of the driver's private export tables",
+			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+			 b[12], b[13], b[14], b[15]);
+	}
+	(void)ppExportTable;
+	return CUDA_ERROR_INVALID_VALUE;
 }

@@ -389,6 +389,29 @@ static void test_abi_mismatch(void **state)
 	assert_int_equal(fake.open_fds, 0);	/* the refused file was closed */
 }
 
+/* The CUDA runtime's first request, as Debian's libcudart 11.8 makes it; the real driver knows this id. */
+static void test_export_tables_are_refused_as_unknown(void **state)
+{
+	static const unsigned char cudart_table[16] = { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a,
+							0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 };
+	const void *table = &table;
+	CUuuid id;
+	void *fn = NULL;
+
+	(void)state;
+	memcpy(id.bytes, cudart_table, sizeof(id.bytes));
+	/* As the real driver answers an id it does not know: refused, the out-pointer untouched. */
+	assert_int_equal(cuGetExportTable(&table, &id), CUDA_ERROR_INVALID_VALUE);
+	assert_ptr_equal(table, &table);
+	assert_int_equal(cuGetExportTable(NULL, &id), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuGetExportTable(&table, NULL), CUDA_ERROR_INVALID_VALUE);
+	assert_ptr_equal(table, &table);
+	/* Handed out by cuGetProcAddress from CUDA 3.0 on, as the real one is. */
+	assert_int_equal(cuGetProcAddress("cuGetExportTable", &fn, 3000, 0, NULL), CUDA_SUCCESS);
+	assert_ptr_equal(fn, (void *)cuGetExportTable);
+	assert_int_equal(cuGetProcAddress("cuGetExportTable", &fn, 2040, 0, NULL), CUDA_ERROR_NOT_FOUND);
+}
+
 static void test_small_allocs_back_pages(void **state)
 {
 	CUdeviceptr s1, s2, a, chunk;
@@ -442,6 +465,52 @@ static void test_large_alloc_own_chunk(void **state)
 	assert_int_equal(count_calls(SOFTGPU_IOC_VA_RESERVE), 0);
 	assert_int_equal(cuMemFree(big), CUDA_SUCCESS);
 	assert_true(has_call(SOFTGPU_IOC_FREE, big, 0));
+}
+
+/* As the real driver answered on the H200 (tools/probe-pointer-attributes-on-h200.out). */
+static void test_pointer_attributes_at_once(void **state)
+{
+	CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+					CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+					CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_CONTEXT };
+	unsigned int type = 99;
+	void *host = &host;
+	int ordinal = 99;
+	CUdeviceptr gpu, start = 7;
+	size_t size = 7;
+	CUcontext ctx = (CUcontext)&ctx;
+	void *data[] = { &type, &host, &ordinal, &start, &size, &ctx };
+	int can = 77;
+
+	(void)state;
+	assert_int_equal(cuMemAlloc(&gpu, 4 << 20), CUDA_SUCCESS);
+	assert_int_equal(cuPointerGetAttributes(6, attrs, data, gpu + 4096), CUDA_SUCCESS);
+	assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
+	assert_null(host);	/* not applicable: written as 0, no error */
+	assert_int_equal(ordinal, 0);
+	assert_int_equal(start, gpu);
+	assert_int_equal(size, 4 << 20);
+	assert_non_null(ctx);
+	/* Memory the driver does not know: no error, defaults, the range untouched. */
+	start = 7;
+	size = 7;
+	assert_int_equal(cuPointerGetAttributes(6, attrs, data, 0x1000), CUDA_SUCCESS);
+	assert_int_equal(type, 0);
+	assert_ptr_equal(host, (void *)0x1000);
+	assert_int_equal(ordinal, -2);
+	assert_int_equal(start, 7);
+	assert_int_equal(size, 7);
+	assert_null(ctx);
+	assert_int_equal(cuPointerGetAttributes(0, attrs, data, gpu), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerGetAttributes(1, NULL, data, gpu), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuPointerGetAttributes(1, attrs, NULL, gpu), CUDA_ERROR_INVALID_VALUE);
+	/* One device: asked about itself it succeeds and writes nothing; no other ordinal exists. */
+	assert_int_equal(cuDeviceCanAccessPeer(&can, 0, 0), CUDA_SUCCESS);
+	assert_int_equal(can, 77);
+	assert_int_equal(cuDeviceCanAccessPeer(&can, 0, 1), CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(cuDeviceCanAccessPeer(&can, 1, 0), CUDA_ERROR_INVALID_DEVICE);
+	assert_int_equal(cuDeviceCanAccessPeer(NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
+	assert_int_equal(cuMemFree(gpu), CUDA_SUCCESS);
 }
 
 static void test_alloc_failure_rolls_back(void **state)
@@ -710,8 +779,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_device),
 		cmocka_unit_test(test_abi_mismatch),
+		cmocka_unit_test(test_export_tables_are_refused_as_unknown),
 		cmocka_unit_test_setup_teardown(test_small_allocs_back_pages, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_alloc_own_chunk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pointer_attributes_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_alloc_failure_rolls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_reopens, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_memory_is_uva, setup, teardown),
