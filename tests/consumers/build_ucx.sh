@@ -36,7 +36,7 @@ grep -q '^#define uct_cuda_MODULES ":gdrcopy"' config.h || {
 }
 # The libraries and tools only: UCX's test/apps link CUDA calls softgpu's
 # libcuda does not define (cuCtxDetach), and nothing here runs them.
-for dir in src/ucm src/ucs src/uct src/ucp src/tools/info src/tools/perf; do
+for dir in src/ucm src/ucs src/uct src/ucp src/tools/info; do
     make -j"$jobs" -C "$dir"
     make -C "$dir" install DESTDIR="$stage"
 done

@@ -38,8 +38,11 @@ packages' versions and the build scripts and programs, so a change inside
 libgdrapi does not rebuild): 129 s for the whole file, of which about 60 s
 is the bookworm root's build of this tree that test_in_vm.py and the other
 VM tests share, so about 70 s of its own (`make lib` into a prefix, copying
-into the root, two boots of ~30 s).  In the slow tier for that warm cost;
-the cold cost is paid once per source version or change of our ABI.
+into the root, two boots of ~30 s).  UCX is in the slow tier (.ci/run) for
+that warm cost and its cold one (about 10 min: CUDA headers and UCX); the
+cold cost is paid once per source version or change of our ABI.  libfabric,
+whose cold build adds about 3 min and which cannot start its CUDA hmem over
+softgpu, is in the soak tier (./toolkit test --soak), with a boot of its own.
 """
 
 from __future__ import annotations
@@ -148,12 +151,16 @@ class Consumers:
     cuda: consumers.CudaPrefix
 
 
-@pytest.fixture(scope="module")
-def built_consumers(built_root: Callable[[str], SuiteRoot]) -> Consumers:
+# The slow tier (.ci/run) builds and runs UCX; libfabric, which cannot start its
+# CUDA hmem over softgpu anyway, costs a cold build of its own and runs in the soak tier.
+SLOW_TIER_CONSUMERS = ("ucx",)
+
+
+def _build_consumers(built_root: Callable[[str], SuiteRoot], names: tuple[str, ...]) -> Consumers:
     root = built_root("bookworm")
     builds: dict[str, consumers.Build] = {}
     errors: dict[str, str] = {}
-    for name in consumers.CONSUMERS:
+    for name in names:
         try:
             builds[name] = consumers.build(name)
         except UserError as error:
@@ -164,22 +171,36 @@ def built_consumers(built_root: Callable[[str], SuiteRoot]) -> Consumers:
     return Consumers(root, builds, errors, consumers.cuda_prefix())
 
 
-@pytest.fixture(scope="module", params=list(SOFTGPU_MODES))
-def guest(request: pytest.FixtureRequest, built_consumers: Consumers) -> GuestRun:
-    root, builds, errors = built_consumers.root, built_consumers.builds, built_consumers.errors
+def _boot_guest(built: Consumers, softgpu_mode: str) -> GuestRun:
+    root, builds, errors = built.root, built.builds, built.errors
     # A fresh copy before each boot, whatever an earlier run left in the shared root.
-    consumers.install_into_root(root.root_dir, list(builds.values()), built_consumers.cuda)
-    loads = default_loads(softgpu_args=SOFTGPU_MODES[str(request.param)])
+    consumers.install_into_root(root.root_dir, list(builds.values()), built.cuda)
+    loads = default_loads(softgpu_args=SOFTGPU_MODES[softgpu_mode])
     result = boot(
         root.kernel_image, root.modules_dir, root.root_dir, f"bash {GUEST_SCRIPT}", loads=loads, check_refcount=True
     )
     console = result.console_log.read_text(errors="replace")
     run = GuestRun(result.status, console, result.problems(loads), consumers.sections(console), builds, errors)
-    print(f"---- softgpu {request.param}-backed ({' '.join(load.name + ' ' + ' '.join(load.args) for load in loads)})")
+    print(f"---- softgpu {softgpu_mode}-backed ({' '.join(load.name + ' ' + ' '.join(load.args) for load in loads)})")
     for name, text in run.parts.items():
         if name != "end":
             print(f"==== {name} ====\n{text}")
     return run
+
+
+@pytest.fixture(scope="module")
+def built_consumers(built_root: Callable[[str], SuiteRoot]) -> Consumers:
+    return _build_consumers(built_root, SLOW_TIER_CONSUMERS)
+
+
+@pytest.fixture(scope="module", params=list(SOFTGPU_MODES))
+def guest(request: pytest.FixtureRequest, built_consumers: Consumers) -> GuestRun:
+    return _boot_guest(built_consumers, str(request.param))
+
+
+@pytest.fixture(scope="module")
+def guest_with_every_consumer(built_root: Callable[[str], SuiteRoot]) -> GuestRun:
+    return _boot_guest(_build_consumers(built_root, tuple(consumers.CONSUMERS)), "bar")
 
 
 @pytest.mark.slow
@@ -249,8 +270,9 @@ def libfabric_stops(said: str) -> list[str]:
     ]
 
 
-@pytest.mark.slow
-def test_libfabric_cuda_hmem_with_gdrcopy(guest: GuestRun) -> None:
+@pytest.mark.soak
+def test_libfabric_cuda_hmem_with_gdrcopy(guest_with_every_consumer: GuestRun) -> None:
+    guest = guest_with_every_consumer
     _need(guest, "libfabric")
     with_nvml, without_nvml = guest.part("fi_info"), guest.part("fi_info without NVML")
     for said in (with_nvml, without_nvml):
