@@ -2,18 +2,21 @@
  * Moves data between host memory and GPU memory through UCX's gdr_copy
  * transport, on UCX's public UCT API, and checks every byte.
  *
- * The GPU memory comes from cuMemAlloc (softgpu's libcuda in our VMs); UCX
+ * The GPU memory comes from cuMemAlloc (softgpu's libcuda in our VMs), or
+ * from cuMemCreate with a POSIX fd handle (what our vulkan backend can pin
+ * without a module, on the H200: tools/h200/consumers.sh); UCX
  * registers it with its gdr_copy memory domain (gdr_pin_buffer + gdr_map of
  * the libgdrapi it was built against), and the transport's put_short and
  * get_short copy through that mapping (gdr_copy_to_mapping /
  * gdr_copy_from_mapping).  The bytes are then read back, and written first,
  * with cuMemcpy, so the check does not trust UCX's own path for both ends.
  *
- *   ucx_gdr_copy_check [BYTES]      (default 2 MiB; at least 64 KiB)
+ *   ucx_gdr_copy_check [BYTES [cuMemAlloc|cuMemCreate]]   (default 2 MiB, cuMemAlloc; at least 64 KiB)
  *
  * Prints "UCX-GDR: ..." lines; exits 0 only when every check passed.
  */
 #include <cuda.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,11 +235,50 @@ static int move_and_check(struct transport *t, uct_rkey_t rkey, CUdeviceptr gpu,
 	return 0;
 }
 
+/* cuMemCreate memory that can be exported as a POSIX fd, mapped read-write at a reserved range. */
+static CUresult alloc_shareable(CUdevice device, CUdeviceptr *gpu, size_t *size)
+{
+	CUmemAllocationProp prop = { 0 };
+	CUmemAccessDesc access = { 0 };
+	CUmemGenericAllocationHandle handle;
+	size_t granularity;
+	CUresult result;
+
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = device;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	result = cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (result != CUDA_SUCCESS)
+		return result;
+	*size = (*size + granularity - 1) / granularity * granularity;
+	if ((result = cuMemCreate(&handle, *size, &prop, 0)) != CUDA_SUCCESS)
+		return result;
+	result = cuMemAddressReserve(gpu, *size, granularity, 0, 0);
+	if (result == CUDA_SUCCESS && (result = cuMemMap(*gpu, *size, 0, handle, 0)) != CUDA_SUCCESS)
+		cuMemAddressFree(*gpu, *size);
+	cuMemRelease(handle);	/* the mapping holds the memory from here on */
+	if (result != CUDA_SUCCESS)
+		return result;
+	access.location = prop.location;
+	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	return cuMemSetAccess(*gpu, *size, &access, 1);
+}
+
+static void free_shareable(CUdeviceptr gpu, size_t size)
+{
+	cuMemUnmap(gpu, size);
+	cuMemAddressFree(gpu, size);
+}
+
 int main(int argc, char **argv)
 {
 	size_t size = argc > 1 ? strtoull(argv[1], NULL, 0) : 2u << 20;
-	if (size < 65536) {
-		fprintf(stderr, "usage: %s [BYTES]  (BYTES at least 65536: one GPU page)\n", argv[0]);
+	const char *allocator = argc > 2 ? argv[2] : "cuMemAlloc";
+	bool shareable = strcmp(allocator, "cuMemCreate") == 0;
+	if (size < 65536 || (!shareable && strcmp(allocator, "cuMemAlloc") != 0)) {
+		fprintf(stderr, "usage: %s [BYTES [cuMemAlloc|cuMemCreate]]  (BYTES at least 65536: one GPU page)\n",
+			argv[0]);
 		return 2;
 	}
 	CUdevice device;
@@ -259,12 +301,13 @@ int main(int argc, char **argv)
 	uint8_t *sent = malloc(size), *seen = malloc(size);
 	if (!bad && (!sent || !seen))
 		bad = failed("malloc", "out of memory");
-	if (!bad && (result = cuMemAlloc(&gpu, size)) != CUDA_SUCCESS)
-		bad = cuda_failed("cuMemAlloc", result);
+	if (!bad && (result = shareable ? alloc_shareable(device, &gpu, &size) : cuMemAlloc(&gpu, size)) != CUDA_SUCCESS)
+		bad = cuda_failed(allocator, result);
 	if (!bad) {
 		ucs_status_t status = uct_md_mem_reg(t.md, (void *)gpu, size, UCT_MD_MEM_ACCESS_ALL, &memh);
 		if (status != UCS_OK)
-			bad = ucs_failed("uct_md_mem_reg of cuMemAlloc memory", status);
+			bad = ucs_failed(shareable ? "uct_md_mem_reg of cuMemCreate memory" : "uct_md_mem_reg of cuMemAlloc memory",
+					 status);
 	}
 	if (!bad) {
 		uct_md_attr_t md_attr;
@@ -277,7 +320,7 @@ int main(int argc, char **argv)
 		if (status != UCS_OK)
 			bad = ucs_failed("packing the remote key", status);
 		else
-			printf("UCX-GDR: registered %zu bytes of cuMemAlloc memory at 0x%llx\n", size,
+			printf("UCX-GDR: registered %zu bytes of %s memory at 0x%llx\n", size, allocator,
 			       (unsigned long long)gpu);
 	}
 	/* The whole buffer, then odd sizes at odd offsets (the copy's unaligned head and tail). */
@@ -289,7 +332,9 @@ int main(int argc, char **argv)
 		uct_rkey_release(t.component, &rkey);
 	if (memh && uct_md_mem_dereg(t.md, memh) != UCS_OK)
 		bad = failed("uct_md_mem_dereg", "deregistering failed");
-	if (gpu)
+	if (gpu && shareable)
+		free_shareable(gpu, size);
+	else if (gpu)
 		cuMemFree(gpu);
 	close_transport(&t);
 	cuDevicePrimaryCtxRelease(device);

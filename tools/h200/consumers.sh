@@ -156,6 +156,24 @@ if wait "$ucx_build"; then
 		why=$(grep -h -i -E "gdr" "$log" | grep -v -E "Memory domain|Transport|Component" | head -n 2 | tr '\n' ';')
 		report "ucx-source $("$OUT/ucx/bin/ucx_info" -v | head -n 1 | tr -s ' #') backend=$backend: ucx_info -d: ${said:-no gdr_copy memory domain} ${why:+($why)}"
 	done
+	# Data through UCX's gdr_copy transport (UCT API; tests/consumers/ucx_gdr_copy_check.c, as in the VM):
+	# the memory the vulkan backend can pin without a module, and cuMemAlloc memory, which it cannot.
+	if gcc -O2 -Wall -I"$OUT/ucx/include" -I/usr/local/cuda/include "$TOP/tests/consumers/ucx_gdr_copy_check.c" \
+		-o "$OUT/ucx_gdr_copy_check" -L"$OUT/ucx/lib" -Wl,-rpath,"$OUT/ucx/lib" -luct -lucs \
+		-L/usr/local/nvidia/lib64 -lcuda > "$OUT/ucx-check-build.log" 2>&1; then
+		for allocator in cuMemCreate cuMemAlloc; do
+			log=$OUT/ucx-check-vulkan-$allocator.txt
+			# shellcheck disable=SC2046 # cell_env prints NAME=VALUE words
+			env $(cell_env vulkan tree) timeout 120 "$OUT/ucx_gdr_copy_check" $((2 << 20)) "$allocator" > "$log" 2>&1
+			rc=$?
+			said=$(grep -h -E "^UCX-GDR: (registered|FAILED|all data)|gdr_pin_buffer:" "$log" | head -n 3 | tr -s ' ' | tr '\n' ';')
+			report "ucx-source gdr_copy data check backend=vulkan memory=$allocator: rc=$rc; $said ($(grep -c ': ok$' "$log") transfers checked ok)"
+			[ "$allocator" = cuMemAlloc ] || [ $rc -eq 0 ] || status=1
+		done
+	else
+		report "ucx-source gdr_copy data check: not run: the program did not build ($(tail -n 2 "$OUT/ucx-check-build.log" | tr '\n' ' '))"
+		status=1
+	fi
 else
 	report "ucx-source: not run: the build failed: $(tail -n 3 "$OUT/ucx-build.log" | tr '\n' ' ')"
 	status=1
