@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * C++, as NVSHMEM's headers are.  NVSHMEM's start-up and a put through its host API, one PE, against whichever
+ * CUDA C++, built with nvcc as NVSHMEM programs are.  NVSHMEM's start-up and a put through its host API, one PE, against whichever
  * libgdrapi the environment offers (tools/h200/consumers.sh runs it per cell).
  * NVSHMEM's proxy transports load libgdrapi.so.2 at start-up and judge its
  * runtime version; with NVSHMEM_DEBUG=INFO its log says what it decided.  The
