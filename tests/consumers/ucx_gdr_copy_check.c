@@ -218,6 +218,13 @@ static int move_and_check(struct transport *t, uct_rkey_t rkey, CUdeviceptr gpu,
 
 	fill(sent, length, pass + 1000);
 	result = cuMemcpyHtoD(gpu + offset, sent, length);
+	/*
+	 * From pageable memory, cuMemcpyHtoD returns once the bytes are staged,
+	 * before the DMA reaches GPU memory (CUDA's API sync behaviour; softgpu
+	 * copies at once, the H200 does not): wait for it before reading.
+	 */
+	if (result == CUDA_SUCCESS)
+		result = cuCtxSynchronize();
 	if (result != CUDA_SUCCESS)
 		return cuda_failed("cuMemcpyHtoD", result);
 	memset(seen, 0, length);

@@ -120,7 +120,7 @@ if nvcc -rdc=true -arch=sm_90 -std=c++17 -O2 -I"$NVSHMEM_DIR/include" "$TOP/tool
 	-L"$OUT/nvshmem-lib" -lnvshmem_host "$NVSHMEM_DIR/lib/libnvshmem_device.a" -L/usr/local/nvidia/lib64 -lcuda \
 	-Xlinker -rpath -Xlinker "$NVSHMEM_DIR/lib" -o "$OUT/nvshmem_one_pe" > "$OUT/nvshmem-build.log" 2>&1; then
 	UCX_WHEEL_LIB=$(find "$TOP/.device/ucx-wheel" -name libucp.so.0 -printf '%h\n' 2>/dev/null | head -n 1)
-	for spec in "none - ibrc" "vulkan deb ibrc" "vulkan deb ucx" "dmabuf deb ucx"; do
+	for spec in "none - none" "vulkan deb none" "vulkan deb ucx" "vulkan deb ibrc"; do
 		read -r backend layout transport <<< "$spec"
 		log=$OUT/nvshmem-$backend-$layout-$transport.log
 		# The cell's environment, with the UCX wheel's libraries for NVSHMEM's ucx transport.
@@ -129,7 +129,7 @@ if nvcc -rdc=true -arch=sm_90 -std=c++17 -O2 -I"$NVSHMEM_DIR/include" "$TOP/tool
 			NVSHMEM_DEBUG=INFO NVSHMEM_DISABLE_NVLS=1 NVSHMEM_REMOTE_TRANSPORT="$transport" \
 			timeout 120 "$OUT/nvshmem_one_pe" > "$log" 2>&1
 		rc=$?
-		said=$(grep -h -i -E "gdr|gdrcopy" "$log" | grep -v "^nvshmem-check" | sort -u | head -n 4 | tr '\n' ';')
+		said=$(grep -h -i -E "gdr|failed|error" "$log" | grep -v -E "^nvshmem-check|_HOME=|NVSHMEM_USE_" | sort -u | head -n 4 | tr '\n' ';')
 		report "nvshmem backend=$backend layout=$layout transport=$transport: rc=$rc; NVSHMEM said: ${said:-nothing about GDRCopy} => $(grep -h -E '^nvshmem-check: (PASS|FAIL)' "$log" | tail -n 1)"
 		[ $rc -eq 0 ] || status=1
 	done

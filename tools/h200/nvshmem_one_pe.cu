@@ -34,6 +34,9 @@ int main(void)
 
 	if (!host || !back)
 		return 1;
+	/* NVSHMEM takes the device current at start-up. */
+	if (check(cudaSetDevice(0), "cudaSetDevice"))
+		return 1;
 	nvshmem_init();
 	printf("nvshmem-check: PE %d of %d up\n", nvshmem_my_pe(), nvshmem_n_pes());
 	symmetric = static_cast<unsigned char *>(nvshmem_malloc(BYTES));
