@@ -129,7 +129,8 @@ if nvcc -rdc=true -arch=sm_90 -std=c++17 -O2 -I"$NVSHMEM_DIR/include" "$TOP/tool
 			NVSHMEM_DEBUG=INFO NVSHMEM_DISABLE_NVLS=1 NVSHMEM_REMOTE_TRANSPORT="$transport" \
 			timeout 120 "$OUT/nvshmem_one_pe" > "$log" 2>&1
 		rc=$?
-		said=$(grep -h -i -E "gdr|failed|error" "$log" | grep -v -E "^nvshmem-check|_HOME=|NVSHMEM_USE_" | sort -u | head -n 4 | tr '\n' ';')
+		said=$(grep -h -E "GDR|gdr|initialized the transport|skipped in favor|failed" "$log" |
+			grep -v -E "^nvshmem-check|_HOME=|NVSHMEM_USE_|cudaError" | sed 's|^/[^ ]*/||' | sort -u | head -n 4 | tr '\n' ';')
 		report "nvshmem backend=$backend layout=$layout transport=$transport: rc=$rc; NVSHMEM said: ${said:-nothing about GDRCopy} => $(grep -h -E '^nvshmem-check: (PASS|FAIL)' "$log" | tail -n 1)"
 		[ $rc -eq 0 ] || status=1
 	done
@@ -158,7 +159,7 @@ if wait "$ucx_build"; then
 		# shellcheck disable=SC2046
 		env $(cell_env "$backend" tree) "$OUT/ucx/bin/ucx_info" -d > "$log" 2>&1
 		said=$(grep -h -A3 -E "Memory domain: gdr_copy|Transport: gdr_copy" "$log" | tr -s ' \t' ' ' | tr '\n' ';' | head -c 400)
-		why=$(grep -h -i -E "gdr" "$log" | grep -v -E "Memory domain|Transport|Component" | head -n 2 | tr '\n' ';')
+		why=$(grep -h -E "^ERR: +$backend:" "$log" | head -n 1 | tr -s ' ')
 		report "ucx-source $("$OUT/ucx/bin/ucx_info" -v | head -n 1 | tr -s ' #') backend=$backend: ucx_info -d: ${said:-no gdr_copy memory domain} ${why:+($why)}"
 	done
 	# Data through UCX's gdr_copy transport (UCT API; tests/consumers/ucx_gdr_copy_check.c, as in the VM):
