@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdrkit.system import cache_dir, die, ensure_debian_packages, log, run, run_step
+from gdrkit.system import cache_dir, die, ensure_debian_packages, file_sha256, log, run, run_step
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import SUITES, AptLists, suite_lists
 
@@ -123,14 +123,6 @@ def source_files(showsrc: str) -> tuple[str, dict[str, str]]:
     return version.group(1), files
 
 
-def _sha256(path: Path) -> str:
-    sha = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            sha.update(chunk)
-    return sha.hexdigest()
-
-
 def fetch_source(consumer: Consumer) -> SourceTree:
     """The consumer's Debian source, downloaded and unpacked once; the first suite that serves it."""
     refusals = []
@@ -150,7 +142,7 @@ def fetch_source(consumer: Consumer) -> SourceTree:
         # apt checks each file it keeps against the Sources index; it keeps those it got.
         fetched = run(["apt-get", "-q", "source", "--download-only", *lists.options(), consumer.source_package],
                       cwd=base, capture=True, check=False)  # fmt: skip
-        present = {name for name, sha in files.items() if (base / name).exists() and _sha256(base / name) == sha}
+        present = {name for name, sha in files.items() if (base / name).exists() and file_sha256(base / name) == sha}
         dsc = [name for name in files if name.endswith(".dsc")]
         origs = [name for name in present if ".orig.tar." in name]
         if dsc and set(files) <= present:

@@ -10,6 +10,7 @@ fail; GDRKIT_VERBOSE=1 streams that output as well.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
@@ -325,3 +326,12 @@ def cache_dir() -> Path:
     path = Path(base)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -19,7 +19,6 @@ different files under one name, which one pool cannot hold.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from pathlib import Path
 from gdrkit.distro.families import debian_release
 from gdrkit.publish import manifest, model
 from gdrkit.publish.model import PackageFile, Plan, Record, Target
-from gdrkit.system import die, ensure_debian_packages, log, run
+from gdrkit.system import die, ensure_debian_packages, file_sha256, log, run
 
 PACKAGE = "gdrcopy"
 KEY_FILE = "gdrcopy-archive-keyring.asc"
@@ -38,25 +37,17 @@ COMPONENT = "main"
 TOOLS = {"deb": ("reprepro", "gnupg"), "rpm": ("createrepo-c", "rpm", "gnupg")}
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_package(path: Path) -> PackageFile:
     """A package file's name, version and architecture, as its package manager reads them."""
     if path.suffix == ".deb":
         out = run(["dpkg-deb", "-f", path, "Package", "Version", "Architecture"], capture=True).stdout
         fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
-        return PackageFile("deb", fields["Package"], fields["Version"], fields["Architecture"], sha256(path), path)
+        return PackageFile("deb", fields["Package"], fields["Version"], fields["Architecture"], file_sha256(path), path)
     query = "%{NAME}\\t%{EPOCHNUM}\\t%{VERSION}\\t%{RELEASE}\\t%{ARCH}"
     out = run(["rpm", "-qp", "--nosignature", "--qf", query, path], capture=True).stdout
     name, epoch, version, release, arch = out.strip().split("\t")
     evr = f"{epoch + ':' if epoch != '0' else ''}{version}-{release}"
-    return PackageFile("rpm", name, evr, arch, sha256(path), path)
+    return PackageFile("rpm", name, evr, arch, file_sha256(path), path)
 
 
 def collect(dist: Path, suite: str, rpm_release: str) -> dict[Target, list[PackageFile]]:
