@@ -165,7 +165,7 @@ def execute(build_plan: BuildPlan) -> list[Row]:
         if request.dry_run:
             continue
         problems = build.verify_contents(job.plan, built, request.host_arch)
-        _, report = build.lint(built, request.host_arch) if request.lint else (0, "")
+        _, report = build.lint(built) if request.lint else (0, "")
         for line in report.splitlines():
             if ": E: " in line or line.startswith("E: "):
                 print(line)

@@ -27,7 +27,8 @@ def test(c: Context, quick: bool = False, soak: bool = False, keyword: str = "")
     """
     if quick and soak:
         raise Exit("--quick and --soak exclude each other: the soak tier is all VM runs", code=2)
-    argv = [sys.executable, "-m", "pytest", "tests/python", "-ra", "-v"]
+    # --durations: every run (CI included) names its slowest tests, to keep .ci/run inside its 45 minutes.
+    argv = [sys.executable, "-m", "pytest", "tests/python", "-ra", "-v", "--durations=25"]
     if soak:
         argv += ["-m", "soak"]
     elif quick:

@@ -392,6 +392,7 @@ class RealSmiProbe(Probe):
     """This host, with nvidia-smi being the real binary run without a driver."""
 
     def __init__(self, real: DriverLibraries) -> None:
+        super().__init__()
         self.real = real
 
     def read(self, path: str) -> str | None:

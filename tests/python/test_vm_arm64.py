@@ -152,6 +152,6 @@ def test_arm64_deb_and_rpm_packages_cross_build_from_the_one_description(tmp_pat
     (devel,) = (tmp_path / "rpm").glob("gdrcopy-devel-*.aarch64.rpm")
     provides = run_host(["rpm", "-qp", "--provides", str(rpm)], capture=True).stdout.split("\n")
     requires = run_host(["rpm", "-qp", "--requires", str(devel)], capture=True).stdout.split("\n")
-    # What packages/rpmlintrc-cross's filter relies on: devel requires what the library package provides.
+    # devel requires what the library package provides, by the target's %{_isa}.
     wanted = next(line for line in requires if line.startswith("gdrcopy("))
     assert wanted in provides and "libgdrapi.so.2()(64bit)" in provides, (requires, provides)
