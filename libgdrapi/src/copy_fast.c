@@ -1,19 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
  * The state of the inline fast path (copy_fast.h): the engine's whole-line
- * routines, set by copy.c once it has chosen; and which loads a loop that
- * re-reads the same GPU lines back to back (a poll) should use, decided on
- * this machine by timing both.
+ * routines and its single-load read of up to a line, set by copy.c once it
+ * has chosen; and which loads a loop that re-reads the same GPU lines back to
+ * back (a poll of 128..512 bytes) should use, decided on this machine by
+ * timing them.
  *
  * A 64-byte streaming load of a line waits for the previous load of that
- * line to complete, so a poll with it costs one PCIe round trip.  Four
- * 16-byte loads of the line overlap with the previous poll's on some
- * machines (0.3 us a poll on an H200, against 1.05) and not on others
- * (1.6 us); they also risk a second round trip for a read that is waited on.
- * So a process starts with 64-byte loads, and the first thread that polls
- * times its polls with each kind in turns (POLL_TURN polls at a time, a few
- * hundred polls in all, well under a millisecond), then keeps 16-byte loads
- * only if they were clearly faster.  GDRCOPY_POLL_READS=lines|blocks|auto
+ * line to complete, so a poll with it costs one PCIe round trip.  Narrower
+ * loads of the line (four 16-byte or two 32-byte ones) overlap with the
+ * previous poll's on some machines (0.3 us a poll on an H200, against 1.05)
+ * and not on others (1.6 us); they also risk a second round trip for a read
+ * that is waited on, and a poll made of several loads of a line can see it
+ * half-written.  So reads of up to one line always use one load
+ * (gdr_single_load_width) and are never timed here; a process starts
+ * multi-line polls with 64-byte loads, and the first thread that polls times
+ * its polls with each kind in turns (POLL_TURN polls at a time, a few hundred
+ * polls in all, well under a millisecond), then keeps a narrower kind only if
+ * it was clearly faster.  GDRCOPY_POLL_READS=lines|halves|blocks|auto
  * overrides this (gdr_poll_setup reads it).
  */
 #include <stdatomic.h>
@@ -28,23 +32,29 @@
 
 atomic_bool gdr_copy_fast_ok;
 gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
+gdr_small_read_fn gdr_fast_line_read;
+gdr_block_copy_fn gdr_fast_read32;
 
 #if defined(__x86_64__)
 
 atomic_int gdr_poll_method;
-gdr_block_copy_fn gdr_fast_poll_from;
+gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
 __thread struct gdr_poll_watch gdr_poll_watch;
 
 #define POLL_TURN 16		/* polls with one kind of load before switching */
 #define POLL_SETTLE 4		/* first polls of a turn still overlap the other kind's */
-#define POLL_SAMPLES 96		/* per kind: six turns of twelve */
+#define POLL_SAMPLES 96		/* per kind: eight turns of twelve */
+
+/* The kinds timed, in turns: index into cal.ticks. */
+static const int poll_kinds[GDR_POLL_KINDS] = { GDR_POLL_LINES, GDR_POLL_HALVES, GDR_POLL_BLOCKS };
+static unsigned int poll_kinds_timed;	/* 2 without 32-byte poll loads (halves last in turn order: skipped) */
 
 static atomic_bool calibration_claimed;
 static __thread bool calibrating;	/* this thread times the polls */
 static struct {
-	uint32_t ticks[2][POLL_SAMPLES];	/* [0] 64-byte loads, [1] 16-byte loads */
-	unsigned int count[2];
-	unsigned int polls;	/* polls since calibration began; poll i used kind (i / POLL_TURN) & 1 */
+	uint32_t ticks[GDR_POLL_KINDS][POLL_SAMPLES];
+	unsigned int count[GDR_POLL_KINDS];
+	unsigned int polls;	/* polls since calibration began; poll i used kind turn_kind(i) */
 } cal;
 
 static int cmp_u32(const void *a, const void *b)
@@ -60,23 +70,54 @@ static uint32_t median(uint32_t *v, unsigned int n)
 	return v[n / 2];
 }
 
-int gdr_poll_choose(uint32_t *lines_ticks, unsigned int n_lines, uint32_t *blocks_ticks, unsigned int n_blocks)
+int gdr_poll_choose(uint32_t *ticks[GDR_POLL_KINDS], const unsigned int count[GDR_POLL_KINDS])
 {
-	uint64_t lines, blocks;
+	uint64_t lines, best = UINT64_MAX;
+	int choice = GDR_POLL_LINES;
+	unsigned int k;
 
-	if (!n_lines || !n_blocks)
+	if (!count[0])
 		return GDR_POLL_LINES;
-	lines = median(lines_ticks, n_lines);
-	blocks = median(blocks_ticks, n_blocks);
+	lines = median(ticks[0], count[0]);
+	for (k = 1; k < GDR_POLL_KINDS; k++) {
+		uint64_t m;
+
+		if (!count[k])
+			continue;
+		m = median(ticks[k], count[k]);
+		if (m < best) {
+			best = m;
+			choice = poll_kinds[k];
+		}
+	}
 	/* Clearly faster (by a fifth) or not at all: 64-byte loads are the safer kind for reads waited on. */
-	return blocks * 5 < lines * 4 ? GDR_POLL_BLOCKS : GDR_POLL_LINES;
+	return best * 5 < lines * 4 ? choice : GDR_POLL_LINES;
+}
+
+/* Which kind poll i of the calibration uses (index into poll_kinds). */
+static unsigned int turn_kind(unsigned int i)
+{
+	unsigned int k = (i / POLL_TURN) % poll_kinds_timed;
+
+	return poll_kinds_timed == GDR_POLL_KINDS ? k : (k ? 2 : 0);	/* without halves: lines, blocks */
+}
+
+static bool calibration_done(void)
+{
+	unsigned int k;
+
+	for (k = 0; k < GDR_POLL_KINDS; k++)
+		if ((poll_kinds_timed == GDR_POLL_KINDS || k != 1) && cal.count[k] < POLL_SAMPLES)
+			return false;
+	return true;
 }
 
 /* One timed poll of the calibration: record the previous poll's period, pick this one's kind. */
 static int calibration_step(uint64_t since_last)
 {
 	bool expected = false;
-	int kind, method;
+	uint32_t *ticks[GDR_POLL_KINDS] = { cal.ticks[0], cal.ticks[1], cal.ticks[2] };
+	int method;
 
 	if (!calibrating) {
 		if (atomic_load_explicit(&calibration_claimed, memory_order_relaxed) ||
@@ -86,34 +127,48 @@ static int calibration_step(uint64_t since_last)
 	}
 	/* since_last is the period of the previous poll (number cal.polls - 1), with its turn's kind. */
 	if (cal.polls && (cal.polls - 1) % POLL_TURN >= POLL_SETTLE) {
-		int previous = ((cal.polls - 1) / POLL_TURN) & 1;
+		unsigned int previous = turn_kind(cal.polls - 1);
 
 		if (cal.count[previous] < POLL_SAMPLES)
 			cal.ticks[previous][cal.count[previous]++] = (uint32_t)since_last;
 	}
-	if (cal.count[0] == POLL_SAMPLES && cal.count[1] == POLL_SAMPLES) {
-		method = gdr_poll_choose(cal.ticks[0], POLL_SAMPLES, cal.ticks[1], POLL_SAMPLES);
-		gdr_info("copy engine: polls of whole lines: %s (median period %u TSC ticks with 16-byte loads, %u with 64-byte ones; GDRCOPY_POLL_READS overrides)",
-			 method == GDR_POLL_BLOCKS ? "16-byte streaming loads" : "64-byte streaming loads",
-			 cal.ticks[1][POLL_SAMPLES / 2], cal.ticks[0][POLL_SAMPLES / 2]);
+	if (calibration_done()) {
+		uint32_t lines = 0, halves = 0, blocks = 0;
+
+		method = gdr_poll_choose(ticks, cal.count);
+		/* gdr_poll_choose sorted them: the medians are in the middle. */
+		lines = cal.ticks[0][POLL_SAMPLES / 2];
+		blocks = cal.ticks[2][POLL_SAMPLES / 2];
+		if (cal.count[1])
+			halves = cal.ticks[1][POLL_SAMPLES / 2];
+		gdr_info("copy engine: polls of 128-512 B of whole lines: %s (median period %u TSC ticks with 64-byte loads, %u with 32-byte ones, %u with 16-byte ones; 0: not timed; GDRCOPY_POLL_READS overrides)",
+			 method == GDR_POLL_BLOCKS ? "16-byte streaming loads" :
+			 method == GDR_POLL_HALVES ? "32-byte streaming loads" : "64-byte streaming loads",
+			 lines, halves, blocks);
 		atomic_store_explicit(&gdr_poll_method, method, memory_order_relaxed);
 		calibrating = false;
 		return method;
 	}
-	kind = (cal.polls++ / POLL_TURN) & 1;
-	return kind ? GDR_POLL_BLOCKS : GDR_POLL_LINES;
+	return poll_kinds[turn_kind(cal.polls++)];
 }
 
 /* The inline path's poll while undecided (it reads the decided kinds itself). */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last)
 {
-	if (calibration_step(since_last) == GDR_POLL_BLOCKS)
+	switch (calibration_step(since_last)) {
+	case GDR_POLL_BLOCKS:
 		gdr_fast_poll_from(dst, src, n);
-	else
+		break;
+	case GDR_POLL_HALVES:
+		gdr_fast_poll32_from(dst, src, n);
+		break;
+	default:
 		gdr_fast_lines_from(dst, src, n);
+		break;
+	}
 }
 
-int gdr_poll_method_from_env(const char *value, bool can_time)
+int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves)
 {
 	if (!can_time)
 		return GDR_POLL_LINES;
@@ -123,22 +178,31 @@ int gdr_poll_method_from_env(const char *value, bool can_time)
 		return GDR_POLL_LINES;
 	if (!strcmp(value, "blocks"))
 		return GDR_POLL_BLOCKS;
-	gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, blocks, auto; using auto", value);
+	if (!strcmp(value, "halves")) {
+		if (have_halves)
+			return GDR_POLL_HALVES;
+		gdr_warn("copy engine: GDRCOPY_POLL_READS=halves needs AVX2 32-byte streaming loads, which this CPU lacks; using auto");
+		return GDR_POLL_UNDECIDED;
+	}
+	gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, auto; using auto", value);
 	return GDR_POLL_UNDECIDED;
 }
 
-void gdr_poll_setup(gdr_block_copy_fn poll16)
+void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32)
 {
 	gdr_fast_poll_from = poll16;
-	atomic_store_explicit(&gdr_poll_method, gdr_poll_method_from_env(getenv("GDRCOPY_POLL_READS"), poll16 != NULL),
+	gdr_fast_poll32_from = poll32;
+	poll_kinds_timed = poll32 ? GDR_POLL_KINDS : 2;
+	atomic_store_explicit(&gdr_poll_method,
+			      gdr_poll_method_from_env(getenv("GDRCOPY_POLL_READS"), poll16 != NULL, poll32 != NULL),
 			      memory_order_relaxed);
 }
 
 #else
 
-void gdr_poll_setup(gdr_block_copy_fn poll16)
+void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32)
 {
-	(void)poll16;	/* only the x86 inline path tells polls from other reads */
+	(void)poll16, (void)poll32;	/* only the x86 inline path tells polls from other reads */
 }
 
 #endif /* x86 */

@@ -3,7 +3,8 @@
  * The shortest path for the commonest small copies through a WC mapping:
  * naturally aligned 1/2/4/8-byte accesses (flags, doorbells), 16-byte-aligned
  * blocks of up to 64 bytes, and whole 64-byte lines up to 512 bytes either
- * way.  Inlined into the API functions so that such a copy is a dozen
+ * way.  A read that lies inside one 64-byte line is one load (copy.h,
+ * gdr_single_load_width), so it never sees a line half-written.  Inlined into the API functions so that such a copy is a dozen
  * instructions after the handle is checked: a loop polling GPU memory keeps
  * as many reads in flight as the core's reorder window holds calls, so every
  * instruction on this path lengthens its period (measured on an H200:
@@ -24,6 +25,10 @@
 extern atomic_bool gdr_copy_fast_ok;
 /* The engine's whole-line routines (64-byte streaming stores and loads), or NULL; valid once fast_ok. */
 extern gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
+/* The engine's small_read (one load for a read inside a line), or NULL; valid once fast_ok. */
+extern gdr_small_read_fn gdr_fast_line_read;
+/* One 32-byte streaming load of an aligned 32-byte block, stored unmasked (AVX2), or NULL. */
+extern gdr_block_copy_fn gdr_fast_read32;
 /* How many mapping types have live mappings (copy.c): above 1, copies end with a full fence. */
 extern atomic_int gdr_live_mapping_types;
 
@@ -40,21 +45,25 @@ extern atomic_int gdr_live_mapping_types;
  * per process; until then, and for every other read, 64-byte loads.
  */
 #define GDR_POLL_GAP_TICKS 10000
-enum { GDR_POLL_UNDECIDED, GDR_POLL_LINES, GDR_POLL_BLOCKS };
+enum { GDR_POLL_UNDECIDED, GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_HALVES };
+#define GDR_POLL_KINDS 3	/* lines (64-byte loads), halves (32), blocks (16) */
 struct gdr_poll_watch {
 	const void *src;
 	uint64_t tsc;
 };
 extern __thread struct gdr_poll_watch gdr_poll_watch;
 extern atomic_int gdr_poll_method;
-/* 16-byte streaming loads of whole lines, each stored at once: the other kind of poll. */
-extern gdr_block_copy_fn gdr_fast_poll_from;
+/* 16- and 32-byte streaming loads of whole lines, each stored at once: the other kinds of poll (NULL: none). */
+extern gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
 /* A poll while undecided: one step of the timing, then the read with the kind it picked. */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
 /* GDRCOPY_POLL_READS's value (NULL: unset) to a GDR_POLL_*; can_time false: always lines. */
-int gdr_poll_method_from_env(const char *value, bool can_time);
-/* The decision from both kinds' poll periods (medians; sorts the arrays). */
-int gdr_poll_choose(uint32_t *lines_ticks, unsigned int n_lines, uint32_t *blocks_ticks, unsigned int n_blocks);
+int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves);
+/*
+ * The decision from the kinds' poll periods, [0] lines, [1] halves, [2]
+ * blocks (medians; sorts the arrays; a count of 0: not timed).
+ */
+int gdr_poll_choose(uint32_t *ticks[GDR_POLL_KINDS], const unsigned int count[GDR_POLL_KINDS]);
 
 /* MOVNTDQA (SSE4.1, checked at init) as asm: inlinable at the baseline ISA. */
 static inline __m128i gdr_fast_stream_load16(const void *block)
@@ -87,6 +96,8 @@ static inline void gdr_fast_read_lines(void *dst, const void *src, size_t n)
 		gdr_fast_lines_from(dst, src, n);
 	else if (method == GDR_POLL_BLOCKS)
 		gdr_fast_poll_from(dst, src, n);
+	else if (method == GDR_POLL_HALVES)
+		gdr_fast_poll32_from(dst, src, n);
 	else
 		gdr_poll_read(dst, src, n, since_last);	/* still timing both kinds */
 }
@@ -127,12 +138,18 @@ static inline bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void 
 			}
 		}
 	} else if (n >= 64 && !((wc | n) & 63) && lines) {
-		if (to_mapping)
+		/* One line is one load (never torn); only reads of several lines are polls to time. */
+		if (to_mapping || n == 64)
 			lines(dst, src, n);
 		else
 			gdr_fast_read_lines(dst, src, n);
 	} else if (n > 64 || ((wc | n) & 15)) {
 		return false;
+	} else if (!to_mapping && n == 32 && !(wc & 31) && gdr_fast_read32) {
+		/* One ymm load, no mask: a masked store made a 32-byte poll 0.8 us against 0.5 (H200). */
+		gdr_fast_read32(dst, src, 32);
+	} else if (!to_mapping && n > 16 && gdr_fast_line_read && gdr_single_load_width(wc, n)) {
+		gdr_fast_line_read(dst, src, n);	/* 32 or 48 B inside a line: one load */
 	} else if (to_mapping) {
 		for (i = 0; i < n / 16; i++)
 			_mm_stream_si128((__m128i *)dst + i, _mm_loadu_si128((const __m128i *)src + i));

@@ -137,6 +137,17 @@ __attribute__((target("sse4.1"))) static void poll16_sse41(void *dst, const void
 		_mm_storeu_si128(d, _mm_stream_load_si128(s));
 }
 
+/* The same with 32-byte loads: a third kind of poll for copy_fast.c to time. */
+__attribute__((target("avx2"))) static void poll32_avx2(void *dst, const void *src, size_t n)
+{
+	__m256i *d = dst;
+	__m256i *s = (__m256i *)src;
+
+	for (; n; n -= 32, d++, s++)
+		_mm256_storeu_si256(d, _mm256_stream_load_si256(s));
+	_mm256_zeroupper();
+}
+
 static void load16_sse2(void *dst, const void *src, size_t n)
 {
 	__m128i *d = dst;
@@ -249,15 +260,42 @@ __attribute__((target("sse4.1,avx512f,avx512bw,avx512vl"))) static void load16_p
 }
 
 /*
- * 1..64 bytes at any alignment: one streaming load per 16-byte block that
- * holds some of them (at most five), each stored with a mask of just those
- * bytes.  No bounce buffer, no calls, about ten instructions a block.
+ * 1..64 bytes at any alignment.  A read inside one aligned 16-, 32- or
+ * 64-byte block (gdr_single_load_width) is one streaming load of that block,
+ * stored with a mask of just the bytes asked for: the CPU fetches it whole,
+ * so a GPU writing the block with one store is never seen half-written (a
+ * 32-byte read done as two 16-byte loads was, about 30 % of the time, while
+ * the GPU rewrote the line once a microsecond: tools/h200/RESULTS.md).  The
+ * narrowest load that holds the read is used, because back to back a
+ * 64-byte load of a line waits for the previous one and narrower ones overlap.
+ * A read that crosses a line: one load per 16-byte block holding some of it.
+ * No bounce buffer, no calls.
  */
-__attribute__((target("sse4.1,avx512f,avx512bw,avx512vl"))) static void small_read_avx512bw(void *dst,
-											const void *wc_src, size_t n)
+__attribute__((target("sse4.1,avx2,avx512f,avx512bw,avx512vl"))) static void small_read_avx512bw(void *dst,
+												    const void *wc_src,
+												    size_t n)
 {
 	uintptr_t s = (uintptr_t)wc_src, end = s + n, block = s & ~(uintptr_t)15;
+	unsigned int width = gdr_single_load_width(s, n);
 
+	if (width == 64) {
+		uintptr_t line = s & ~(uintptr_t)63;
+		__m512i v = _mm512_stream_load_si512((void *)line);
+		__mmask64 keep = (n == 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1)) << (s - line);
+
+		_mm512_mask_storeu_epi8((char *)dst - (s - line), keep, v);
+		_mm256_zeroupper();
+		return;
+	}
+	if (width == 32) {
+		uintptr_t half = s & ~(uintptr_t)31;
+		__m256i v = _mm256_stream_load_si256((__m256i *)half);
+		__mmask32 keep = (__mmask32)((((uint64_t)1 << n) - 1) << (s - half));
+
+		_mm256_mask_storeu_epi8((char *)dst - (s - half), keep, v);
+		_mm256_zeroupper();
+		return;
+	}
 	for (; block < end; block += 16) {
 		__m128i v = _mm_stream_load_si128((__m128i *)block);
 		unsigned int lo = block < s ? (unsigned int)(s - block) : 0;
@@ -368,10 +406,12 @@ void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 		gdr_arch_copy_routines_get("avx512", r);
 		r->load16 = f->sse41 ? load16_sse41 : load16_sse2;
 		r->poll16 = f->sse41 ? poll16_sse41 : NULL;
+		r->poll32 = poll32_avx2;
+		r->read32 = poll32_avx2;	/* for n = 32: one load, stored at once */
 		r->load32 = NULL;
 		r->load_desc = r->load16_part ?
-			"AVX-512 VMOVNTDQA (64 B) for whole lines, SSE4.1 MOVNTDQA for parts and polls, masked stores" :
-			"AVX-512 VMOVNTDQA (64 B) for whole lines, SSE4.1 MOVNTDQA for parts and polls";
+			"AVX-512 VMOVNTDQA (64 B) for whole lines, one load of 16/32/64 B for a read within a line (masked stores), SSE4.1 or AVX2 MOVNTDQA for polls" :
+			"AVX-512 VMOVNTDQA (64 B) for whole lines, SSE4.1 or AVX2 MOVNTDQA for parts and polls";
 	} else if (f->avx2) {
 		gdr_arch_copy_routines_get("avx2", r);
 		r->load32 = NULL;

@@ -261,7 +261,7 @@ static void poll_and_check(unsigned char *dst, unsigned char *src, size_t n, uns
 static void test_polls(void **state)
 {
 	unsigned char *dst = dst_buf + GUARD, *src = src_buf + 64 * 8;
-	static const int methods[] = { GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_UNDECIDED };
+	static const int methods[] = { GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_HALVES, GDR_POLL_UNDECIDED };
 	unsigned char pattern[GDR_FAST_LINES_MAX];
 	size_t n;
 	unsigned int m;
@@ -269,11 +269,11 @@ static void test_polls(void **state)
 	(void)state;
 	memcpy(pattern, src, sizeof(pattern));	/* the other tests' source bytes, put back at the end */
 	gdr_copy_engine_init();
-	if (!atomic_load(&gdr_copy_fast_ok) || !gdr_fast_lines_from || !gdr_fast_poll_from) {
-		print_message("skipped: this CPU has no inline path with both kinds of polling loads (SSE4.1 and AVX-512)\n");
+	if (!atomic_load(&gdr_copy_fast_ok) || !gdr_fast_lines_from || !gdr_fast_poll_from || !gdr_fast_poll32_from) {
+		print_message("skipped: this CPU has no inline path with every kind of polling load (SSE4.1, AVX2 and AVX-512)\n");
 		skip();
 	}
-	for (m = 0; m < 3; m++) {
+	for (m = 0; m < 4; m++) {
 		atomic_store(&gdr_poll_method, methods[m]);
 		for (n = 64; n <= GDR_FAST_LINES_MAX; n += 64) {
 			poll_and_check(dst, src, n, 400);
@@ -284,27 +284,68 @@ static void test_polls(void **state)
 	/* The UNDECIDED rounds above ran the whole calibration (a few hundred polls). */
 	assert_int_not_equal(atomic_load(&gdr_poll_method), GDR_POLL_UNDECIDED);
 	print_message("polls: the calibration chose %s loads\n",
-		      atomic_load(&gdr_poll_method) == GDR_POLL_BLOCKS ? "16-byte" : "64-byte");
+		      atomic_load(&gdr_poll_method) == GDR_POLL_BLOCKS ? "16-byte" :
+		      atomic_load(&gdr_poll_method) == GDR_POLL_HALVES ? "32-byte" : "64-byte");
 	memcpy(src, pattern, sizeof(pattern));
 }
 
 static void test_poll_choice(void **state)
 {
 	uint32_t lines[5] = { 1000, 1100, 900, 5000, 1000 }, blocks[5] = { 300, 320, 9000, 310, 330 };
-	uint32_t close[3] = { 950, 900, 1000 };
+	uint32_t close[3] = { 950, 900, 1000 }, halves[5] = { 200, 210, 190, 7000, 205 };
+	uint32_t *ticks[GDR_POLL_KINDS];
+	unsigned int count[GDR_POLL_KINDS];
 
 	(void)state;
-	assert_int_equal(gdr_poll_choose(lines, 5, blocks, 5), GDR_POLL_BLOCKS);
-	assert_int_equal(gdr_poll_choose(blocks, 5, lines, 5), GDR_POLL_LINES);
+	/* [0] lines, [1] halves, [2] blocks; a count of 0 is a kind not timed. */
+	ticks[0] = lines, ticks[1] = halves, ticks[2] = blocks;
+	count[0] = 5, count[1] = 0, count[2] = 5;
+	assert_int_equal(gdr_poll_choose(ticks, count), GDR_POLL_BLOCKS);
+	count[1] = 5;
+	assert_int_equal(gdr_poll_choose(ticks, count), GDR_POLL_HALVES);
+	ticks[0] = blocks, ticks[1] = lines, ticks[2] = lines;
+	assert_int_equal(gdr_poll_choose(ticks, count), GDR_POLL_LINES);
 	/* Not a fifth faster: 64-byte loads stay. */
-	assert_int_equal(gdr_poll_choose(lines, 5, close, 3), GDR_POLL_LINES);
-	assert_int_equal(gdr_poll_choose(lines, 0, blocks, 5), GDR_POLL_LINES);
-	assert_int_equal(gdr_poll_method_from_env(NULL, true), GDR_POLL_UNDECIDED);
-	assert_int_equal(gdr_poll_method_from_env("auto", true), GDR_POLL_UNDECIDED);
-	assert_int_equal(gdr_poll_method_from_env("lines", true), GDR_POLL_LINES);
-	assert_int_equal(gdr_poll_method_from_env("blocks", true), GDR_POLL_BLOCKS);
-	assert_int_equal(gdr_poll_method_from_env("blocks", false), GDR_POLL_LINES);
-	assert_int_equal(gdr_poll_method_from_env("sideways", true), GDR_POLL_UNDECIDED);
+	ticks[0] = lines, ticks[1] = close, ticks[2] = close;
+	count[1] = 3, count[2] = 3;
+	assert_int_equal(gdr_poll_choose(ticks, count), GDR_POLL_LINES);
+	ticks[2] = blocks, count[0] = 0, count[2] = 5;
+	assert_int_equal(gdr_poll_choose(ticks, count), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_method_from_env(NULL, true, true), GDR_POLL_UNDECIDED);
+	assert_int_equal(gdr_poll_method_from_env("auto", true, true), GDR_POLL_UNDECIDED);
+	assert_int_equal(gdr_poll_method_from_env("lines", true, true), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_method_from_env("blocks", true, true), GDR_POLL_BLOCKS);
+	assert_int_equal(gdr_poll_method_from_env("halves", true, true), GDR_POLL_HALVES);
+	assert_int_equal(gdr_poll_method_from_env("halves", true, false), GDR_POLL_UNDECIDED);
+	assert_int_equal(gdr_poll_method_from_env("blocks", false, true), GDR_POLL_LINES);
+	assert_int_equal(gdr_poll_method_from_env("sideways", true, true), GDR_POLL_UNDECIDED);
+}
+
+/*
+ * Reads that never tear (copy.h): the one load's width is the smallest
+ * aligned block of 16, 32 or 64 bytes holding the read; none for a read
+ * across a line or longer than one.
+ */
+static void test_single_load_width(void **state)
+{
+	const uintptr_t line = 0x10000;
+
+	(void)state;
+	assert_int_equal(gdr_single_load_width(line, 0), 0);
+	assert_int_equal(gdr_single_load_width(line, 1), 16);
+	assert_int_equal(gdr_single_load_width(line + 8, 8), 16);
+	assert_int_equal(gdr_single_load_width(line, 16), 16);
+	assert_int_equal(gdr_single_load_width(line + 8, 16), 32);	/* crosses a 16-byte block */
+	assert_int_equal(gdr_single_load_width(line, 32), 32);
+	assert_int_equal(gdr_single_load_width(line + 32, 32), 32);
+	assert_int_equal(gdr_single_load_width(line + 16, 32), 64);	/* crosses the 32-byte halves */
+	assert_int_equal(gdr_single_load_width(line + 16, 48), 64);
+	assert_int_equal(gdr_single_load_width(line, 64), 64);
+	assert_int_equal(gdr_single_load_width(line + 32, 33), 0);	/* crosses into the next line */
+	assert_int_equal(gdr_single_load_width(line + 1, 64), 0);
+	assert_int_equal(gdr_single_load_width(line, 65), 0);
+	assert_int_equal(gdr_single_load_width(line + 63, 1), 16);
+	assert_int_equal(gdr_single_load_width(line + 63, 2), 0);
 }
 #endif
 
@@ -325,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_routine_name),
 #if defined(__x86_64__)
 		cmocka_unit_test(test_poll_choice),
+		cmocka_unit_test(test_single_load_width),
 		cmocka_unit_test(test_polls),
 #endif
 	};
