@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Medians and ranges over the rounds of one tools/h200/run.sh run, as Markdown tables.
+"""Medians and ranges over the rounds of one tools/h200/run.sh or pingpong.sh run, as Markdown tables.
 
-    python3 tools/h200/summarize.py RESULTS_DIR
+    python3 tools/h200/summarize.py RESULTS_DIR [--plots DIR]
 
-Each figure is the median over rounds of that round's median (copylat and pplat
-report per-bucket medians); the range is the lowest and highest round.
+Each figure is the median over rounds of that round's median (copylat, pplat
+and pingpong report per-bucket medians); the range is the lowest and highest
+round.  --plots draws the curves (SVG, matplotlib: `pip install matplotlib`
+where it is missing) into DIR.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import statistics
 import sys
@@ -138,16 +141,209 @@ def pplat_table(results: Path) -> list[str]:
     return lines
 
 
+# pingpong.cu's read routines, in the tables' order, with their column names.
+PINGPONG_ROUTINES = {
+    "ours": "ours",
+    "exported": "exported",
+    "general": "ours, general path",
+    "reference": "reference",
+    "loop16": "16 B loads",
+    "loop32": "32 B loads",
+    "loop64": "64 B loads",
+    "memcpy": "memcpy",
+}
+PINGPONG_SIZES = (16, 32, 64, 128)
+
+
+def pingpong_figures(results: Path) -> tuple[dict[tuple[str, str, int], list[float]], dict[tuple[str, int], str]]:
+    """(figure, routine, size) -> per-round values; (routine, size) -> why it was not run."""
+    figures: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    not_run: dict[tuple[str, int], str] = {}
+    path = results / "pingpong.jsonl"
+    if not path.exists():
+        return figures, not_run
+    for rec in records(path):
+        if rec.get("tool") != "pingpong" or "size" not in rec:
+            continue
+        routine = "general" if rec["variant"] == "general_path" else rec["routine"]
+        if "not_run" in rec:
+            not_run[(routine, rec["size"])] = rec["not_run"]
+            continue
+        fields = {
+            "pingpong": ("median_us", "polls_per_trip"),
+            "torn": ("torn_fraction", "values_per_us", "us_per_read"),
+            "reads": ("b2b_us", "single_us"),
+        }.get(rec["test"], ())
+        for field in fields:
+            figures[(field, routine, rec["size"])].append(rec[field])
+    return figures, not_run
+
+
+def pingpong_table(
+    title: str,
+    field: str,
+    figures: dict[tuple[str, str, int], list[float]],
+    not_run: dict[tuple[str, int], str],
+    digits: int = 3,
+) -> list[str]:
+    routines = [r for r in PINGPONG_ROUTINES if any((field, r, size) in figures for size in PINGPONG_SIZES)]
+    if not routines:
+        return []
+    lines = [
+        f"\n### {title}\n",
+        "| size | " + " | ".join(PINGPONG_ROUTINES[r] for r in routines) + " |",
+        "| ---: | " + " | ".join("---:" for _ in routines) + " |",
+    ]
+    for size in PINGPONG_SIZES:
+        cells = []
+        for routine in routines:
+            values = figures.get((field, routine, size), [])
+            why = not_run.get((routine, size))
+            cells.append(cell(values, digits) if values else f"not run: {why}" if why else "–")
+        lines.append(f"| {size} B | " + " | ".join(cells) + " |")
+    return lines
+
+
+def floor_table(results: Path) -> list[str]:
+    """pplat's default round trip against the hand-written 8-byte flag ping-pong of the same run."""
+    path = results / "pingpong.jsonl"
+    floor = [r["median_us"] for r in records(path) if r.get("test") == "floor"] if path.exists() else []
+    pplat = [r["median_us"] for p in sorted(results.glob("pplat-default-*.jsonl")) for r in records(p)]
+    if not floor or not pplat:
+        return []
+    ratio = statistics.median(pplat) / statistics.median(floor)
+    return [
+        "\n### gdrcopy_pplat against the floor (µs per round trip)\n",
+        "| floor: 8-byte flag each way | `gdrcopy_pplat` (default) | pplat / floor |",
+        "| ---: | ---: | ---: |",
+        f"| {cell(floor)} | {cell(pplat)} | {ratio:.3f} |",
+    ]
+
+
+def pingpong_tables(results: Path) -> list[str]:
+    figures, not_run = pingpong_figures(results)
+    if not figures:
+        return []
+    return (
+        pingpong_table("Ping-pong round trip through GPU memory (µs)", "median_us", figures, not_run)
+        + pingpong_table("Polls per round trip", "polls_per_trip", figures, not_run, 2)
+        + pingpong_table(
+            "Torn reads while the GPU rewrites the line once a µs (fraction of reads)",
+            "torn_fraction",
+            figures,
+            not_run,
+            4,
+        )
+        + pingpong_table("Distinct values seen per µs under that writer", "values_per_us", figures, not_run, 2)
+        + pingpong_table("Reads back to back, nothing writing (µs per call)", "b2b_us", figures, not_run)
+        + pingpong_table("Single reads, nothing writing (µs per call)", "single_us", figures, not_run)
+        + floor_table(results)
+    )
+
+
+def draw_plots(results: Path, out: Path) -> list[Path]:
+    """Latency against size with the rounds' range as a band, one picture per figure; SVG files written."""
+    matplotlib = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "gdrcopy"  # the same data draws the same file
+    plt = importlib.import_module("matplotlib.pyplot")
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    figures, _ = pingpong_figures(results)
+    charts = [
+        ("pingpong-round-trip", "median_us", "ping-pong round trip (µs)", False),
+        ("pingpong-torn", "torn_fraction", "torn reads (fraction), GPU rewriting once a µs", False),
+        ("reads-b2b", "b2b_us", "reads back to back (µs per call)", True),
+        ("reads-single", "single_us", "single reads (µs per call)", False),
+    ]
+    for name, field, label, log in charts:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for routine, column in PINGPONG_ROUTINES.items():
+            sizes = [s for s in PINGPONG_SIZES if figures.get((field, routine, s))]
+            if not sizes:
+                continue
+            vals = [figures[(field, routine, s)] for s in sizes]
+            ax.plot(sizes, [statistics.median(v) for v in vals], marker="o", label=column)
+            ax.fill_between(sizes, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2)
+        ax.set_xscale("log", base=2)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xticks(list(PINGPONG_SIZES), [f"{s} B" for s in PINGPONG_SIZES])
+        ax.set_ylabel(label)
+        ax.set_xlabel("line size")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        path = out / f"{name}.svg"
+        fig.savefig(path, metadata={"Date": None})
+        plt.close(fig)
+        written.append(path)
+    # copylat: ours against the other routines per direction and mode, 1 B and up.
+    lat: dict[tuple[str, str, str, int], list[float]] = defaultdict(list)
+    for path in sorted(results.glob("copylat-small-*.jsonl")):
+        for rec in records(path):
+            if rec.get("tool") == "gdrcopy_copylat" and rec["test"] in ROWS:
+                direction, column = ROWS[rec["test"]]
+                lat[(direction, rec.get("mode", "b2b"), column, rec["size"])].append(rec["median_us"])
+    if lat:
+        fig, axes = plt.subplots(2, 2, figsize=(9.6, 6.4), sharex=True)
+        for row, direction in enumerate(("CPU → GPU", "GPU → CPU")):
+            for col, mode in enumerate(("b2b", "single")):
+                ax = axes[row][col]
+                for column in COLUMNS:
+                    sizes = sorted(k[3] for k in lat if k[:3] == (direction, mode, column))
+                    if not sizes:
+                        continue
+                    vals = [lat[(direction, mode, column, s)] for s in sizes]
+                    ax.plot(sizes, [statistics.median(v) for v in vals], marker=".", label=column)
+                    ax.fill_between(sizes, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2)
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.set_title(f"{direction}, {'back to back' if mode == 'b2b' else 'single calls'}", fontsize=9)
+                ax.set_ylabel("µs per call")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=7)
+        for ax in axes[1]:
+            ax.set_xlabel("bytes")
+        fig.tight_layout()
+        path = out / "copylat.svg"
+        fig.savefig(path, metadata={"Date": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
 def main() -> int:
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    plots = None
+    if len(args) == 3 and args[1] == "--plots":
+        plots = Path(args[2])
+        args = args[:1]
+    if len(args) != 1:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    results = Path(sys.argv[1])
-    lines = copylat_tables(results) + poll_table(results) + parallel_table(results) + pplat_table(results)
+    results = Path(args[0])
+    lines = (
+        copylat_tables(results)
+        + poll_table(results)
+        + parallel_table(results)
+        + pplat_table(results)
+        + pingpong_tables(results)
+    )
     if not lines:
-        print(f"no results in {results}: expected copylat-*.jsonl, parallel-*.jsonl, pplat-*.jsonl", file=sys.stderr)
+        print(
+            f"no results in {results}: expected copylat-*.jsonl, parallel-*.jsonl, pplat-*.jsonl or pingpong.jsonl",
+            file=sys.stderr,
+        )
         return 1
     print("\n".join(lines))
+    if plots is not None:
+        try:
+            for path in draw_plots(results, plots):
+                print(f"drew {path}", file=sys.stderr)
+        except ModuleNotFoundError as e:
+            print(f"no plots: {e.name} is missing; pip install matplotlib, then run again", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -1,0 +1,560 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pingpong: polling GPU memory as a poller lives it (issue 26), one round of
+ * every configuration per run; tools/h200/pingpong.sh interleaves the rounds
+ * and summarize.py draws the medians.
+ *
+ *   pingpong: the CPU stores a sequence number into GPU memory (an 8-byte
+ *     store through the BAR1 mapping, then sfence), a GPU kernel answers by
+ *     writing it into every 4-byte word of a line of 16/32/64/128 B (one
+ *     warp-wide store, then __threadfence_system), and the CPU polls the line
+ *     with one read routine until every word holds the number.  Figure: round
+ *     trip per call (median of bucket means), polls per round trip.
+ *   torn: a GPU kernel rewrites the line once per period (every word the
+ *     same counter, one warp-wide store) while the CPU reads it back to back
+ *     with the routine; a read whose words differ saw two writes (torn).
+ *     Figures: the torn fraction, and the distinct values seen per us.
+ *   reads: the same reads with nothing writing, back to back and single
+ *     (each fenced off from the next, its data used), per call.
+ *   floor: the simplest ping-pong there is, for gdrcopy_pplat to be held
+ *     against: an 8-byte flag each way, the CPU's into GPU memory through the
+ *     mapping, the GPU's into pinned host memory the CPU polls in its cache.
+ *
+ * Read routines: ours (gdr_copy_from_mapping), exported
+ * (gdr_copy_from_mapped_memory), reference (NVIDIA's GDRCopy read routines,
+ * built at run time from the checkout -R names: its memcpy_uncached_load_avx2
+ * for multiples of 32 bytes and memcpy_uncached_load_sse41 otherwise, as its
+ * gdr_copy_from_mapping picks them on an AVX2 CPU; never shipped), loop16/32/64
+ * (the plainest loop of 16-, 32- or 64-byte streaming loads, each stored at
+ * once, then sfence) and memcpy.
+ *
+ *   nvcc -O2 -arch=sm_90 -o pingpong tools/h200/pingpong.cu -Iinclude \
+ *        -Llibgdrapi/build -lgdrapi -lcuda -ldl
+ *   GDRCOPY_BACKEND=vulkan taskset -c 2 ./pingpong [-R CHECKOUT] [-n ROUND] [-l LABEL] [-o only]
+ *
+ * Output: JSON lines on stdout; what went wrong on stderr, exit status 1.
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <algorithm>
+
+#include "gdrapi.h"
+
+#define MAP_SIZE (1UL << 20)
+#define SEQ_OFFSET 0	 /* the CPU's sequence number (8 B) */
+#define STOP_OFFSET 64	 /* the writer kernel's stop flag (8 B) */
+#define LINE_OFFSET 256	 /* the line answered into / rewritten: 128-byte aligned */
+#define BUCKETS 20
+#define TRIPS_PER_BUCKET 100
+#define WARM_TRIPS 200
+#define TORN_READS 20000
+#define WRITER_PERIOD_NS 1000
+
+static const size_t sizes[] = { 16, 32, 64, 128 };
+
+/* ---- GPU side ---- */
+
+__device__ static unsigned long long globaltimer(void)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* One warp: lane 0 polls the sequence number, every lane < words writes it. */
+__global__ void responder(volatile unsigned long long *seq, volatile unsigned int *line, int words)
+{
+	unsigned long long last = 0, s = 0;
+	int lane = threadIdx.x;
+
+	for (;;) {
+		if (lane == 0)
+			do
+				s = *seq;
+			while (s == last);
+		s = __shfl_sync(0xffffffffu, s, 0);
+		if (s == ~0ULL)
+			return;
+		if (lane < words)
+			line[lane] = (unsigned int)s;
+		__threadfence_system();
+		last = s;
+	}
+}
+
+/* One warp rewriting the line with a counter every period_ns, until *stop. */
+__global__ void writer(volatile unsigned long long *stop, volatile unsigned int *line, int words,
+		       unsigned long long period_ns, unsigned long long *writes)
+{
+	unsigned long long next = globaltimer(), halt = 0;
+	unsigned int value = 0;
+	int lane = threadIdx.x;
+
+	for (;;) {
+		if (lane == 0)
+			halt = *stop;
+		halt = __shfl_sync(0xffffffffu, halt, 0);
+		if (halt)
+			break;
+		while (globaltimer() < next)
+			;
+		next += period_ns;
+		value++;
+		if (lane < words)
+			line[lane] = value;
+		__threadfence_system();
+	}
+	if (lane == 0)
+		*writes = value;
+}
+
+/* The floor: an 8-byte flag each way. */
+__global__ void flag_responder(volatile unsigned long long *seq, volatile unsigned long long *host_flag)
+{
+	unsigned long long last = 0, s;
+
+	for (;;) {
+		do
+			s = *seq;
+		while (s == last);
+		*host_flag = s;
+		__threadfence_system();
+		if (s == ~0ULL)
+			return;
+		last = s;
+	}
+}
+
+/* ---- CPU side ---- */
+
+static gdr_mh_t mh;
+static char *map;
+typedef int (*ref_fn)(void *, const void *, size_t);
+static ref_fn ref_avx2, ref_sse41;
+static char ref_missing[256];
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "pingpong: %s\n", what);
+	exit(1);
+}
+
+static void check_cuda(cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess) {
+		fprintf(stderr, "pingpong: %s: %s\n", what, cudaGetErrorString(e));
+		exit(1);
+	}
+}
+
+static void bar_store64(size_t offset, uint64_t value)
+{
+	*(volatile uint64_t *)(map + offset) = value;
+	_mm_sfence();
+}
+
+__attribute__((target("sse4.1"))) static void loop16(void *d, const void *s, size_t n)
+{
+	for (size_t i = 0; i < n; i += 16)
+		_mm_storeu_si128((__m128i *)((char *)d + i), _mm_stream_load_si128((__m128i *)((char *)s + i)));
+	_mm_sfence();
+}
+
+__attribute__((target("avx2"))) static void loop32(void *d, const void *s, size_t n)
+{
+	for (size_t i = 0; i < n; i += 32)
+		_mm256_storeu_si256((__m256i *)((char *)d + i), _mm256_stream_load_si256((__m256i *)((char *)s + i)));
+	_mm_sfence();
+}
+
+__attribute__((target("avx512f"))) static void loop64(void *d, const void *s, size_t n)
+{
+	for (size_t i = 0; i < n; i += 64)
+		_mm512_storeu_si512((char *)d + i, _mm512_stream_load_si512((void *)((char *)s + i)));
+	_mm_sfence();
+}
+
+static void read_ours(void *d, const void *s, size_t n) { gdr_copy_from_mapping(mh, d, s, n); }
+static void read_exported(void *d, const void *s, size_t n) { gdr_copy_from_mapped_memory(GDR_MAPPING_TYPE_WC, d, s, n); }
+static void read_memcpy(void *d, const void *s, size_t n) { memcpy(d, s, n); }
+static void read_reference(void *d, const void *s, size_t n)
+{
+	if (n % 32 == 0)
+		ref_avx2(d, s, n);
+	else
+		ref_sse41(d, s, n);
+	_mm_sfence();
+}
+
+struct routine {
+	const char *name;
+	void (*read)(void *, const void *, size_t);
+	size_t min_size;	/* loops of wide loads need a whole load's bytes */
+};
+
+static const struct routine routines[] = {
+	{ "ours", read_ours, 1 },	    { "exported", read_exported, 1 }, { "reference", read_reference, 1 },
+	{ "loop16", loop16, 16 },	    { "loop32", loop32, 32 },	      { "loop64", loop64, 64 },
+	{ "memcpy", read_memcpy, 1 },
+};
+#define NROUTINES (sizeof(routines) / sizeof(routines[0]))
+
+/* Build NVIDIA's read routines from the checkout into a temporary library and load them. */
+static void load_reference(const char *checkout)
+{
+	char lib[] = "/tmp/pingpong-reference-XXXXXX", cmd[2048];
+	int fd;
+	void *h;
+
+	if (!checkout) {
+		snprintf(ref_missing, sizeof(ref_missing), "no checkout named (-R)");
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "%s/src/memcpy_avx2.c", checkout);
+	if (access(cmd, R_OK)) {
+		snprintf(ref_missing, sizeof(ref_missing), "%.200s has no src/memcpy_avx2.c", checkout);
+		return;
+	}
+	fd = mkstemp(lib);
+	if (fd < 0)
+		die("mkstemp failed");
+	close(fd);
+	snprintf(cmd, sizeof(cmd),
+		 "cc -O2 -mavx2 -msse4.1 -shared -fPIC -o %s %s/src/memcpy_avx2.c %s/src/memcpy_sse41.c", lib,
+		 checkout, checkout);
+	if (system(cmd)) {
+		snprintf(ref_missing, sizeof(ref_missing), "building %.200s/src/memcpy_{avx2,sse41}.c failed", checkout);
+		return;
+	}
+	h = dlopen(lib, RTLD_NOW);
+	unlink(lib);
+	if (!h) {
+		snprintf(ref_missing, sizeof(ref_missing), "dlopen: %.200s", dlerror());
+		return;
+	}
+	ref_avx2 = (ref_fn)dlsym(h, "memcpy_uncached_load_avx2");
+	ref_sse41 = (ref_fn)dlsym(h, "memcpy_uncached_load_sse41");
+	if (!ref_avx2 || !ref_sse41)
+		snprintf(ref_missing, sizeof(ref_missing), "the checkout's library lacks memcpy_uncached_load_{avx2,sse41}");
+}
+
+static bool usable(const struct routine *r, size_t n, const char **why)
+{
+	*why = NULL;
+	if (n < r->min_size)
+		*why = "narrower than one load";
+	else if (r->read == read_reference && ref_missing[0])
+		*why = ref_missing;
+	return !*why;
+}
+
+static void print_not_run(const char *test, const char *label, int round, const char *name, size_t n, const char *why)
+{
+	printf("{\"tool\":\"pingpong\",\"test\":\"%s\",\"variant\":\"%s\",\"round\":%d,\"routine\":\"%s\",\"size\":%zu,\"not_run\":\"%s\"}\n",
+	       test, label, round, name, n, why);
+}
+
+static bool all_words_equal(const uint32_t *w, size_t n, uint32_t *value)
+{
+	for (size_t i = 1; i < n / 4; i++)
+		if (w[i] != w[0])
+			return false;
+	*value = w[0];
+	return true;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Round trips with one routine; the responder is running.  Returns the median bucket mean. */
+static void pingpong_routine(const struct routine *r, size_t n, uint64_t *seq, const char *label, int round)
+{
+	alignas(64) uint32_t got[32];
+	double bucket[BUCKETS];
+	uint64_t polls = 0, torn = 0;
+	int b, t;
+
+	for (b = -1; b < BUCKETS; b++) {
+		int trips = b < 0 ? WARM_TRIPS : TRIPS_PER_BUCKET;
+		double t0 = now_us();
+
+		for (t = 0; t < trips; t++) {
+			uint32_t want = (uint32_t)++*seq, value;
+			double started = now_us();
+			unsigned long spins = 0;
+
+			bar_store64(SEQ_OFFSET, *seq);
+			for (;;) {
+				r->read(got, map + LINE_OFFSET, n);
+				polls += b >= 0;
+				if (all_words_equal(got, n, &value)) {
+					if (value == want)
+						break;
+				} else {
+					torn += b >= 0;
+				}
+				if (!(++spins & 4095) && now_us() - started > 1e6)
+					die("no answer from the GPU within a second: is the responder running on this memory?");
+			}
+		}
+		if (b >= 0)
+			bucket[b] = (now_us() - t0) / trips;
+	}
+	qsort(bucket, BUCKETS, sizeof(double), cmp_double);
+	printf("{\"tool\":\"pingpong\",\"test\":\"pingpong\",\"variant\":\"%s\",\"round\":%d,\"routine\":\"%s\",\"size\":%zu,"
+	       "\"median_us\":%.4f,\"min_us\":%.4f,\"polls_per_trip\":%.3f,\"torn_polls\":%llu}\n",
+	       label, round, r->name, n, bucket[BUCKETS / 2], bucket[0],
+	       (double)polls / (BUCKETS * TRIPS_PER_BUCKET), (unsigned long long)torn);
+}
+
+static void run_pingpong(uint64_t dev, const char *label, int round, const char *only)
+{
+	static uint64_t seq;
+
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t n = sizes[s];
+
+		seq = 0;
+		bar_store64(SEQ_OFFSET, 0);
+		memset(map + LINE_OFFSET, 0xff, 128);
+		_mm_sfence();
+		responder<<<1, 32>>>((unsigned long long *)(dev + SEQ_OFFSET), (unsigned int *)(dev + LINE_OFFSET),
+				     (int)(n / 4));
+		check_cuda(cudaGetLastError(), "launching the responder");
+		for (size_t i = 0; i < NROUTINES; i++) {
+			const char *why;
+
+			if (only && strcmp(only, routines[i].name))
+				continue;
+			if (!usable(&routines[i], n, &why)) {
+				print_not_run("pingpong", label, round, routines[i].name, n, why);
+				continue;
+			}
+			pingpong_routine(&routines[i], n, &seq, label, round);
+		}
+		bar_store64(SEQ_OFFSET, ~0ULL);
+		check_cuda(cudaDeviceSynchronize(), "the responder");
+	}
+}
+
+static void run_torn(uint64_t dev, const char *label, int round, const char *only)
+{
+	unsigned long long *writes;
+
+	check_cuda(cudaMalloc(&writes, sizeof(*writes)), "cudaMalloc");
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t n = sizes[s];
+
+		for (size_t i = 0; i < NROUTINES; i++) {
+			const struct routine *r = &routines[i];
+			alignas(64) uint32_t got[32];
+			uint64_t torn = 0, changes = 0;
+			uint32_t last = 0, value;
+			const char *why;
+			double t0, elapsed;
+
+			if (only && strcmp(only, r->name))
+				continue;
+			if (!usable(r, n, &why)) {
+				print_not_run("torn", label, round, r->name, n, why);
+				continue;
+			}
+			bar_store64(STOP_OFFSET, 0);
+			writer<<<1, 32>>>((unsigned long long *)(dev + STOP_OFFSET), (unsigned int *)(dev + LINE_OFFSET),
+					  (int)(n / 4), WRITER_PERIOD_NS, writes);
+			check_cuda(cudaGetLastError(), "launching the writer");
+			/* Wait for the writer's first writes before counting. */
+			t0 = now_us();
+			do {
+				r->read(got, map + LINE_OFFSET, n);
+				if (now_us() - t0 > 1e6)
+					die("the writer kernel wrote nothing within a second");
+			} while (!all_words_equal(got, n, &value) || value == 0 || value > 0xfff00000u);
+			last = value;
+			t0 = now_us();
+			for (int k = 0; k < TORN_READS; k++) {
+				r->read(got, map + LINE_OFFSET, n);
+				if (!all_words_equal(got, n, &value))
+					torn++;
+				else if (value != last)
+					changes++, last = value;
+			}
+			elapsed = now_us() - t0;
+			bar_store64(STOP_OFFSET, 1);
+			check_cuda(cudaDeviceSynchronize(), "the writer");
+			printf("{\"tool\":\"pingpong\",\"test\":\"torn\",\"variant\":\"%s\",\"round\":%d,\"routine\":\"%s\",\"size\":%zu,"
+			       "\"reads\":%d,\"torn\":%llu,\"torn_fraction\":%.5f,\"values_per_us\":%.4f,\"us_per_read\":%.4f,"
+			       "\"writer_period_ns\":%d}\n",
+			       label, round, r->name, n, TORN_READS, (unsigned long long)torn, (double)torn / TORN_READS,
+			       changes / elapsed, elapsed / TORN_READS, WRITER_PERIOD_NS);
+		}
+	}
+	cudaFree(writes);
+}
+
+/*
+ * Reads with nothing writing: back to back (the next read issued at once, as
+ * a polling loop issues them) and single (each read fenced off from the next
+ * and its data used), per call, median of bucket means.
+ */
+static void run_reads(const char *label, int round, const char *only)
+{
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		size_t n = sizes[s];
+
+		for (size_t i = 0; i < NROUTINES; i++) {
+			const struct routine *r = &routines[i];
+			alignas(64) uint32_t got[32];
+			double b2b[BUCKETS], single[BUCKETS];
+			const char *why;
+
+			if (only && strcmp(only, r->name))
+				continue;
+			if (!usable(r, n, &why)) {
+				print_not_run("reads", label, round, r->name, n, why);
+				continue;
+			}
+			for (int b = -1; b < BUCKETS; b++) {
+				double t0 = now_us();
+
+				for (int k = 0; k < 500; k++)
+					r->read(got, map + LINE_OFFSET, n);
+				if (b >= 0)
+					b2b[b] = (now_us() - t0) / 500;
+				t0 = now_us();
+				for (int k = 0; k < 100; k++) {
+					_mm_mfence();
+					_mm_lfence();
+					r->read(got, map + LINE_OFFSET, n);
+					*(volatile uint32_t *)&got[n / 4 - 1];
+					_mm_mfence();
+				}
+				if (b >= 0)
+					single[b] = (now_us() - t0) / 100;
+			}
+			qsort(b2b, BUCKETS, sizeof(double), cmp_double);
+			qsort(single, BUCKETS, sizeof(double), cmp_double);
+			printf("{\"tool\":\"pingpong\",\"test\":\"reads\",\"variant\":\"%s\",\"round\":%d,\"routine\":\"%s\",\"size\":%zu,"
+			       "\"b2b_us\":%.4f,\"single_us\":%.4f}\n",
+			       label, round, r->name, n, b2b[BUCKETS / 2], single[BUCKETS / 2]);
+		}
+	}
+}
+
+static void run_floor(uint64_t dev, const char *label, int round)
+{
+	volatile unsigned long long *flag;
+	unsigned long long *flag_dev;
+	double bucket[BUCKETS];
+	uint64_t seq = 0;
+	int b, t;
+
+	check_cuda(cudaHostAlloc((void **)&flag, 64, cudaHostAllocMapped), "cudaHostAlloc");
+	check_cuda(cudaHostGetDevicePointer((void **)&flag_dev, (void *)flag, 0), "cudaHostGetDevicePointer");
+	*flag = 0;
+	bar_store64(SEQ_OFFSET, 0);
+	flag_responder<<<1, 1>>>((unsigned long long *)(dev + SEQ_OFFSET), flag_dev);
+	check_cuda(cudaGetLastError(), "launching the flag responder");
+	for (b = -1; b < BUCKETS; b++) {
+		int trips = b < 0 ? WARM_TRIPS : TRIPS_PER_BUCKET;
+		double t0 = now_us();
+
+		for (t = 0; t < trips; t++) {
+			double started = now_us();
+			unsigned long spins = 0;
+
+			bar_store64(SEQ_OFFSET, ++seq);
+			while (*flag != seq)
+				if (!(++spins & 4095) && now_us() - started > 1e6)
+					die("no answer from the flag responder within a second");
+		}
+		if (b >= 0)
+			bucket[b] = (now_us() - t0) / trips;
+	}
+	bar_store64(SEQ_OFFSET, ~0ULL);
+	check_cuda(cudaDeviceSynchronize(), "the flag responder");
+	qsort(bucket, BUCKETS, sizeof(double), cmp_double);
+	printf("{\"tool\":\"pingpong\",\"test\":\"floor\",\"variant\":\"%s\",\"round\":%d,\"median_us\":%.4f,\"min_us\":%.4f}\n",
+	       label, round, bucket[BUCKETS / 2], bucket[0]);
+	cudaFreeHost((void *)flag);
+}
+
+static void usage(const char *prog)
+{
+	fprintf(stderr,
+		"usage: %s [-R gdrcopy-checkout] [-n round] [-l label] [-o routine] [-t pingpong,torn,floor,reads]\n"
+		"  -R  a checkout of NVIDIA's GDRCopy: its read routines are built from it and timed beside ours\n"
+		"  -n  the round number to print; -l a label for this run's records (default: default)\n"
+		"  -o  time only this routine (ours, exported, reference, loop16, loop32, loop64, memcpy)\n"
+		"  -t  which tests (default: all four)\n"
+		"Needs GPU memory mapped by libgdrapi: GDRCOPY_BACKEND=vulkan where gdrdrv cannot load.\n",
+		prog);
+}
+
+int main(int argc, char **argv)
+{
+	const char *checkout = NULL, *label = "default", *only = NULL, *tests = "pingpong,torn,floor,reads";
+	uint64_t gpu_ptr;
+	void *cpu_ptr, *mapped;
+	int round = 1, c, driver = 0;
+	gdr_t g;
+
+	while ((c = getopt(argc, argv, "R:n:l:o:t:h")) != -1) {
+		switch (c) {
+		case 'R': checkout = optarg; break;
+		case 'n': round = atoi(optarg); break;
+		case 'l': label = optarg; break;
+		case 'o': only = optarg; break;
+		case 't': tests = optarg; break;
+		default: usage(argv[0]); return c == 'h' ? 0 : 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	check_cuda(cudaSetDevice(0), "cudaSetDevice");
+	check_cuda(cudaFree(0), "creating the CUDA context");
+	cudaDriverGetVersion(&driver);
+	g = gdr_open();
+	if (!g)
+		die("gdr_open failed (set GDRCOPY_BACKEND=vulkan where gdrdrv cannot load)");
+	if (gdr_alloc_mapped(g, MAP_SIZE, &gpu_ptr, &cpu_ptr) || gdr_pin_buffer(g, gpu_ptr, MAP_SIZE, 0, 0, &mh) ||
+	    gdr_map(g, mh, &mapped, MAP_SIZE))
+		die("gdr_alloc_mapped/gdr_pin_buffer/gdr_map failed");
+	map = (char *)mapped;
+	load_reference(checkout);
+	printf("{\"tool\":\"pingpong\",\"test\":\"setup\",\"variant\":\"%s\",\"round\":%d,\"cuda_driver\":%d,\"reference\":\"%s\"}\n",
+	       label, round, driver, ref_missing[0] ? ref_missing : "built");
+	if (strstr(tests, "pingpong"))
+		run_pingpong(gpu_ptr, label, round, only);
+	if (strstr(tests, "torn"))
+		run_torn(gpu_ptr, label, round, only);
+	if (strstr(tests, "floor"))
+		run_floor(gpu_ptr, label, round);
+	if (strstr(tests, "reads"))
+		run_reads(label, round, only);
+	gdr_unmap(g, mh, mapped, MAP_SIZE);
+	gdr_unpin_buffer(g, mh);
+	gdr_free_mapped(g, gpu_ptr);
+	gdr_close(g);
+	return 0;
+}
