@@ -258,13 +258,14 @@ def draw_plots(results: Path, out: Path) -> list[Path]:
     ]
     for name, field, label, log in charts:
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for routine, column in PINGPONG_ROUTINES.items():
+        for index, (routine, column) in enumerate(PINGPONG_ROUTINES.items()):
             sizes = [s for s in PINGPONG_SIZES if figures.get((field, routine, s))]
             if not sizes:
                 continue
             vals = [figures[(field, routine, s)] for s in sizes]
-            ax.plot(sizes, [statistics.median(v) for v in vals], marker="o", label=column)
-            ax.fill_between(sizes, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2)
+            color = f"C{index}"  # one colour per routine in every picture
+            ax.plot(sizes, [statistics.median(v) for v in vals], marker="o", label=column, color=color)
+            ax.fill_between(sizes, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2, color=color)
         ax.set_xscale("log", base=2)
         if log:
             ax.set_yscale("log")
