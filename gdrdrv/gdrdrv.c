@@ -9,8 +9,9 @@
  * include/uapi/gdrdrv.h is binary compatible with it.
  *
  * Objects:
- *  - struct gdrdrv_file: one per open file.  Owned by the opener's thread
- *    group; every ioctl and mmap from another process fails with EACCES.
+ *  - struct gdrdrv_file: one per open file.  Owned by the opener's address
+ *    space and program image; every ioctl and mmap from another process, or
+ *    after an execve(), fails with EACCES.
  *    Its pinned buffers live in an xarray indexed by handle, and handles
  *    double as mmap page offsets.  ->lock serialises handle allocation.
  *  - struct gdrdrv_mr: one pinned range ("memory region").  Refcounted: the
@@ -41,7 +42,9 @@
 
 #include <linux/atomic.h>
 #include <linux/compat.h>
+#include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/hashtable.h>
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/mem_encrypt.h>
@@ -56,6 +59,7 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/stringify.h>
 #include <linux/timex.h>
 #include <linux/uaccess.h>
@@ -123,6 +127,28 @@ module_param(node_gid, uint, 0444);
 MODULE_PARM_DESC(node_gid,
 		 "group id of /dev/gdrdrv, applied by the udev rule shipped with gdrdrv (default 0, root)");
 
+/*
+ * NVIDIA's driver resolves a non-zero P2P token in every process, with no
+ * check that the caller owns it: honouring tokens lets any user of
+ * /dev/gdrdrv pin another process's GPU memory.  Off unless an administrator
+ * trusts every user of the node.
+ */
+static bool allow_p2p_tokens;
+module_param(allow_p2p_tokens, bool, 0444);
+MODULE_PARM_DESC(allow_p2p_tokens,
+		 "honour non-zero p2p_token/va_space in PIN_BUFFER (legacy pins); the NVIDIA driver does not check who owns a token, so any user of /dev/gdrdrv could pin another process's GPU memory (default N)");
+
+/* Pins hold kernel memory: bound what one file and one user may hold. */
+static unsigned int max_pins_per_file = 65536;
+module_param(max_pins_per_file, uint, 0644);
+MODULE_PARM_DESC(max_pins_per_file,
+		 "pins one open /dev/gdrdrv file may hold; more fail with ENOSPC (0: no limit; default 65536)");
+
+static unsigned int max_pins_per_user = 262144;
+module_param(max_pins_per_user, uint, 0644);
+MODULE_PARM_DESC(max_pins_per_user,
+		 "pins all files opened by one user may hold together; more fail with EDQUOT (0: no limit; default 262144)");
+
 #define gdrdrv_dbg(fmt, ...)						\
 	do {								\
 		if (READ_ONCE(dbg_enabled))				\
@@ -151,13 +177,23 @@ static bool gdrdrv_must_use_device;	/* DEVICE mappings instead of WC */
 /* A handle is a page offset: keep [handle, handle + pages) a valid offset. */
 #define GDRDRV_HANDLE_LIMIT ((unsigned long)(MAX_LFS_FILESIZE >> PAGE_SHIFT))
 
+/*
+ * Who may use a file: the address space that opened it.  The mm pointer
+ * alone could be reused by a later process, so the thread group and its
+ * start time pin down the process, and the exec count the program image:
+ * after execve() the new image holds no access through inherited files.
+ */
 struct gdrdrv_owner {
+	const struct mm_struct *mm;	/* compared, never dereferenced */
 	pid_t tgid;
 	u64 start_time;
+	u64 exec_id;
 };
 
 struct gdrdrv_file {
 	struct gdrdrv_owner owner;
+	kuid_t uid;			/* the opener's, charged for its pins */
+	atomic_t nr_pins;		/* published regions */
 	struct xarray mrs;		/* handle -> struct gdrdrv_mr */
 	struct mutex lock;		/* handle allocation */
 	unsigned long next_handle;
@@ -224,8 +260,10 @@ static void gdrdrv_mr_zap(struct gdrdrv_mr *mr)
 
 static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
 {
+	owner->mm = current->mm;
 	owner->tgid = current->tgid;
 	owner->start_time = current->group_leader->start_time;
+	owner->exec_id = current->self_exec_id;
 }
 
 /*
@@ -234,8 +272,10 @@ static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
  */
 static bool gdrdrv_owner_is_current(const struct gdrdrv_owner *owner)
 {
-	return owner->tgid == current->tgid &&
-	       owner->start_time == current->group_leader->start_time;
+	return owner->mm && owner->mm == current->mm &&
+	       owner->tgid == current->tgid &&
+	       owner->start_time == current->group_leader->start_time &&
+	       owner->exec_id == current->self_exec_id;
 }
 
 /* Looks a handle up and takes a reference; NULL if there is none. */
@@ -434,6 +474,75 @@ static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 	return 0;
 }
 
+/* Pins held per user, for max_pins_per_user. */
+struct gdrdrv_user {
+	struct hlist_node node;
+	kuid_t uid;
+	unsigned long pins;
+};
+
+static DEFINE_HASHTABLE(gdrdrv_users, 6);
+static DEFINE_SPINLOCK(gdrdrv_users_lock);
+
+static struct gdrdrv_user *gdrdrv_user_find(kuid_t uid)
+{
+	struct gdrdrv_user *user;
+
+	hash_for_each_possible(gdrdrv_users, user, node, __kuid_val(uid))
+		if (uid_eq(user->uid, uid))
+			return user;
+	return NULL;
+}
+
+/* Counts one more pin of @uid, within max_pins_per_user. */
+static int gdrdrv_user_charge(kuid_t uid)
+{
+	struct gdrdrv_user *user, *fresh;
+	unsigned int limit = READ_ONCE(max_pins_per_user);
+	int ret = 0;
+
+	/* Allocated up front: no allocation under the spinlock. */
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	if (!fresh)
+		return -ENOMEM;
+	spin_lock(&gdrdrv_users_lock);
+	user = gdrdrv_user_find(uid);
+	if (!user) {
+		user = fresh;
+		fresh = NULL;
+		user->uid = uid;
+		hash_add(gdrdrv_users, &user->node, __kuid_val(uid));
+	}
+	if (limit && user->pins >= limit)
+		ret = -EDQUOT;
+	else
+		user->pins++;
+	if (!user->pins) {
+		hash_del(&user->node);
+		fresh = user;
+	}
+	spin_unlock(&gdrdrv_users_lock);
+	kfree(fresh);
+	if (ret)
+		gdrdrv_dbg("user %u holds %u pins, the limit (max_pins_per_user); unpin some or ask an administrator to raise it\n",
+			   __kuid_val(uid), limit);
+	return ret;
+}
+
+static void gdrdrv_user_uncharge(kuid_t uid)
+{
+	struct gdrdrv_user *user;
+
+	spin_lock(&gdrdrv_users_lock);
+	user = gdrdrv_user_find(uid);
+	if (user && !--user->pins)
+		hash_del(&user->node);
+	else
+		user = NULL;
+	spin_unlock(&gdrdrv_users_lock);
+	kfree(user);
+}
+
 /* Gives the region a handle (= mmap page offset) and publishes it. */
 static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
 {
@@ -441,17 +550,32 @@ static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
 	int ret;
 
 	mutex_lock(&file->lock);
+	if (READ_ONCE(max_pins_per_file) &&
+	    atomic_read(&file->nr_pins) >= READ_ONCE(max_pins_per_file)) {
+		gdrdrv_dbg("this file holds %d pins, the limit (max_pins_per_file); unpin some or open /dev/gdrdrv again\n",
+			   atomic_read(&file->nr_pins));
+		ret = -ENOSPC;
+		goto out;
+	}
+	ret = gdrdrv_user_charge(file->uid);
+	if (ret)
+		goto out;
 	/* Handles advance by the region size so file ranges never overlap. */
 	if (file->next_handle > GDRDRV_HANDLE_LIMIT ||
 	    GDRDRV_HANDLE_LIMIT - file->next_handle < pages) {
 		gdrdrv_dbg("no mmap offsets left on this file; open /dev/gdrdrv again\n");
 		ret = -ENOMEM;
-		goto out;
+		goto uncharge;
 	}
 	mr->handle = file->next_handle;
-	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL);
-	if (!ret)
+	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL_ACCOUNT);
+	if (!ret) {
 		file->next_handle += pages;
+		atomic_inc(&file->nr_pins);
+		goto out;
+	}
+uncharge:
+	gdrdrv_user_uncharge(file->uid);
 out:
 	mutex_unlock(&file->lock);
 	return ret;
@@ -491,12 +615,16 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	} else if (flags) {
 		gdrdrv_dbg("pin flags need persistent mappings (use_persistent_mapping=1)\n");
 		return -EINVAL;
+	} else if ((p2p_token || va_space) && !allow_p2p_tokens) {
+		gdrdrv_dbg("non-zero P2P tokens are refused: the NVIDIA driver resolves them in any process, so they could pin another process's memory; pass 0, or load gdrdrv with allow_p2p_tokens=1 on a node whose users all trust each other\n");
+		return -EPERM;
 	}
 
 	start = addr & GDRDRV_GPU_PAGE_MASK;
 	end = (addr + size + GDRDRV_GPU_PAGE_OFFSET) & GDRDRV_GPU_PAGE_MASK;
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	/* Charged to the caller's memory cgroup, as all per-pin memory. */
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
 	if (!mr)
 		return -ENOMEM;
 	kref_init(&mr->ref);
@@ -549,6 +677,8 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
  */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
+	atomic_dec(&mr->file->nr_pins);
+	gdrdrv_user_uncharge(mr->file->uid);
 	down_write(&mr->sem);
 	mr->unpinning = true;
 	if (mr->map_count)
@@ -904,7 +1034,8 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 		if (pt->pages[i]->physical_address !=
 		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
 			runs++;
-	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs), GFP_KERNEL);
+	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs),
+				     GFP_KERNEL_ACCOUNT);
 	if (!mr->wc_runs)
 		return;
 	for (first = 0, i = 1; i <= pages; i++) {
@@ -1188,10 +1319,12 @@ static int gdrdrv_open(struct inode *inode, struct file *filp)
 {
 	struct gdrdrv_file *file;
 
-	file = kzalloc(sizeof(*file), GFP_KERNEL);
+	file = kzalloc(sizeof(*file), GFP_KERNEL_ACCOUNT);
 	if (!file)
 		return -ENOMEM;
 	gdrdrv_owner_set(&file->owner);
+	file->uid = current_uid();
+	atomic_set(&file->nr_pins, 0);
 	xa_init(&file->mrs);
 	mutex_init(&file->lock);
 	address_space_init_once(&file->mapping);
@@ -1277,6 +1410,10 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 	/* After GDRCopy 2.6's five lines, so that readers of those still work. */
 	seq_printf(m, "VMA inherited on fork: %s\n",
 		   gdrdrv_vma_inherited_on_fork() ? "yes" : "no");
+	seq_printf(m, "P2P tokens allowed: %s\n",
+		   allow_p2p_tokens ? "yes" : "no");
+	seq_printf(m, "max_pins_per_file: %u\n", READ_ONCE(max_pins_per_file));
+	seq_printf(m, "max_pins_per_user: %u\n", READ_ONCE(max_pins_per_user));
 	return 0;
 }
 

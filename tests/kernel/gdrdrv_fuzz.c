@@ -412,6 +412,7 @@ static struct world {
 	int sg;
 	struct softgpu_info sgi;
 	bool persistent, force_pcie, int80, cacheable;
+	bool tokens_allowed;		/* gdrdrv's allow_p2p_tokens */
 	char *arena;
 	long page;
 	bool replay;
@@ -1225,6 +1226,9 @@ static void op_pin(struct thr *t, struct op *op)
 			} else if (!w.persistent && op->z % 3) {
 				must_fail = true;
 				why = "tokens of another space";
+			} else if (!w.persistent && !w.tokens_allowed) {
+				must_fail = true;
+				why = "tokens while gdrdrv's allow_p2p_tokens is off";
 			}
 		}
 		p1 = (struct gdrdrv_pin_buffer){ .addr = addr, .size = size, .p2p_token = token,
@@ -2833,6 +2837,20 @@ static void setup_fail(const char *fmt, ...)
 	_exit(3);
 }
 
+/* gdrdrv's allow_p2p_tokens; a gdrdrv without it honours tokens. */
+static bool gdrdrv_tokens_allowed(void)
+{
+	char c = 'Y';
+	int fd = open("/sys/module/gdrdrv/parameters/allow_p2p_tokens", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = 'Y';
+		close(fd);
+	}
+	return c == 'Y' || c == '1';
+}
+
 static bool probe_int80(void)
 {
 #if HAVE_INT80
@@ -2877,6 +2895,7 @@ static void world_setup(void)
 	if (ioctl(w.fds[0].fd, GDRDRV_IOC_GET_ATTR, &attr))
 		setup_fail("GET_ATTR: %s", strerror(errno));
 	w.force_pcie = attr.val;
+	w.tokens_allowed = gdrdrv_tokens_allowed();
 	w.int80 = probe_int80();
 	w.arena = mmap(NULL, N_MAP * SLOT_SIZE, PROT_NONE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
