@@ -2,7 +2,8 @@
 /*
  * gdrdrv_sectest - TAP tests of what keeps tenants of a shared node apart:
  * P2P tokens (another process's GPU memory), the per-file and per-user pin
- * limits, memory cgroup charging of pins, and access after execve().
+ * limits, memory cgroup charging of pins, access after execve(), and x86
+ * PAT reservations (released with the pin; never WC over RAM).
  * Same harness and options as gdrdrv_ktest; run by run_ktests.sh -p.
  */
 #define _GNU_SOURCE
@@ -313,6 +314,119 @@ static void test_execve_drops_access(void)
 	wait_child_ok(pid);
 }
 
+/* Write-combining entries in x86 PAT's memtype list; -1 if unreadable. */
+static int pat_wc_entries(void)
+{
+	const char *path = "/sys/kernel/debug/x86/pat_memtype_list";
+	char line[256];
+	int n = 0;
+	FILE *fp = fopen(path, "r");
+
+	if (!fp && errno == ENOENT)
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	if (!fp)
+		fp = fopen(path, "r");
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp))
+		n += strstr(line, "write-combining") != NULL;
+	fclose(fp);
+	return n;
+}
+
+/*
+ * A WC mapping's memtype reservation ends with the pin (unpin, or the free
+ * callback of a legacy pin), not at munmap: a process keeping dead mappings
+ * must not keep PAT entries (before the fix they stayed until munmap).
+ */
+static void test_wc_reservation_ends_with_pin(void)
+{
+	int base, mapped, err, round;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	base = pat_wc_entries();
+	if (base < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	for (round = 0; round < 2; round++) {
+		int sg = sg_open(), gd = gd_open();
+		uint64_t va = sg_alloc(sg, 4 * KT_GPU_PAGE), h;
+		struct gdrdrv_get_info_v2 info;
+		volatile uint32_t *map;
+		bool by_free = round == 1;
+
+		if (by_free && kt_env.persistent)
+			break;		/* persistent pins outlive the free */
+		KT_EXPECT_OK(gd_pin(gd, va, 4 * KT_GPU_PAGE, 0, &h));
+		map = gd_map(gd, h, 4 * KT_GPU_PAGE, &err);
+		KT_ASSERT(map, "map: %s", kt_errname(err));
+		map[0] = 1;
+		KT_EXPECT_OK(gd_info(gd, h, &info));
+		KT_ASSERT(info.mapping_type == GDRDRV_MR_WC, "BAR mapped with type %u, want WC",
+			  info.mapping_type);
+		mapped = pat_wc_entries();
+		KT_ASSERT(mapped > base, "WC mapping: %d PAT WC entries, %d before", mapped, base);
+		if (by_free)
+			sg_free(sg, va);
+		else
+			KT_EXPECT_OK(gd_unpin(gd, h));
+		KT_ASSERT(pat_wc_entries() == base,
+			  "after %s, with the dead mapping still in place: %d PAT WC entries, %d before mapping (the reservation outlives the pin)",
+			  by_free ? "the free callback" : "unpin", pat_wc_entries(), base);
+		munmap((void *)map, 4 * KT_GPU_PAGE);
+		KT_ASSERT(pat_wc_entries() == base, "after munmap: %d PAT WC entries, %d before",
+			  pat_wc_entries(), base);
+		close(gd);
+		close(sg);
+	}
+}
+
+/*
+ * x86 never maps RAM write-combined: PAT refuses the reservation
+ * ("reserve_ram_pages_type failed") and the page is write-back anyway.
+ * RAM-backed pins are mapped cached; WC is refused up front.
+ */
+static void test_no_wc_of_ram(void)
+{
+	struct fixture_ram { int sg, gd; uint64_t va; } f;
+	struct gdrdrv_get_info_v2 info;
+	uint64_t h;
+	void *map;
+	int err;
+
+#if !defined(__x86_64__) && !defined(__i386__)
+	kt_skip("x86 only: PAT");
+#endif
+	if (kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED)
+		kt_skip("softgpu is BAR-backed here: no RAM to map");
+	f.sg = sg_open();
+	f.gd = gd_open();
+	f.va = sg_alloc(f.sg, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_pin(f.gd, f.va, KT_GPU_PAGE, 0, &h));
+	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_WC), EOPNOTSUPP);
+	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+	KT_ASSERT(map, "map: %s", kt_errname(err));
+	*(volatile uint32_t *)map = 7;
+	KT_EXPECT_OK(gd_info(f.gd, h, &info));
+	KT_ASSERT(info.mapping_type == GDRDRV_MR_CACHING, "RAM mapped with type %u, want CACHING",
+		  info.mapping_type);
+	munmap(map, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_unpin(f.gd, h));
+	if (kt_env.force_pcie_attr) {
+		/* FORCE_PCIE asks for the BAR path; RAM still is not WC. */
+		KT_EXPECT_OK(gd_pin(f.gd, f.va, KT_GPU_PAGE, GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE, &h));
+		map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+		KT_ASSERT(map, "map: %s", kt_errname(err));
+		*(volatile uint32_t *)map = 8;
+		KT_EXPECT_OK(gd_info(f.gd, h, &info));
+		KT_ASSERT(info.mapping_type == GDRDRV_MR_CACHING,
+			  "FORCE_PCIE pin of RAM mapped with type %u, want CACHING", info.mapping_type);
+		munmap(map, KT_GPU_PAGE);
+		KT_EXPECT_OK(gd_unpin(f.gd, h));
+	}
+}
+
 #define T(name) { #name, test_##name, true }
 
 static const struct kt_test tests[] = {
@@ -320,6 +434,8 @@ static const struct kt_test tests[] = {
 	T(pin_limits),
 	T(pins_charged_to_memcg),
 	T(execve_drops_access),
+	T(wc_reservation_ends_with_pin),
+	T(no_wc_of_ram),
 };
 
 int main(int argc, char **argv)
