@@ -30,8 +30,9 @@
  *    a VMA already in the file's mapping tree, so a zap always finds what a
  *    fault inserted: no PTE outlives the pin.  ->mmap only sets the VMA up.
  *  - The memtype reservations of a WC mapping are taken by ->mmap and given
- *    back when the last VMA closes (the core has removed its PTEs by then);
- *    unpin and the callback never touch them.
+ *    back when the pin ends (unpin, close or the free callback: after the
+ *    zap, under mr->sem) or when the last VMA closes, whichever is first: a
+ *    revoked mapping holds no reservation until its munmap.
  *  - The NVIDIA free callback takes only mr->sem.  gdrdrv never calls into
  *    the NVIDIA driver with mr->sem held, since nvidia_p2p_put_pages() waits
  *    for a running callback (AB-BA otherwise).
@@ -220,6 +221,7 @@ struct gdrdrv_mr {
 	bool unpinning;			/* unpin or close has begun */
 	bool cb_fired;			/* the NVIDIA free callback has run */
 	bool can_cache;
+	bool ram_backed;		/* x86: the pages are system RAM */
 	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
 	u32 map_type;			/* GDRDRV_MR_*, while mapped */
 	unsigned int map_count;		/* VMAs mapping this region */
@@ -257,6 +259,8 @@ static void gdrdrv_mr_zap(struct gdrdrv_mr *mr)
 	unmap_mapping_range(&mr->file->mapping, gdrdrv_mr_file_offset(mr),
 			    mr->len, 1);
 }
+
+static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr);
 
 static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
 {
@@ -352,6 +356,8 @@ static void gdrdrv_free_callback(void *data)
 	}
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
+	/* No PTE is left nor can come: the reservation ends with the pin. */
+	gdrdrv_mr_free_memtypes(mr);
 	up_write(&mr->sem);
 	gdrdrv_info("GPU memory at 0x%llx freed while pinned; mapping revoked\n",
 		    mr->va);
@@ -446,6 +452,23 @@ static bool gdrdrv_page_table_cacheable(struct nvidia_p2p_page_table *pt)
 	return false;
 }
 
+/*
+ * Whether any page is system RAM, on x86 (softgpu's RAM mode; no GPU's
+ * BAR is).  page_is_ram() is GPL-only: the proprietary flavour, which only
+ * serves real GPUs, assumes MMIO.
+ */
+static bool gdrdrv_page_table_has_ram(struct nvidia_p2p_page_table *pt)
+{
+#if defined(CONFIG_X86) && defined(GDRDRV_MAY_USE_GPL_ONLY)
+	u32 i;
+
+	for (i = 0; i < pt->entries; i++)
+		if (page_is_ram(pt->pages[i]->physical_address >> PAGE_SHIFT))
+			return true;
+#endif
+	return false;
+}
+
 /* Checks a fresh page table; called with mr->sem held. */
 static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 {
@@ -470,7 +493,14 @@ static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 			   pt->entries, mr->len);
 		return -EINVAL;
 	}
-	mr->can_cache = !mr->force_pcie && gdrdrv_page_table_cacheable(pt);
+	mr->ram_backed = gdrdrv_page_table_has_ram(pt);
+	/*
+	 * x86 keeps RAM coherent and PAT maps RAM pages write-back whatever a
+	 * PFN mapping asks for; a WC reservation over RAM is refused and
+	 * logged.  So RAM is mapped cached there, never WC.
+	 */
+	mr->can_cache = mr->ram_backed ||
+			(!mr->force_pcie && gdrdrv_page_table_cacheable(pt));
 	return 0;
 }
 
@@ -683,6 +713,7 @@ static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 	mr->unpinning = true;
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
+	gdrdrv_mr_free_memtypes(mr);
 	up_write(&mr->sem);
 	gdrdrv_mr_unpin(mr);
 	gdrdrv_mr_put(mr);
@@ -879,7 +910,7 @@ static int gdrdrv_mr_type_allowed(struct gdrdrv_mr *mr, u32 type)
 	case GDRDRV_MR_NONE:
 		return 0;
 	case GDRDRV_MR_WC:
-		return gdrdrv_must_use_device ? -EOPNOTSUPP : 0;
+		return gdrdrv_must_use_device || mr->ram_backed ? -EOPNOTSUPP : 0;
 	case GDRDRV_MR_CACHING:
 		return mr->can_cache ? 0 : -EOPNOTSUPP;
 	case GDRDRV_MR_DEVICE:
@@ -1016,8 +1047,8 @@ static u64 gdrdrv_mr_phys(struct nvidia_p2p_page_table *pt, u64 off)
  * x86 PAT: a PFN inserted by a fault takes the cache type recorded for its
  * physical range (UC- for MMIO nobody reserved), not the one in the VMA.  So
  * a WC mapping reserves WC for each physically contiguous run of GPU pages
- * it covers, and gives the reservations back when its last VMA closes.  They
- * belong to the mapping alone: the free callback and unpin only zap.  A run
+ * it covers, and gives the reservations back when its last VMA closes or
+ * when the pin ends, after the zap (see the top of this file).  A run
  * whose reservation is refused (another type is recorded there) is mapped as
  * that type, which is never less safe.  mr->sem held for write.
  */
