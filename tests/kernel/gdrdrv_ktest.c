@@ -653,6 +653,8 @@ static void test_gdrdrv_pin_bad_args(void)
 	free(host);
 }
 
+static bool ram_pages_cacheable_anyway(void);
+
 static void test_gdrdrv_pin_force_pcie(void)
 {
 	struct fixture f = fixture(KT_GPU_PAGE);
@@ -667,7 +669,9 @@ static void test_gdrdrv_pin_force_pcie(void)
 		return;
 	}
 	KT_EXPECT_OK(gd_pin(f.gd, f.va, KT_GPU_PAGE, GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE, &h));
-	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_CACHING), EOPNOTSUPP);
+	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_CACHING),
+		      !(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED) && ram_pages_cacheable_anyway() ?
+		      0 : EOPNOTSUPP);
 	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
 		return;	/* a forced-WC mapping of RAM would alias the cached direct map */
 	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
@@ -1331,11 +1335,12 @@ static void test_gdrdrv_injected_failure(void)
 /*
  * Whether gdrdrv takes pages the kernel sees as RAM for cacheable whatever the
  * page table's flag says: its open flavour on arm64 (page_is_ram(), as the
- * reference does there; Grace Hopper's GPU memory is such RAM).
+ * reference does there; Grace Hopper's GPU memory is such RAM) and on x86
+ * (PAT maps RAM write-back anyway; WC over RAM is refused).
  */
 static bool ram_pages_cacheable_anyway(void)
 {
-#if defined(__aarch64__)
+#if defined(__aarch64__) || defined(__x86_64__)
 	char line[128];
 	bool open_flavour = false;
 	FILE *fp = fopen("/proc/driver/gdrdrv/params", "r");
