@@ -427,6 +427,46 @@ static void test_no_wc_of_ram(void)
 	}
 }
 
+static long gdrdrv_refcnt(void)
+{
+	char line[32];
+
+	read_line("/sys/module/gdrdrv/refcnt", line, sizeof(line));
+	return atol(line);
+}
+
+/*
+ * nvidia_p2p_put_pages() failed on a legacy pin: the pin stands and its free
+ * callback can still come, with gdrdrv's region as its argument.  The region
+ * and the module must stay until then (before the fix the region was freed
+ * and the callback wrote into freed memory).
+ */
+static void test_failed_put_pages_keeps_the_region(void)
+{
+	long refcnt0 = gdrdrv_refcnt();
+	int sg, gd;
+	uint64_t va, h;
+
+	if (kt_env.persistent)
+		kt_skip("persistent pins have no free callback");
+	sg = sg_open();
+	gd = gd_open();
+	va = sg_alloc(sg, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_pin(gd, va, KT_GPU_PAGE, 0, &h));
+	knob_set("fail_put_nth", "1");
+	KT_EXPECT_OK(gd_unpin(gd, h));	/* the handle is gone either way */
+	close(gd);
+	KT_ASSERT(sg_stats().active_pins == 1, "the failed put released the pin");
+	KT_ASSERT(gdrdrv_refcnt() == refcnt0 + 1,
+		  "gdrdrv refcnt %ld after a failed put_pages with its callback armed, want %ld (a module reference until the callback)",
+		  gdrdrv_refcnt(), refcnt0 + 1);
+	sg_free(sg, va);	/* the callback comes now */
+	KT_ASSERT(sg_stats().active_pins == 0, "the callback did not release the pin");
+	KT_ASSERT(gdrdrv_refcnt() == refcnt0, "gdrdrv refcnt %ld after the callback, want %ld",
+		  gdrdrv_refcnt(), refcnt0);
+	close(sg);
+}
+
 #define T(name) { #name, test_##name, true }
 
 static const struct kt_test tests[] = {
@@ -436,6 +476,7 @@ static const struct kt_test tests[] = {
 	T(execve_drops_access),
 	T(wc_reservation_ends_with_pin),
 	T(no_wc_of_ram),
+	T(failed_put_pages_keeps_the_region),
 };
 
 int main(int argc, char **argv)

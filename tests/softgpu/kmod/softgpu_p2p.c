@@ -382,6 +382,14 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual
 			softgpu_pin_free(pin);
 		return -EINVAL;
 	}
+	/*
+	 * An injected failure leaves the pin as it was: registered, its free
+	 * callback still armed, as when the real driver's RM call fails.
+	 */
+	if (softgpu_fail_put_nth && !--softgpu_fail_put_nth) {
+		mutex_unlock(&softgpu_lock);
+		return -EIO;
+	}
 	softgpu_pin_unlink(pin);
 	mutex_unlock(&softgpu_lock);
 	softgpu_pin_free(pin);
