@@ -220,6 +220,7 @@ struct gdrdrv_mr {
 	struct nvidia_p2p_page_table *page_table;	/* NULL once released */
 	bool unpinning;			/* unpin or close has begun */
 	bool cb_fired;			/* the NVIDIA free callback has run */
+	bool put_failed;		/* put_pages failed: the callback may still come */
 	bool can_cache;
 	bool ram_backed;		/* x86: the pages are system RAM */
 	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
@@ -343,11 +344,14 @@ static void gdrdrv_free_callback(void *data)
 {
 	struct gdrdrv_mr *mr = data;
 	struct nvidia_p2p_page_table *page_table;
+	bool put_failed;
 
 	/* The pin holds a reference until put_pages() or this callback. */
 	kref_get(&mr->ref);
 	down_write(&mr->sem);
 	mr->cb_fired = true;
+	put_failed = mr->put_failed;
+	mr->put_failed = false;
 	page_table = mr->page_table;
 	mr->page_table = NULL;
 	if (page_table) {
@@ -362,6 +366,11 @@ static void gdrdrv_free_callback(void *data)
 	gdrdrv_info("GPU memory at 0x%llx freed while pinned; mapping revoked\n",
 		    mr->va);
 	gdrdrv_mr_put(mr);
+	if (put_failed) {
+		/* What gdrdrv_mr_unpin() kept for this call; the module last. */
+		gdrdrv_mr_put(mr);
+		module_put(THIS_MODULE);
+	}
 }
 
 static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
@@ -407,12 +416,26 @@ static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 	down_write(&mr->sem);
 	if (mr->page_table == page_table) {
 		/* Not released by a callback that raced with us. */
-		mr->page_table = NULL;
-		if (!ret)
+		if (!ret) {
+			mr->page_table = NULL;
 			atomic64_dec(&gdrdrv_pin_count);
-		else
+		} else if (!mr->persistent) {
+			/*
+			 * The pin stands and its free callback may still come
+			 * with this region as its argument: keep the region,
+			 * the page table for the callback to free, and the
+			 * module, until then.
+			 */
+			mr->put_failed = true;
+			kref_get(&mr->ref);
+			__module_get(THIS_MODULE);
+			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); it stays until the CUDA memory is freed, and gdrdrv cannot be unloaded until then\n",
+					   mr->va, mr->len, ret);
+		} else {
+			mr->page_table = NULL;
 			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); the GPU memory stays pinned\n",
 					   mr->va, mr->len, ret);
+		}
 	}
 	up_write(&mr->sem);
 }
