@@ -1045,11 +1045,14 @@ static bool wanted(const char *name, int argc, char **argv)
 	return false;
 }
 
-int main(int argc, char **argv)
+/* Where main goes on after parse_options() and prepare(): on, or exit with a status. */
+#define CONTINUE (-1)
+
+/* Reads the options into opt: CONTINUE, or the exit status (-l, -h, a bad option or scenario). */
+static int parse_options(int argc, char **argv)
 {
-	unsigned int passed = 0, failed = 0;
 	bool seeded = false;
-	int o, ret;
+	int o;
 
 	while ((o = getopt(argc, argv, "n:s:t:d:vlh")) != -1) {
 		switch (o) {
@@ -1093,8 +1096,14 @@ int main(int argc, char **argv)
 	}
 	if (!seeded)
 		opt.seed = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+	return CONTINUE;
+}
 
-	ret = kt_setup();
+/* The devices, the shared result page and the delays: CONTINUE, or the exit status. */
+static int prepare(void)
+{
+	int ret = kt_setup();
+
 	if (ret)
 		return ret;
 	kt_print_env();
@@ -1123,43 +1132,66 @@ int main(int argc, char **argv)
 	} else {
 		delay_ns = (unsigned long)opt.delay_ns;
 	}
+	return CONTINUE;
+}
+
+/* Runs scenario @s in a child and prints its line: KT_RESULT_*. */
+static int run_and_report(const struct scenario *s)
+{
+	struct kt_test t = { .name = s->name, .fn = run_scenario, .needs_gdrdrv = true };
+	const char *why;
+	int r;
+
+	current = s;
+	memset(result, 0, sizeof(*result));
+	/* The child's own cap, with room to finish its last round. */
+	r = kt_run_test(&t, opt.time_cap_s ? opt.time_cap_s + 600 : 0, &why);
+	if (r == KT_RESULT_SKIP) {
+		printf("skip %s: %s\n", s->name, why);
+		return r;
+	}
+	if (r != KT_RESULT_PASS && why[0])
+		printf("# %s: %s\n", s->name, why);
+	if (r != KT_RESULT_PASS && result->done && !result->stale && !result->failures)
+		result->failures++;	/* the harness's own checks */
+	printf("%s %s: %lu iterations, %lu stale mappings (%lu read another allocation's bytes), %lu other failures%s; mmap succeeded %lu, %lu reads/%lu faults racing; %.1f s (%.2f ms a round, %.2f ms racing)%s\n",
+	       r == KT_RESULT_PASS ? "ok" : "not ok", s->name, result->iterations,
+	       result->stale, result->foreign, result->failures,
+	       result->done ? "" : " (did not finish)",
+	       result->mapped, result->touch_reads, result->touch_faults,
+	       result->seconds,
+	       result->iterations ? 1e3 * result->seconds / result->iterations : 0.0,
+	       result->iterations ? 1e3 * result->race_seconds / result->iterations : 0.0,
+	       result->time_capped ? " (time cap reached)" : "");
+	if (opt.verbose && result->iterations)
+		printf("# %s: per round %.3f ms waking the threads, %.3f ms in the longest call\n",
+		       s->name, 1e3 * result->wake_seconds / result->iterations,
+		       1e3 * result->call_seconds / result->iterations);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int passed = 0, failed = 0;
+	int status;
+
+	status = parse_options(argc, argv);
+	if (status == CONTINUE)
+		status = prepare();
+	if (status != CONTINUE)
+		return status;
 	printf("# seed %llu, %lu rounds per scenario%s, %d GPU pages per pin, delays up to %lu ns%s\n",
 	       opt.seed, opt.iterations, opt.time_cap_s ? " (time capped)" : "",
 	       RACE_PAGES, delay_ns, opt.delay_ns < 0 ? " (one mmap+munmap)" : "");
 
 	for (size_t i = 0; i < NSCENARIOS; i++) {
-		const struct scenario *s = &scenarios[i];
-		struct kt_test t = { .name = s->name, .fn = run_scenario, .needs_gdrdrv = true };
-		const char *why;
 		int r;
 
-		if (!wanted(s->name, argc, argv))
+		if (!wanted(scenarios[i].name, argc, argv))
 			continue;
-		current = s;
-		memset(result, 0, sizeof(*result));
-		/* The child's own cap, with room to finish its last round. */
-		r = kt_run_test(&t, opt.time_cap_s ? opt.time_cap_s + 600 : 0, &why);
-		if (r == KT_RESULT_SKIP) {
-			printf("skip %s: %s\n", s->name, why);
+		r = run_and_report(&scenarios[i]);
+		if (r == KT_RESULT_SKIP)
 			continue;
-		}
-		if (r != KT_RESULT_PASS && why[0])
-			printf("# %s: %s\n", s->name, why);
-		if (r != KT_RESULT_PASS && result->done && !result->stale && !result->failures)
-			result->failures++;	/* the harness's own checks */
-		printf("%s %s: %lu iterations, %lu stale mappings (%lu read another allocation's bytes), %lu other failures%s; mmap succeeded %lu, %lu reads/%lu faults racing; %.1f s (%.2f ms a round, %.2f ms racing)%s\n",
-		       r == KT_RESULT_PASS ? "ok" : "not ok", s->name, result->iterations,
-		       result->stale, result->foreign, result->failures,
-		       result->done ? "" : " (did not finish)",
-		       result->mapped, result->touch_reads, result->touch_faults,
-		       result->seconds,
-		       result->iterations ? 1e3 * result->seconds / result->iterations : 0.0,
-		       result->iterations ? 1e3 * result->race_seconds / result->iterations : 0.0,
-		       result->time_capped ? " (time cap reached)" : "");
-		if (opt.verbose && result->iterations)
-			printf("# %s: per round %.3f ms waking the threads, %.3f ms in the longest call\n",
-			       s->name, 1e3 * result->wake_seconds / result->iterations,
-			       1e3 * result->call_seconds / result->iterations);
 		if (r == KT_RESULT_PASS)
 			passed++;
 		else

@@ -598,7 +598,41 @@ static void usage(FILE *out, const char *prog)
 		prog, DEFAULT_TIMEOUT_S);
 }
 
-int main(int argc, char *argv[])
+/* What the command line asks for. */
+struct options {
+	bool list, summary, extended;
+	unsigned int timeout_s;
+	const char *junit_path;
+	char **requested;	/* -t names, in the order given */
+	size_t n_requested;
+};
+
+/* Where main goes on after parse_options() and friends: on, or exit with a status. */
+#define CONTINUE (-1)
+
+static int parse_alloc_option(const char *arg)
+{
+	enum gpu_alloc_kind kind;
+
+	if (!strcmp(arg, "default")) {
+		sanity_alloc_mapped = false;
+		return CONTINUE;
+	}
+	if (parse_gpu_alloc_kind(arg, &kind)) {
+		fprintf(stderr, "-a %s: expected default or gdr_alloc_mapped\n", arg);
+		return 1;
+	}
+	if (kind != GPU_ALLOC_GDR_MAPPED) {
+		fprintf(stderr, "-a %s: the tests choose cuMemAlloc/cuMemCreate themselves (*_cumemalloc, *_vmmalloc); -a takes default or gdr_alloc_mapped\n",
+			arg);
+		return 1;
+	}
+	sanity_alloc_mapped = true;
+	return CONTINUE;
+}
+
+/* Reads the options into @o (and the harness's globals): CONTINUE, or the exit status. */
+static int parse_options(int argc, char *argv[], struct options *o)
 {
 	static const struct option long_options[] = {
 		{ "help", no_argument, NULL, 'h' },
@@ -606,28 +640,7 @@ int main(int argc, char *argv[])
 		{ "timeout", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
-	size_t n_all = (size_t)(__stop_sanity_tests - __start_sanity_tests);
-	const struct sanity_test **all, **selected;
-	bool list = false, summary = true, extended = false;
-	unsigned int timeout_s = DEFAULT_TIMEOUT_S;
-	const char *junit_path = NULL;
-	struct test_result *results;
-	size_t n_selected = 0, n_passed = 0, n_failed = 0, n_waived = 0;
-	char **requested;
-	size_t n_requested = 0;
-	struct timespec start;
-	int opt;
-
-	all = calloc(n_all, sizeof(*all));
-	selected = calloc(n_all, sizeof(*selected));
-	requested = calloc((size_t)argc, sizeof(*requested));
-	results = calloc(n_all, sizeof(*results));
-	if (!all || !selected || !requested || !results) {
-		fprintf(stderr, "out of memory\n");
-		return 1;
-	}
-	memcpy(all, __start_sanity_tests, n_all * sizeof(*all));
-	qsort(all, n_all, sizeof(*all), compare_tests);
+	int opt, status;
 
 	while ((opt = getopt_long(argc, argv, "hvslt:d:ea:", long_options, NULL)) != -1) {
 		char *end;
@@ -640,13 +653,13 @@ int main(int argc, char *argv[])
 			test_verbose = 1;
 			break;
 		case 's':
-			summary = false;
+			o->summary = false;
 			break;
 		case 'l':
-			list = true;
+			o->list = true;
 			break;
 		case 't':
-			requested[n_requested++] = optarg;
+			o->requested[o->n_requested++] = optarg;
 			break;
 		case 'd':
 			sanity_gpu_id = (int)strtol(optarg, &end, 0);
@@ -656,32 +669,18 @@ int main(int argc, char *argv[])
 			}
 			break;
 		case 'e':
-			extended = true;
+			o->extended = true;
 			break;
-		case 'a': {
-			enum gpu_alloc_kind kind;
-
-			if (!strcmp(optarg, "default")) {
-				sanity_alloc_mapped = false;
-				break;
-			}
-			if (parse_gpu_alloc_kind(optarg, &kind)) {
-				fprintf(stderr, "-a %s: expected default or gdr_alloc_mapped\n", optarg);
-				return 1;
-			}
-			if (kind != GPU_ALLOC_GDR_MAPPED) {
-				fprintf(stderr, "-a %s: the tests choose cuMemAlloc/cuMemCreate themselves (*_cumemalloc, *_vmmalloc); -a takes default or gdr_alloc_mapped\n",
-					optarg);
-				return 1;
-			}
-			sanity_alloc_mapped = true;
+		case 'a':
+			status = parse_alloc_option(optarg);
+			if (status != CONTINUE)
+				return status;
 			break;
-		}
 		case 'J':
-			junit_path = optarg;
+			o->junit_path = optarg;
 			break;
 		case 'T':
-			timeout_s = (unsigned int)strtoul(optarg, &end, 0);
+			o->timeout_s = (unsigned int)strtoul(optarg, &end, 0);
 			if (*end) {
 				fprintf(stderr, "--timeout wants seconds, not '%s'\n", optarg);
 				return 1;
@@ -697,38 +696,46 @@ int main(int argc, char *argv[])
 		usage(stderr, argv[0]);
 		return 1;
 	}
+	return CONTINUE;
+}
 
-	if (list) {
+/*
+ * The tests to run, in name order, into @selected: the -t ones (even if
+ * extended), else all but the extended ones unless -e.  CONTINUE, or 1 for
+ * a name that is no test.
+ */
+static int select_tests(const struct sanity_test **all, size_t n_all, const struct options *o,
+			const char *prog, const struct sanity_test **selected, size_t *n_selected)
+{
+	*n_selected = 0;
+	if (!o->n_requested) {
 		for (size_t i = 0; i < n_all; i++)
-			printf("%s%s\n", all[i]->name, all[i]->extended ? " (extended: -e)" : "");
-		return 0;
+			if (o->extended || !all[i]->extended)
+				selected[(*n_selected)++] = all[i];
+		return CONTINUE;
 	}
-
-	if (n_requested) {
-		/* Named tests run even if extended; still in name order. */
-		for (size_t i = 0; i < n_all; i++)
-			for (size_t r = 0; r < n_requested; r++)
-				if (requested[r] && !strcmp(requested[r], all[i]->name)) {
-					selected[n_selected++] = all[i];
-					break;
-				}
-		for (size_t r = 0; r < n_requested; r++) {
-			bool known = false;
-
-			for (size_t i = 0; i < n_all; i++)
-				known = known || !strcmp(requested[r], all[i]->name);
-			if (!known) {
-				fprintf(stderr, "unknown test '%s'; %s -l lists them\n", requested[r],
-					argv[0]);
-				return 1;
+	for (size_t i = 0; i < n_all; i++)
+		for (size_t r = 0; r < o->n_requested; r++)
+			if (o->requested[r] && !strcmp(o->requested[r], all[i]->name)) {
+				selected[(*n_selected)++] = all[i];
+				break;
 			}
-		}
-	} else {
-		for (size_t i = 0; i < n_all; i++)
-			if (extended || !all[i]->extended)
-				selected[n_selected++] = all[i];
-	}
+	for (size_t r = 0; r < o->n_requested; r++) {
+		bool known = false;
 
+		for (size_t i = 0; i < n_all; i++)
+			known = known || !strcmp(o->requested[r], all[i]->name);
+		if (!known) {
+			fprintf(stderr, "unknown test '%s'; %s -l lists them\n", o->requested[r], prog);
+			return 1;
+		}
+	}
+	return CONTINUE;
+}
+
+/* The result page, a usable GPU and, for -a gdr_alloc_mapped, that allocator: CONTINUE, or the exit status. */
+static int prepare_run(void)
+{
 	shared_result = mmap(NULL, sizeof(*shared_result), PROT_READ | PROT_WRITE,
 			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (shared_result == MAP_FAILED) {
@@ -754,8 +761,17 @@ int main(int argc, char *argv[])
 			return usable;
 		}
 	}
+	return CONTINUE;
+}
 
-	start = time_now();
+struct tally {
+	size_t passed, failed, waived;
+};
+
+/* Runs the selected tests in turn, one line for each that did not pass. */
+static void run_tests(const struct sanity_test **selected, size_t n_selected, unsigned int timeout_s,
+		      struct test_result *results, struct tally *tally)
+{
 	for (size_t i = 0; i < n_selected; i++) {
 		struct test_result *r = &results[i];
 
@@ -764,18 +780,18 @@ int main(int argc, char *argv[])
 		run_one(selected[i], timeout_s, r);
 		switch (r->kind) {
 		case RESULT_PASSED:
-			n_passed++;
+			tally->passed++;
 			if (test_verbose)
 				printf("&&&& PASSED %s\n", r->test->name);
 			break;
 		case RESULT_WAIVED:
-			n_waived++;
+			tally->waived++;
 			if (test_verbose)
 				printf("&&&& WAIVED %s\n", r->test->name);
 			printf("waived: %s: %s\n", r->test->name, r->message);
 			break;
 		case RESULT_FAILED:
-			n_failed++;
+			tally->failed++;
 			if (test_verbose)
 				printf("&&&& FAILED %s\n", r->test->name);
 			printf("failed: %s: %s\n", r->test->name, r->message);
@@ -783,10 +799,15 @@ int main(int argc, char *argv[])
 		}
 		fflush(stdout);
 	}
+}
 
-	if (summary) {
-		printf("\nTotal: %zu, Passed: %zu, Failed: %zu, Waived: %zu\n", n_selected, n_passed,
-		       n_failed, n_waived);
+/* The summary (unless -s) and the JUnit report (--junit); the exit status. */
+static int report(const struct options *o, const struct test_result *results, size_t n_selected,
+		  const struct tally *tally, double seconds)
+{
+	if (o->summary) {
+		printf("\nTotal: %zu, Passed: %zu, Failed: %zu, Waived: %zu\n", n_selected,
+		       tally->passed, tally->failed, tally->waived);
 		printf("\nList of failed tests:\n");
 		for (size_t i = 0; i < n_selected; i++)
 			if (results[i].kind == RESULT_FAILED)
@@ -796,8 +817,48 @@ int main(int argc, char *argv[])
 			if (results[i].kind == RESULT_WAIVED)
 				printf("    %s\n", results[i].test->name);
 	}
-	if (junit_path &&
-	    write_junit(junit_path, results, n_selected, n_failed, n_waived, seconds_since(start)))
+	if (o->junit_path &&
+	    write_junit(o->junit_path, results, n_selected, tally->failed, tally->waived, seconds))
 		return 1;
-	return n_failed ? 1 : 0;
+	return tally->failed ? 1 : 0;
+}
+
+int main(int argc, char *argv[])
+{
+	size_t n_all = (size_t)(__stop_sanity_tests - __start_sanity_tests), n_selected;
+	struct options o = { .summary = true, .timeout_s = DEFAULT_TIMEOUT_S };
+	const struct sanity_test **all, **selected;
+	struct test_result *results;
+	struct tally tally = { 0 };
+	struct timespec start;
+	int status;
+
+	all = calloc(n_all, sizeof(*all));
+	selected = calloc(n_all, sizeof(*selected));
+	o.requested = calloc((size_t)argc, sizeof(*o.requested));
+	results = calloc(n_all, sizeof(*results));
+	if (!all || !selected || !o.requested || !results) {
+		fprintf(stderr, "out of memory\n");
+		return 1;
+	}
+	memcpy(all, __start_sanity_tests, n_all * sizeof(*all));
+	qsort(all, n_all, sizeof(*all), compare_tests);
+
+	status = parse_options(argc, argv, &o);
+	if (status != CONTINUE)
+		return status;
+	if (o.list) {
+		for (size_t i = 0; i < n_all; i++)
+			printf("%s%s\n", all[i]->name, all[i]->extended ? " (extended: -e)" : "");
+		return 0;
+	}
+	status = select_tests(all, n_all, &o, argv[0], selected, &n_selected);
+	if (status == CONTINUE)
+		status = prepare_run();
+	if (status != CONTINUE)
+		return status;
+
+	start = time_now();
+	run_tests(selected, n_selected, o.timeout_s, results, &tally);
+	return report(&o, results, n_selected, &tally, seconds_since(start));
 }
