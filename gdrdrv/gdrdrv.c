@@ -9,8 +9,9 @@
  * include/uapi/gdrdrv.h is binary compatible with it.
  *
  * Objects:
- *  - struct gdrdrv_file: one per open file.  Owned by the opener's thread
- *    group; every ioctl and mmap from another process fails with EACCES.
+ *  - struct gdrdrv_file: one per open file.  Owned by the opener's address
+ *    space and program image; every ioctl and mmap from another process, or
+ *    after an execve(), fails with EACCES.
  *    Its pinned buffers live in an xarray indexed by handle, and handles
  *    double as mmap page offsets.  ->lock serialises handle allocation.
  *  - struct gdrdrv_mr: one pinned range ("memory region").  Refcounted: the
@@ -29,8 +30,9 @@
  *    a VMA already in the file's mapping tree, so a zap always finds what a
  *    fault inserted: no PTE outlives the pin.  ->mmap only sets the VMA up.
  *  - The memtype reservations of a WC mapping are taken by ->mmap and given
- *    back when the last VMA closes (the core has removed its PTEs by then);
- *    unpin and the callback never touch them.
+ *    back when the pin ends (unpin, close or the free callback: after the
+ *    zap, under mr->sem) or when the last VMA closes, whichever is first: a
+ *    revoked mapping holds no reservation until its munmap.
  *  - The NVIDIA free callback takes only mr->sem.  gdrdrv never calls into
  *    the NVIDIA driver with mr->sem held, since nvidia_p2p_put_pages() waits
  *    for a running callback (AB-BA otherwise).
@@ -41,7 +43,9 @@
 
 #include <linux/atomic.h>
 #include <linux/compat.h>
+#include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/hashtable.h>
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/mem_encrypt.h>
@@ -56,6 +60,7 @@
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
 #include <linux/stringify.h>
 #include <linux/timex.h>
 #include <linux/uaccess.h>
@@ -123,6 +128,28 @@ module_param(node_gid, uint, 0444);
 MODULE_PARM_DESC(node_gid,
 		 "group id of /dev/gdrdrv, applied by the udev rule shipped with gdrdrv (default 0, root)");
 
+/*
+ * NVIDIA's driver resolves a non-zero P2P token in every process, with no
+ * check that the caller owns it: honouring tokens lets any user of
+ * /dev/gdrdrv pin another process's GPU memory.  Off unless an administrator
+ * trusts every user of the node.
+ */
+static bool allow_p2p_tokens;
+module_param(allow_p2p_tokens, bool, 0444);
+MODULE_PARM_DESC(allow_p2p_tokens,
+		 "honour non-zero p2p_token/va_space in PIN_BUFFER (legacy pins); the NVIDIA driver does not check who owns a token, so any user of /dev/gdrdrv could pin another process's GPU memory (default N)");
+
+/* Pins hold kernel memory: bound what one file and one user may hold. */
+static unsigned int max_pins_per_file = 65536;
+module_param(max_pins_per_file, uint, 0644);
+MODULE_PARM_DESC(max_pins_per_file,
+		 "pins one open /dev/gdrdrv file may hold; more fail with ENOSPC (0: no limit; default 65536)");
+
+static unsigned int max_pins_per_user = 262144;
+module_param(max_pins_per_user, uint, 0644);
+MODULE_PARM_DESC(max_pins_per_user,
+		 "pins all files opened by one user may hold together; more fail with EDQUOT (0: no limit; default 262144)");
+
 #define gdrdrv_dbg(fmt, ...)						\
 	do {								\
 		if (READ_ONCE(dbg_enabled))				\
@@ -151,13 +178,23 @@ static bool gdrdrv_must_use_device;	/* DEVICE mappings instead of WC */
 /* A handle is a page offset: keep [handle, handle + pages) a valid offset. */
 #define GDRDRV_HANDLE_LIMIT ((unsigned long)(MAX_LFS_FILESIZE >> PAGE_SHIFT))
 
+/*
+ * Who may use a file: the address space that opened it.  The mm pointer
+ * alone could be reused by a later process, so the thread group and its
+ * start time pin down the process, and the exec count the program image:
+ * after execve() the new image holds no access through inherited files.
+ */
 struct gdrdrv_owner {
+	const struct mm_struct *mm;	/* compared, never dereferenced */
 	pid_t tgid;
 	u64 start_time;
+	u64 exec_id;
 };
 
 struct gdrdrv_file {
 	struct gdrdrv_owner owner;
+	kuid_t uid;			/* the opener's, charged for its pins */
+	atomic_t nr_pins;		/* published regions */
 	struct xarray mrs;		/* handle -> struct gdrdrv_mr */
 	struct mutex lock;		/* handle allocation */
 	unsigned long next_handle;
@@ -183,7 +220,9 @@ struct gdrdrv_mr {
 	struct nvidia_p2p_page_table *page_table;	/* NULL once released */
 	bool unpinning;			/* unpin or close has begun */
 	bool cb_fired;			/* the NVIDIA free callback has run */
+	bool put_failed;		/* put_pages failed: the callback may still come */
 	bool can_cache;
+	bool ram_backed;		/* x86: the pages are system RAM */
 	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
 	u32 map_type;			/* GDRDRV_MR_*, while mapped */
 	unsigned int map_count;		/* VMAs mapping this region */
@@ -222,10 +261,14 @@ static void gdrdrv_mr_zap(struct gdrdrv_mr *mr)
 			    mr->len, 1);
 }
 
+static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr);
+
 static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
 {
+	owner->mm = current->mm;
 	owner->tgid = current->tgid;
 	owner->start_time = current->group_leader->start_time;
+	owner->exec_id = current->self_exec_id;
 }
 
 /*
@@ -234,8 +277,10 @@ static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
  */
 static bool gdrdrv_owner_is_current(const struct gdrdrv_owner *owner)
 {
-	return owner->tgid == current->tgid &&
-	       owner->start_time == current->group_leader->start_time;
+	return owner->mm && owner->mm == current->mm &&
+	       owner->tgid == current->tgid &&
+	       owner->start_time == current->group_leader->start_time &&
+	       owner->exec_id == current->self_exec_id;
 }
 
 /* Looks a handle up and takes a reference; NULL if there is none. */
@@ -299,11 +344,14 @@ static void gdrdrv_free_callback(void *data)
 {
 	struct gdrdrv_mr *mr = data;
 	struct nvidia_p2p_page_table *page_table;
+	bool put_failed;
 
 	/* The pin holds a reference until put_pages() or this callback. */
 	kref_get(&mr->ref);
 	down_write(&mr->sem);
 	mr->cb_fired = true;
+	put_failed = mr->put_failed;
+	mr->put_failed = false;
 	page_table = mr->page_table;
 	mr->page_table = NULL;
 	if (page_table) {
@@ -312,10 +360,17 @@ static void gdrdrv_free_callback(void *data)
 	}
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
+	/* No PTE is left nor can come: the reservation ends with the pin. */
+	gdrdrv_mr_free_memtypes(mr);
 	up_write(&mr->sem);
 	gdrdrv_info("GPU memory at 0x%llx freed while pinned; mapping revoked\n",
 		    mr->va);
 	gdrdrv_mr_put(mr);
+	if (put_failed) {
+		/* What gdrdrv_mr_unpin() kept for this call; the module last. */
+		gdrdrv_mr_put(mr);
+		module_put(THIS_MODULE);
+	}
 }
 
 static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
@@ -361,12 +416,26 @@ static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 	down_write(&mr->sem);
 	if (mr->page_table == page_table) {
 		/* Not released by a callback that raced with us. */
-		mr->page_table = NULL;
-		if (!ret)
+		if (!ret) {
+			mr->page_table = NULL;
 			atomic64_dec(&gdrdrv_pin_count);
-		else
+		} else if (!mr->persistent) {
+			/*
+			 * The pin stands and its free callback may still come
+			 * with this region as its argument: keep the region,
+			 * the page table for the callback to free, and the
+			 * module, until then.
+			 */
+			mr->put_failed = true;
+			kref_get(&mr->ref);
+			__module_get(THIS_MODULE);
+			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); it stays until the CUDA memory is freed, and gdrdrv cannot be unloaded until then\n",
+					   mr->va, mr->len, ret);
+		} else {
+			mr->page_table = NULL;
 			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); the GPU memory stays pinned\n",
 					   mr->va, mr->len, ret);
+		}
 	}
 	up_write(&mr->sem);
 }
@@ -406,6 +475,23 @@ static bool gdrdrv_page_table_cacheable(struct nvidia_p2p_page_table *pt)
 	return false;
 }
 
+/*
+ * Whether any page is system RAM, on x86 (softgpu's RAM mode; no GPU's
+ * BAR is).  page_is_ram() is GPL-only: the proprietary flavour, which only
+ * serves real GPUs, assumes MMIO.
+ */
+static bool gdrdrv_page_table_has_ram(struct nvidia_p2p_page_table *pt)
+{
+#if defined(CONFIG_X86) && defined(GDRDRV_MAY_USE_GPL_ONLY)
+	u32 i;
+
+	for (i = 0; i < pt->entries; i++)
+		if (page_is_ram(pt->pages[i]->physical_address >> PAGE_SHIFT))
+			return true;
+#endif
+	return false;
+}
+
 /* Checks a fresh page table; called with mr->sem held. */
 static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 {
@@ -430,8 +516,84 @@ static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 			   pt->entries, mr->len);
 		return -EINVAL;
 	}
-	mr->can_cache = !mr->force_pcie && gdrdrv_page_table_cacheable(pt);
+	mr->ram_backed = gdrdrv_page_table_has_ram(pt);
+	/*
+	 * x86 keeps RAM coherent and PAT maps RAM pages write-back whatever a
+	 * PFN mapping asks for; a WC reservation over RAM is refused and
+	 * logged.  So RAM is mapped cached there, never WC.
+	 */
+	mr->can_cache = mr->ram_backed ||
+			(!mr->force_pcie && gdrdrv_page_table_cacheable(pt));
 	return 0;
+}
+
+/* Pins held per user, for max_pins_per_user. */
+struct gdrdrv_user {
+	struct hlist_node node;
+	kuid_t uid;
+	unsigned long pins;
+};
+
+static DEFINE_HASHTABLE(gdrdrv_users, 6);
+static DEFINE_SPINLOCK(gdrdrv_users_lock);
+
+static struct gdrdrv_user *gdrdrv_user_find(kuid_t uid)
+{
+	struct gdrdrv_user *user;
+
+	hash_for_each_possible(gdrdrv_users, user, node, __kuid_val(uid))
+		if (uid_eq(user->uid, uid))
+			return user;
+	return NULL;
+}
+
+/* Counts one more pin of @uid, within max_pins_per_user. */
+static int gdrdrv_user_charge(kuid_t uid)
+{
+	struct gdrdrv_user *user, *fresh;
+	unsigned int limit = READ_ONCE(max_pins_per_user);
+	int ret = 0;
+
+	/* Allocated up front: no allocation under the spinlock. */
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	if (!fresh)
+		return -ENOMEM;
+	spin_lock(&gdrdrv_users_lock);
+	user = gdrdrv_user_find(uid);
+	if (!user) {
+		user = fresh;
+		fresh = NULL;
+		user->uid = uid;
+		hash_add(gdrdrv_users, &user->node, __kuid_val(uid));
+	}
+	if (limit && user->pins >= limit)
+		ret = -EDQUOT;
+	else
+		user->pins++;
+	if (!user->pins) {
+		hash_del(&user->node);
+		fresh = user;
+	}
+	spin_unlock(&gdrdrv_users_lock);
+	kfree(fresh);
+	if (ret)
+		gdrdrv_dbg("user %u holds %u pins, the limit (max_pins_per_user); unpin some or ask an administrator to raise it\n",
+			   __kuid_val(uid), limit);
+	return ret;
+}
+
+static void gdrdrv_user_uncharge(kuid_t uid)
+{
+	struct gdrdrv_user *user;
+
+	spin_lock(&gdrdrv_users_lock);
+	user = gdrdrv_user_find(uid);
+	if (user && !--user->pins)
+		hash_del(&user->node);
+	else
+		user = NULL;
+	spin_unlock(&gdrdrv_users_lock);
+	kfree(user);
 }
 
 /* Gives the region a handle (= mmap page offset) and publishes it. */
@@ -441,17 +603,32 @@ static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
 	int ret;
 
 	mutex_lock(&file->lock);
+	if (READ_ONCE(max_pins_per_file) &&
+	    atomic_read(&file->nr_pins) >= READ_ONCE(max_pins_per_file)) {
+		gdrdrv_dbg("this file holds %d pins, the limit (max_pins_per_file); unpin some or open /dev/gdrdrv again\n",
+			   atomic_read(&file->nr_pins));
+		ret = -ENOSPC;
+		goto out;
+	}
+	ret = gdrdrv_user_charge(file->uid);
+	if (ret)
+		goto out;
 	/* Handles advance by the region size so file ranges never overlap. */
 	if (file->next_handle > GDRDRV_HANDLE_LIMIT ||
 	    GDRDRV_HANDLE_LIMIT - file->next_handle < pages) {
 		gdrdrv_dbg("no mmap offsets left on this file; open /dev/gdrdrv again\n");
 		ret = -ENOMEM;
-		goto out;
+		goto uncharge;
 	}
 	mr->handle = file->next_handle;
-	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL);
-	if (!ret)
+	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL_ACCOUNT);
+	if (!ret) {
 		file->next_handle += pages;
+		atomic_inc(&file->nr_pins);
+		goto out;
+	}
+uncharge:
+	gdrdrv_user_uncharge(file->uid);
 out:
 	mutex_unlock(&file->lock);
 	return ret;
@@ -491,12 +668,16 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	} else if (flags) {
 		gdrdrv_dbg("pin flags need persistent mappings (use_persistent_mapping=1)\n");
 		return -EINVAL;
+	} else if ((p2p_token || va_space) && !allow_p2p_tokens) {
+		gdrdrv_dbg("non-zero P2P tokens are refused: the NVIDIA driver resolves them in any process, so they could pin another process's memory; pass 0, or load gdrdrv with allow_p2p_tokens=1 on a node whose users all trust each other\n");
+		return -EPERM;
 	}
 
 	start = addr & GDRDRV_GPU_PAGE_MASK;
 	end = (addr + size + GDRDRV_GPU_PAGE_OFFSET) & GDRDRV_GPU_PAGE_MASK;
 
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	/* Charged to the caller's memory cgroup, as all per-pin memory. */
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL_ACCOUNT);
 	if (!mr)
 		return -ENOMEM;
 	kref_init(&mr->ref);
@@ -549,10 +730,13 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
  */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
+	atomic_dec(&mr->file->nr_pins);
+	gdrdrv_user_uncharge(mr->file->uid);
 	down_write(&mr->sem);
 	mr->unpinning = true;
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
+	gdrdrv_mr_free_memtypes(mr);
 	up_write(&mr->sem);
 	gdrdrv_mr_unpin(mr);
 	gdrdrv_mr_put(mr);
@@ -749,7 +933,7 @@ static int gdrdrv_mr_type_allowed(struct gdrdrv_mr *mr, u32 type)
 	case GDRDRV_MR_NONE:
 		return 0;
 	case GDRDRV_MR_WC:
-		return gdrdrv_must_use_device ? -EOPNOTSUPP : 0;
+		return gdrdrv_must_use_device || mr->ram_backed ? -EOPNOTSUPP : 0;
 	case GDRDRV_MR_CACHING:
 		return mr->can_cache ? 0 : -EOPNOTSUPP;
 	case GDRDRV_MR_DEVICE:
@@ -886,8 +1070,8 @@ static u64 gdrdrv_mr_phys(struct nvidia_p2p_page_table *pt, u64 off)
  * x86 PAT: a PFN inserted by a fault takes the cache type recorded for its
  * physical range (UC- for MMIO nobody reserved), not the one in the VMA.  So
  * a WC mapping reserves WC for each physically contiguous run of GPU pages
- * it covers, and gives the reservations back when its last VMA closes.  They
- * belong to the mapping alone: the free callback and unpin only zap.  A run
+ * it covers, and gives the reservations back when its last VMA closes or
+ * when the pin ends, after the zap (see the top of this file).  A run
  * whose reservation is refused (another type is recorded there) is mapped as
  * that type, which is never less safe.  mr->sem held for write.
  */
@@ -904,7 +1088,8 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 		if (pt->pages[i]->physical_address !=
 		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
 			runs++;
-	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs), GFP_KERNEL);
+	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs),
+				     GFP_KERNEL_ACCOUNT);
 	if (!mr->wc_runs)
 		return;
 	for (first = 0, i = 1; i <= pages; i++) {
@@ -1188,10 +1373,12 @@ static int gdrdrv_open(struct inode *inode, struct file *filp)
 {
 	struct gdrdrv_file *file;
 
-	file = kzalloc(sizeof(*file), GFP_KERNEL);
+	file = kzalloc(sizeof(*file), GFP_KERNEL_ACCOUNT);
 	if (!file)
 		return -ENOMEM;
 	gdrdrv_owner_set(&file->owner);
+	file->uid = current_uid();
+	atomic_set(&file->nr_pins, 0);
 	xa_init(&file->mrs);
 	mutex_init(&file->lock);
 	address_space_init_once(&file->mapping);
@@ -1277,6 +1464,10 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 	/* After GDRCopy 2.6's five lines, so that readers of those still work. */
 	seq_printf(m, "VMA inherited on fork: %s\n",
 		   gdrdrv_vma_inherited_on_fork() ? "yes" : "no");
+	seq_printf(m, "P2P tokens allowed: %s\n",
+		   allow_p2p_tokens ? "yes" : "no");
+	seq_printf(m, "max_pins_per_file: %u\n", READ_ONCE(max_pins_per_file));
+	seq_printf(m, "max_pins_per_user: %u\n", READ_ONCE(max_pins_per_user));
 	return 0;
 }
 

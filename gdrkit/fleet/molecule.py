@@ -39,6 +39,7 @@ SCENARIO = "default"
 IMAGE_VAR = "GDRCOPY_MOLECULE_IMAGE_{suite}"
 REPO_URL_VAR = "GDRCOPY_MOLECULE_REPO_URL"
 VERSION_VAR = "GDRCOPY_MOLECULE_VERSION"
+FINGERPRINT_VAR = "GDRCOPY_MOLECULE_KEY_FINGERPRINT"
 # Molecule's action lines ("INFO     [default > converge] Executed: Successful") and Ansible's recap lines.
 ACTION_LINE = re.compile(rf"^(?:INFO|ERROR)\s+\[{SCENARIO} > (\w[\w-]*)\] (Executing|Executed: \w+)")
 RECAP_LINE = re.compile(r"^(\S+)\s+:\s+(ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=\d+.*)$")
@@ -90,6 +91,23 @@ def host_image(engine: Engine, suite: str, work: Path) -> str:
 class Published:
     directory: Path
     version: str  # the packages' full version, e.g. 2.6.1-1
+
+
+def repo_key_file() -> str:
+    from gdrkit.publish import repo
+
+    return repo.KEY_FILE
+
+
+def key_fingerprint(key_file: Path) -> str:
+    """The fingerprint of the one primary key in `key_file`, as gpg reads it (the role's trusted key)."""
+    out = subprocess.run(
+        ["gpg", "--show-keys", "--with-colons", str(key_file)], capture_output=True, text=True, check=False
+    )
+    fingerprints = [line.split(":")[9] for line in out.stdout.splitlines() if line.startswith("fpr:")]
+    if out.returncode != 0 or not fingerprints:
+        raise die(f"gpg cannot read the key {key_file}: {out.stderr.strip()}", "is gnupg installed?")
+    return fingerprints[0]
 
 
 def build_and_publish(
@@ -198,6 +216,7 @@ def molecule(command: str = "test", work: Path = WORK, ref: str = "HEAD", dry_ru
         env = ansible.environment(
             **{IMAGE_VAR.format(suite=s.upper()): tag for s, tag in images.items()},
             **{REPO_URL_VAR: url, VERSION_VAR: published.version},
+            **{FINGERPRINT_VAR: key_fingerprint(out / repo_key_file())},
             MOLECULE_EPHEMERAL_DIRECTORY=str(work / "ephemeral"),
         )
         with step(f"molecule {command}: {', '.join(SUITES)} hosts from {url} (minutes)", log_dir=work) as current:

@@ -29,7 +29,9 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("call-trace", re.compile(r"Call Trace")),
     ("panic", re.compile(r"Kernel panic")),
     ("page-fault", re.compile(r"[Uu]nable to handle (?:kernel|page fault)")),
-    ("pat", re.compile(r"conflicting memory types|x86/PAT:.*freeing invalid memtype|map pfn expected mapping type")),
+    # Every x86/PAT complaint (reserve_ram_pages_type failed, conflicting
+    # types, invalid frees, ...); only its boot-time configuration line is news.
+    ("pat", re.compile(r"conflicting memory types|map pfn expected mapping type|x86/PAT: (?!Configuration \[)")),
 )
 
 

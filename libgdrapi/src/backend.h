@@ -57,6 +57,7 @@ struct gdr_memh {
 	_Atomic(void *) map_va;
 	size_t map_size;
 	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
+	_Atomic int revocable;		/* a legacy pin (freeing the memory revokes the mapping); -1 not asked yet */
 };
 
 struct gdr {
@@ -65,6 +66,7 @@ struct gdr {
 
 	pthread_mutex_t lock;		/* protects the buffer list */
 	struct gdr_memh *memh_list;
+	unsigned int fork_generation;	/* gdr_fork_generation() at gdr_open() */
 };
 
 /* Why a backend declined to open, for the message gdr_open() prints when none opens. */

@@ -58,6 +58,7 @@ GDR_EXPORT gdr_t gdr_open(void)
 		return NULL;
 	}
 	pthread_mutex_init(&g->lock, NULL);
+	g->fork_generation = gdr_fork_generation();
 
 	for (i = 0; i < GDR_BACKEND_COUNT; i++) {
 		const struct gdr_backend_ops *ops = backends[i];
@@ -298,6 +299,34 @@ static bool memh_unlink(struct gdr *g, struct gdr_memh *mh)
 	return true;
 }
 
+/*
+ * EPERM when @g was opened by an ancestor of this process (we run in a
+ * fork() child): its mappings are not inherited, and whatever sits at their
+ * addresses now must be neither written nor unmapped.
+ */
+static int fork_check(const struct gdr *g, const char *what)
+{
+	if (g->fork_generation == gdr_fork_generation())
+		return 0;
+	gdr_err("%s: this process is a fork() child of the one that opened the gdr_t; its pins and mappings belong to the parent and are not usable here: call gdr_open() in the child",
+		what);
+	return EPERM;
+}
+
+/*
+ * Whether the buffer's mapping is still in place: the application may have
+ * munmapped it behind us, and something else may live there now.  Backends
+ * that cannot tell report it mapped.
+ */
+static bool mapping_still_there(struct gdr *g, struct gdr_memh *mh)
+{
+	gdr_info_v2_t info;
+
+	if (g->ops->get_info(g, mh, &info))
+		return true;	/* cannot tell: the unmap reports what it finds */
+	return info.mapping_type != GDR_MAPPING_TYPE_NONE;
+}
+
 /* Caller holds mh->lock. */
 static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 {
@@ -309,6 +338,14 @@ static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 		return 0;
 	/* Copies that start from now on see an unmapped buffer. */
 	atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
+	if (!mapping_still_there(g, mh)) {
+		gdr_err("gdr_unmap: the mapping of the buffer at %#lx (%p) was unmapped behind the library's back (munmap of gdr_map's pointer?); leaving that address range alone",
+			mh->pinned_addr, va);
+		atomic_store(&mh->map_va, NULL);
+		mh->map_size = 0;
+		gdr_mapping_count_add(type, -1);
+		return EFAULT;
+	}
 	rc = g->ops->unmap(g, mh, va, mh->map_size);
 	if (rc) {
 		atomic_store(&mh->mapping_type, type);
@@ -338,6 +375,9 @@ GDR_EXPORT int gdr_close(gdr_t g)
 
 	if (!g)
 		return EINVAL;
+	/* In a fork child: the parent's buffers are left alone entirely. */
+	if (fork_check(g, "gdr_close"))
+		return EPERM;
 
 	for (;;) {
 		struct gdr_memh *mh;
@@ -378,6 +418,8 @@ static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *hand
 
 	if (!g || !handle)
 		return EINVAL;
+	if (fork_check(g, "gdr_pin_buffer"))
+		return EPERM;
 	if (req->size == 0) {
 		gdr_err("gdr_pin_buffer: size is 0; pin at least one byte");
 		return EINVAL;
@@ -394,6 +436,7 @@ static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *hand
 		memh_free(mh);
 		return rc;
 	}
+	atomic_store(&mh->revocable, -1);	/* asked by the first parallel copy */
 	value = memh_handle_value(mh);
 	pthread_mutex_lock(&g->lock);
 	mh->next = g->memh_list;
@@ -437,6 +480,8 @@ GDR_EXPORT int gdr_unpin_buffer(gdr_t g, gdr_mh_t handle)
 
 	if (!g)
 		return EINVAL;
+	if (fork_check(g, "gdr_unpin_buffer"))
+		return EPERM;
 	mh = memh_get(g, handle);
 	if (!mh)
 		return EINVAL;
@@ -515,6 +560,8 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 
 	if (!g || !ptr_va)
 		return EINVAL;
+	if (fork_check(g, "gdr_map"))
+		return EPERM;
 	if (flags < GDR_MAP_FLAG_DEFAULT || flags > GDR_MAP_FLAG_REQ_DEVICE_MAPPING) {
 		gdr_err("gdr_map_v2: unknown flags %d; use one of GDR_MAP_FLAG_*", flags);
 		return EINVAL;
@@ -569,6 +616,8 @@ GDR_EXPORT int gdr_unmap(gdr_t g, gdr_mh_t handle, void *va, size_t size)
 
 	if (!g)
 		return EINVAL;
+	if (fork_check(g, "gdr_unmap"))
+		return EPERM;
 	mh = memh_get(g, handle);
 	if (!mh)
 		return EINVAL;
@@ -620,6 +669,21 @@ static int mapped_range_check(const struct gdr_memh *mh, const void *map_ptr, si
 	return 0;
 }
 
+/* Whether freeing the memory revokes the mapping (callback-based pins); asked once per buffer. */
+static bool buffer_revocable(struct gdr_memh *mh)
+{
+	int revocable = atomic_load_explicit(&mh->revocable, memory_order_relaxed);
+
+	if (revocable < 0) {
+		int persistent = 1;
+
+		revocable = mh->owner->ops->get_attr(mh->owner, GDR_ATTR_USE_PERSISTENT_MAPPING, &persistent) == 0 &&
+			    !persistent;
+		atomic_store_explicit(&mh->revocable, revocable, memory_order_relaxed);
+	}
+	return revocable;
+}
+
 /* threads > 1 splits the copy among worker threads (parallel_copy.c). */
 static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void *src, size_t size,
 			unsigned int threads)
@@ -633,7 +697,9 @@ static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void 
 			handle.h);
 		return EINVAL;
 	}
-	rc = mapped_range_check(mh, to_mapping ? dst : src, size, &type);
+	rc = fork_check(mh->owner, "gdr_copy");
+	if (!rc)
+		rc = mapped_range_check(mh, to_mapping ? dst : src, size, &type);
 	/* Still the same buffer after reading its mapping (an unpin racing the copy is the caller's bug). */
 	if (!rc && atomic_load_explicit(&mh->handle, memory_order_acquire) != handle.h)
 		rc = EINVAL;
@@ -643,6 +709,13 @@ static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void 
 		return 0;
 	if (threads == 0)
 		threads = gdr_default_copy_threads(size);
+	/*
+	 * A revoked legacy pin faults (SIGBUS) on the thread that touches it:
+	 * on a worker, the caller's handler never sees it and the copy could
+	 * wait forever.  So such copies stay on the calling thread.
+	 */
+	if (threads > 1 && buffer_revocable(mh))
+		threads = 1;
 	if (threads > 1)
 		return gdr_copy_parallel(type, to_mapping, dst, src, size, threads);
 	return to_mapping ? gdr_copy_to_type(type, dst, src, size) : gdr_copy_from_type(type, dst, src, size);

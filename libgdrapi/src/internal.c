@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The leaf helpers of internal.h that are not logging. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -23,6 +24,25 @@ const struct gdr_host_page *gdr_host_page(void)
 {
 	pthread_once(&host_page_once, host_page_read);
 	return &host_page;
+}
+
+static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
+static _Atomic unsigned int fork_generation;
+
+static void fork_child_count(void)
+{
+	atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+}
+
+static void fork_hook_install(void)
+{
+	pthread_atfork(NULL, NULL, fork_child_count);
+}
+
+unsigned int gdr_fork_generation(void)
+{
+	pthread_once(&fork_hook_once, fork_hook_install);
+	return atomic_load_explicit(&fork_generation, memory_order_relaxed);
 }
 
 const char *gdr_mapping_type_name(gdr_mapping_type_t type)

@@ -42,6 +42,12 @@ struct gdr_host_page {
 };
 const struct gdr_host_page *gdr_host_page(void);
 
+/*
+ * Counts the fork()s that made this process: a gdr_t opened under another
+ * count belongs to an ancestor, whose mappings and pins are not ours.
+ */
+unsigned int gdr_fork_generation(void);
+
 static inline size_t gdr_round_up_to_page(size_t len)
 {
 	const struct gdr_host_page *page = gdr_host_page();

@@ -229,6 +229,7 @@ struct world {
 	int sg;
 	struct softgpu_info sgi;
 	bool persistent, force_pcie, int80, cacheable;
+	bool tokens_allowed;		/* gdrdrv's allow_p2p_tokens */
 	char *arena;
 	long page;
 	bool replay;
@@ -331,6 +332,7 @@ int sys_err(long r);
 void install_fault_handler(void);
 int try_access(volatile void *addr, bool write, uint32_t *value);
 bool probe_int80(void);
+bool gdrdrv_tokens_allowed(void);
 bool quirk_nr(unsigned int nr);
 unsigned long with_size(unsigned long cmd, unsigned int size);
 bool cmd_known(unsigned long cmd, enum entry entry);

@@ -159,6 +159,7 @@ static void world_setup(void)
 	if (ioctl(w.fds[0].fd, GDRDRV_IOC_GET_ATTR, &attr))
 		setup_fail("GET_ATTR: %s", strerror(errno));
 	w.force_pcie = attr.val;
+	w.tokens_allowed = gdrdrv_tokens_allowed();
 	w.int80 = probe_int80();
 	w.arena = mmap(NULL, N_MAP * SLOT_SIZE, PROT_NONE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -33,10 +33,8 @@ void fail(struct thr *t, int kind, int sub, const char *fmt, ...)
 
 /*
  * Kernel log lines that fail a run: what the VM runner's oracle fails
- * (gdrkit/vm/klog.py), and softgpu's P2P contract reports.  Not PAT's
- * "reserve_ram_pages_type failed": a second write-combined mapping of the
- * same RAM (softgpu's RAM mode, after REQ_MAPPING_TYPE WC) is refused with
- * it, which on x86 only the test platform can ask for.
+ * (gdrkit/vm/klog.py), and softgpu's P2P contract reports.  PAT's
+ * "reserve_ram_pages_type failed" too: gdrdrv never maps RAM WC on x86.
  */
 static const char *const bad_log[] = {
 	"WARNING:", "BUG:", "kernel BUG at", "Oops", "Call Trace",
@@ -45,8 +43,8 @@ static const char *const bad_log[] = {
 	"inconsistent lock state", "possible recursive locking",
 	"list_del corruption", "refcount_t:", "conflicting memory types",
 	"freeing invalid memtype", "map pfn expected mapping type",
-	"P2P API misuse", "never released", "blocked for more than",
-	"soft lockup", "hard LOCKUP",
+	"reserve_ram_pages_type", "P2P API misuse", "never released",
+	"blocked for more than", "soft lockup", "hard LOCKUP",
 };
 
 /* After these the kernel is not to be trusted for replays. */

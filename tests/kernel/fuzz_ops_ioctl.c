@@ -138,6 +138,8 @@ static void pin_args_v1(struct pin_call *c, const struct op *op, struct gdrdrv_p
 			pin_must_fail(c, "tokens with persistent pins");
 		else if (!w.persistent && op->z % 3)
 			pin_must_fail(c, "tokens of another space");
+		else if (!w.persistent && !w.tokens_allowed)
+			pin_must_fail(c, "tokens while gdrdrv's allow_p2p_tokens is off");
 	}
 	*p1 = (struct gdrdrv_pin_buffer){ .addr = c->addr, .size = c->size, .p2p_token = token,
 					  .va_space = va_space, .pad = (uint32_t)op->z };

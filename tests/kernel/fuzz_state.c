@@ -124,6 +124,20 @@ long int80_3(long nr, long a, long b, long c)
 }
 #endif
 
+/* gdrdrv's allow_p2p_tokens; a gdrdrv without it honours tokens. */
+bool gdrdrv_tokens_allowed(void)
+{
+	char c = 'Y';
+	int fd = open("/sys/module/gdrdrv/parameters/allow_p2p_tokens", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = 'Y';
+		close(fd);
+	}
+	return c == 'Y' || c == '1';
+}
+
 bool probe_int80(void)
 {
 #if HAVE_INT80

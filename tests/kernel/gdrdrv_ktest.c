@@ -513,8 +513,9 @@ static void test_gdrdrv_proc_params(void)
 	static const char *const keys[] = {
 		"Version: ", "Built for NVIDIA driver flavor: ", "Use persistent mapping: ",
 		"dbg_enabled: ", "info_enabled: ", "VMA inherited on fork: ",
+		"P2P tokens allowed: ", "max_pins_per_file: ", "max_pins_per_user: ",
 	};
-	char lines[8][128], want[64];
+	char lines[12][128], want[64];
 	struct stat st;
 	unsigned int n = 0, i;
 	FILE *fp;
@@ -526,10 +527,10 @@ static void test_gdrdrv_proc_params(void)
 	KT_ASSERT((st.st_mode & 07777) == 0444, "params mode %04o, want 0444", st.st_mode & 07777);
 	fp = fopen("/proc/driver/gdrdrv/params", "r");
 	KT_ASSERT(fp, "open params: %s", strerror(errno));
-	while (n < 8 && fgets(lines[n], sizeof(lines[n]), fp))
+	while (n < 12 && fgets(lines[n], sizeof(lines[n]), fp))
 		n++;
 	fclose(fp);
-	KT_ASSERT(n == 6, "params has %u lines, want 6", n);
+	KT_ASSERT(n == 9, "params has %u lines, want 9", n);
 	for (i = 0; i < n; i++)
 		KT_ASSERT(!strncmp(lines[i], keys[i], strlen(keys[i])), "params line %u is \"%s\", want \"%s...\"",
 			  i + 1, lines[i], keys[i]);
@@ -584,6 +585,19 @@ static void test_gdrdrv_pin_unpin(void)
 	KT_EXPECT_OK(gd_unpin(f.gd, h));
 }
 
+static bool gdrdrv_tokens_allowed(void)
+{
+	char c = 'N';
+	int fd = open("/sys/module/gdrdrv/parameters/allow_p2p_tokens", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = 'N';
+		close(fd);
+	}
+	return c == 'Y';
+}
+
 static void test_gdrdrv_pin_with_tokens(void)
 {
 	struct fixture f = fixture(KT_GPU_PAGE);
@@ -596,6 +610,10 @@ static void test_gdrdrv_pin_with_tokens(void)
 		KT_EXPECT_OK(gd_unpin(f.gd, h));
 		KT_EXPECT_ERR(gd_pin_tokens(f.gd, f.va, KT_GPU_PAGE, info.p2p_token,
 					    info.va_space, &h), EINVAL);
+	} else if (!gdrdrv_tokens_allowed()) {
+		/* Off by default: NVIDIA resolves tokens in any process. */
+		KT_EXPECT_ERR(gd_pin_tokens(f.gd, f.va, KT_GPU_PAGE, info.p2p_token,
+					    info.va_space, &h), EPERM);
 	} else {
 		KT_EXPECT_OK(gd_pin_tokens(f.gd, f.va, KT_GPU_PAGE, info.p2p_token,
 					   info.va_space, &h));
@@ -635,6 +653,8 @@ static void test_gdrdrv_pin_bad_args(void)
 	free(host);
 }
 
+static bool ram_pages_cacheable_anyway(void);
+
 static void test_gdrdrv_pin_force_pcie(void)
 {
 	struct fixture f = fixture(KT_GPU_PAGE);
@@ -649,7 +669,9 @@ static void test_gdrdrv_pin_force_pcie(void)
 		return;
 	}
 	KT_EXPECT_OK(gd_pin(f.gd, f.va, KT_GPU_PAGE, GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE, &h));
-	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_CACHING), EOPNOTSUPP);
+	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_CACHING),
+		      !(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED) && ram_pages_cacheable_anyway() ?
+		      0 : EOPNOTSUPP);
 	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
 		return;	/* a forced-WC mapping of RAM would alias the cached direct map */
 	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
@@ -1313,11 +1335,12 @@ static void test_gdrdrv_injected_failure(void)
 /*
  * Whether gdrdrv takes pages the kernel sees as RAM for cacheable whatever the
  * page table's flag says: its open flavour on arm64 (page_is_ram(), as the
- * reference does there; Grace Hopper's GPU memory is such RAM).
+ * reference does there; Grace Hopper's GPU memory is such RAM) and on x86
+ * (PAT maps RAM write-back anyway; WC over RAM is refused).
  */
 static bool ram_pages_cacheable_anyway(void)
 {
-#if defined(__aarch64__)
+#if defined(__aarch64__) || defined(__x86_64__)
 	char line[128];
 	bool open_flavour = false;
 	FILE *fp = fopen("/proc/driver/gdrdrv/params", "r");

@@ -7,11 +7,12 @@
 # pins.  Reloads softgpu and gdrdrv between configurations; run it as root
 # inside a test VM, never on a host with a real GPU.
 #
-# usage: run_ktests.sh [-s SOFTGPU_KO] [-g GDRDRV_KO] [-b] [-r] [-c CONFIG]... [-- ARGS...]
+# usage: run_ktests.sh [-s SOFTGPU_KO] [-g GDRDRV_KO] [-b] [-r] [-p PROGRAM] [-c CONFIG]... [-- ARGS...]
 #   -s PATH    softgpu.ko to insmod (default: $SOFTGPU_KO, else modprobe softgpu)
 #   -g PATH    gdrdrv.ko to insmod (default: $GDRDRV_KO, else modprobe gdrdrv)
 #   -b         also run gdrdrv_pinbench (first configuration only)
 #   -r         run gdrdrv_race (the race tests) instead of gdrdrv_ktest
+#   -p PROGRAM run PROGRAM (gdrdrv_sectest: the isolation tests) instead
 #   -c CONFIG  only this configuration (repeatable): bar-persistent,
 #              bar-legacy, ram-persistent or ram-legacy
 # ARGS go to the program in each configuration.
@@ -29,19 +30,25 @@ GDRDRV_KO=${GDRDRV_KO:-}
 BENCH=0
 PROGRAM=gdrdrv_ktest
 CONFIGS=
-while getopts s:g:brc:h opt; do
+while getopts s:g:brp:c:h opt; do
 	case $opt in
 	s) SOFTGPU_KO=$OPTARG ;;
 	g) GDRDRV_KO=$OPTARG ;;
 	b) BENCH=1 ;;
 	r) PROGRAM=gdrdrv_race ;;
+	p)
+		case $OPTARG in
+		gdrdrv_ktest | gdrdrv_sectest | gdrdrv_race) PROGRAM=$OPTARG ;;
+		*) echo "run_ktests.sh: unknown program '$OPTARG'" >&2; exit 2 ;;
+		esac
+		;;
 	c)
 		case $OPTARG in
 		bar-persistent | bar-legacy | ram-persistent | ram-legacy) CONFIGS="$CONFIGS $OPTARG" ;;
 		*) echo "run_ktests.sh: unknown configuration '$OPTARG'" >&2; exit 2 ;;
 		esac
 		;;
-	h) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	h) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -63,7 +70,7 @@ selected() {
 
 # The program's run in one configuration.
 run_program() {
-	if [ "$PROGRAM" = gdrdrv_ktest ] && [ -n "$GDRDRV_KO" ]; then
+	if [ "$PROGRAM" != gdrdrv_race ] && [ -n "$GDRDRV_KO" ]; then
 		"$PROG" -k "$GDRDRV_KO" "$@"
 	else
 		"$PROG" "$@"

@@ -8,6 +8,7 @@ The multi-host and VM runs themselves are test_ansible_molecule.py (soak).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -143,3 +144,83 @@ def test_only_the_needed_collections_are_unpacked(tmp_path: Path) -> None:
 def test_guest_ansible_is_requirements_pin() -> None:
     requirements = (ansible.ANSIBLE_DIR.parent / "requirements.txt").read_text()
     assert vmload.ansible_core_pin() in requirements.splitlines()
+
+
+def load_fingerprint_module() -> Any:
+    import importlib.util
+
+    path = ROLE / "library" / "gdrcopy_key_fingerprints.py"
+    spec = importlib.util.spec_from_file_location("gdrcopy_key_fingerprints", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_key_fingerprint_module_agrees_with_gpg(tmp_path: Path) -> None:
+    """The role reads the repository key's fingerprint itself (no gpg on hosts): it must be gpg's."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    env = dict(os.environ, GNUPGHOME=str(home))
+
+    def gpg(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(["gpg", "--batch", *args], env=env, capture_output=True, check=True)
+
+    gpg("--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key", "test@example.org", "ed25519", "sign")
+    gpg("--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key", "rsa@example.org", "rsa2048", "sign")
+    listed = gpg("--with-colons", "--list-keys").stdout.decode()
+    want = [line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:")]
+    module = load_fingerprint_module()
+    assert module.key_fingerprints(gpg("--armor", "--export", "test@example.org").stdout) == [want[0]]
+    assert module.key_fingerprints(gpg("--export", "rsa@example.org").stdout) == [want[1]]
+    with pytest.raises(ValueError):
+        module.key_fingerprints(b"not a key")
+
+
+CHECKS_PLAYBOOK = """\
+- hosts: localhost
+  gather_facts: false
+  connection: local
+  tasks:
+    - ansible.builtin.include_role:
+        name: gdrcopy
+        tasks_from: checks.yml
+"""
+
+GOOD_FPR = "0123456789ABCDEF0123456789ABCDEF01234567"
+
+
+@pytest.mark.parametrize(
+    "url, fingerprint, allow_http, accepted",
+    [
+        ("https://pkgs.example.org/gdrcopy", GOOD_FPR, False, True),
+        ("https://pkgs.example.org/gdrcopy", "0123 4567 89ab cdef 0123  4567 89AB CDEF 0123 4567", False, True),
+        ("file:///srv/gdrcopy", "", False, True),
+        ("http://pkgs.example.org/gdrcopy", GOOD_FPR, True, True),
+        ("http://pkgs.example.org/gdrcopy", GOOD_FPR, False, False),
+        ("https://pkgs.example.org/gdrcopy", "", False, False),
+        ("https://pkgs.example.org/gdrcopy", "DEADBEEF", False, False),
+        ("ftp://pkgs.example.org/gdrcopy", GOOD_FPR, True, False),
+    ],
+)
+def test_role_refuses_http_and_unpinned_keys(
+    tmp_path: Path, url: str, fingerprint: str, allow_http: bool, accepted: bool
+) -> None:
+    playbook = tmp_path / "checks.yml"
+    playbook.write_text(CHECKS_PLAYBOOK)
+    extra = {
+        "gdrcopy_repo_url": url,
+        "gdrcopy_repo_key_fingerprint": fingerprint,
+        "gdrcopy_allow_insecure_http": allow_http,
+    }
+    done = subprocess.run(
+        [ansible.bindir() / "ansible-playbook", "-i", "localhost,", "-e", json.dumps(extra), str(playbook)],
+        cwd=ansible.ANSIBLE_DIR,
+        env=dict(os.environ, **ansible.environment()),
+        capture_output=True,
+        text=True,
+    )
+    output = done.stdout + done.stderr
+    assert (done.returncode == 0) == accepted, output
+    if not accepted:
+        assert "gdrcopy_repo_key_fingerprint must be" in output, output

@@ -11,7 +11,9 @@ from gdrkit.system import UserError
 
 def test_modprobe_with_default_params_when_not_loaded() -> None:
     commands = module.plan_load(module.LoadOptions(), FakeProbe())
-    assert commands == [["modprobe", "gdrdrv", "dbg_enabled=0", "info_enabled=0", "use_persistent_mapping=1"]]
+    assert commands == [
+        ["modprobe", "gdrdrv", "dbg_enabled=0", "info_enabled=0", "use_persistent_mapping=1", "allow_p2p_tokens=0"]
+    ]
 
 
 def test_reload_from_build_tree_with_overridden_params() -> None:

@@ -77,6 +77,18 @@ def test_kernel_level_tests_in_every_configuration(root: SuiteRoot) -> None:
     assert_clean(run, "run_ktests.sh")
 
 
+@pytest.mark.soak
+def test_isolation_tests_in_every_configuration(root: SuiteRoot) -> None:
+    """gdrdrv_sectest (tokens, pin limits, memcg, execve, PAT, failed put_pages): about 50 s in the VM plus a boot."""
+    run = run_in_vm(root, "run_ktests.sh -p gdrdrv_sectest")
+    totals = KTEST_SUMMARY.findall(run.console)
+    assert totals, run.console[-4000:]
+    passed, failed = int(totals[-1][0]), int(totals[-1][1])
+    # Each configuration skips what does not apply to it (BAR vs RAM, legacy vs persistent).
+    assert failed == 0 and passed >= 4 * 5, f"{passed=} {failed=}\n{run.console[-4000:]}"
+    assert_clean(run, "run_ktests.sh -p gdrdrv_sectest")
+
+
 @pytest.mark.parametrize(
     "backend, environment",
     [("gdrdrv", ""), ("dmabuf", "GDRCOPY_USE_DMABUF_MMAP=1 ")],

@@ -26,6 +26,16 @@ FAILING_LINES = [
     ),
     ("[    9.000000] x86/PAT: gdrdrv_ktest:120 freeing invalid memtype [mem 0xe0000000-0xe000ffff]", "pat"),
     ("[    9.000000] x86/PAT: gdrdrv_ktest:120 map pfn expected mapping type write-combining for [mem 0x1-0x2]", "pat"),
+    # Every x86/PAT complaint counts: WC over RAM, untracked maps, refused changes.
+    (
+        "[    9.000000] x86/PAT: reserve_ram_pages_type failed [mem 0x10a000000-0x10a00ffff], track write-back, req write-combining",
+        "pat",
+    ),
+    (
+        "[    9.000000] x86/PAT: gdrdrv_ktest:120 map pfn RAM range req write-combining for [mem 0x1-0x2], got write-back",
+        "pat",
+    ),
+    ("[    9.000000] x86/PAT: ioremap_change_attr failed write-combining for [mem 0x1-0x2]", "pat"),
     ("[   10.000000] Kernel panic - not syncing: Fatal exception", "panic"),
     ("[   10.000000] kernel BUG at drivers/gdrdrv/gdrdrv.c:1234!", "bug"),
     # What TCG once did to a trixie kernel 2.8 s into its boot (the VM runner retries that boot).

@@ -7,7 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_common.h"
@@ -1119,10 +1124,147 @@ static void test_host_page_from_sysconf(void **state)
 	assert_int_equal((size_t)1 << gdr_host_page()->shift, gdr_host_page()->size);
 }
 
+/*
+ * A fork() child of the process that opened the gdr_t: gdrdrv mappings are
+ * not inherited, so whatever sits at the parent's mapping address must be
+ * neither written nor unmapped.  Every call on the parent's gdr_t says
+ * EPERM and leaves the memory alone.
+ */
+static void test_fork_child_gets_eperm(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+	void *va;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	memset(va, 0x11, 64);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char buf[64];
+		int rc;
+
+		memset(buf, 0x22, sizeof(buf));
+		if ((rc = gdr_copy_to_mapping(mh, va, buf, sizeof(buf))) != EPERM)
+			_exit(10 + rc);
+		if (((unsigned char *)va)[0] != 0x11)
+			_exit(2);	/* it wrote anyway */
+		if (gdr_unmap(g, mh, va, GPU_PAGE) != EPERM || gdr_unpin_buffer(g, mh) != EPERM)
+			_exit(3);
+		if (msync(va, GPU_PAGE, MS_ASYNC))
+			_exit(4);	/* it unmapped the address */
+		if (gdr_close(g) != EPERM)
+			_exit(5);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* The parent's buffer is untouched and still its own. */
+	assert_int_equal(gdr_unmap(g, mh, va, GPU_PAGE), 0);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* The application munmapped the mapping itself: gdr_unmap must not unmap what is there now. */
+static void test_unmapped_behind_the_library(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+	void *va, *other;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	assert_int_equal(munmap(va, GPU_PAGE), 0);
+	other = mmap(va, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	assert_ptr_equal(other, va);
+	memset(other, 0x33, GPU_PAGE);
+	log_capture_begin();
+	assert_int_equal(gdr_unmap(g, mh, va, GPU_PAGE), EFAULT);
+	assert_non_null(strstr(log_capture_end(), "unmapped behind"));
+	assert_int_equal(msync(other, GPU_PAGE, MS_ASYNC), 0);
+	assert_int_equal(((unsigned char *)other)[100], 0x33);
+	assert_int_equal(gdr_unpin_buffer(g, mh), 0);
+	assert_int_equal(gdr_close(g), 0);
+	munmap(other, GPU_PAGE);
+}
+
+static pid_t copy_caller_tid;
+static sigjmp_buf copy_fault_jmp;
+
+static void revoked_fault_handler(int sig)
+{
+	(void)sig;
+	if ((pid_t)syscall(SYS_gettid) != copy_caller_tid) {
+		static const char msg[] = "the revoked mapping faulted on a copy worker thread\n";
+
+		(void)!write(2, msg, sizeof(msg) - 1);
+		_exit(3);
+	}
+	siglongjmp(copy_fault_jmp, 1);
+}
+
+/*
+ * A legacy pin whose memory was freed: the mapping faults.  A parallel copy
+ * (GDRCOPY_COPY_THREADS > 1) must fault on the calling thread, where the
+ * caller's handler sees it, never on a worker (the caller then waits
+ * forever, or its handler runs on the wrong stack).
+ */
+static void test_revoked_legacy_pin_faults_on_the_calling_thread(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const size_t size = 16 * GPU_PAGE;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	cfg.persistent = false;
+	use_config(&cfg);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct sigaction sa = { .sa_handler = revoked_fault_handler };
+		static char buf[16 * 64 * 1024];
+		gdr_t g = gdr_open();
+		gdr_mh_t mh;
+		void *va;
+
+		if (!g || gdr_pin_buffer(g, FAKE_GPU_VA, size, 0, 0, &mh) || gdr_map(g, mh, &va, size))
+			_exit(2);
+		sigaction(SIGSEGV, &sa, NULL);
+		sigaction(SIGBUS, &sa, NULL);
+		alarm(20);	/* a hang ends as SIGALRM */
+		copy_caller_tid = (pid_t)syscall(SYS_gettid);
+		/* Revoked: all but the first GPU page fault, as after the free callback. */
+		fake_gdrdrv_invalidate(FAKE_GPU_VA);
+		mprotect((char *)va + GPU_PAGE, size - GPU_PAGE, PROT_NONE);
+		if (!sigsetjmp(copy_fault_jmp, 1)) {
+			gdr_copy_to_mapping_parallel(mh, va, buf, size, 4);
+			_exit(4);	/* no fault at all */
+		}
+		usleep(300 * 1000);	/* a worker faulting as well would end us with 3 */
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status)) {
+		print_message("# the copy child died of signal %d (%s)\n", WTERMSIG(status),
+			      WTERMSIG(status) == SIGALRM ? "SIGALRM: the parallel copy hung" : strsignal(WTERMSIG(status)));
+		fail();
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_open_succeeds_with_cloexec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fork_child_gets_eperm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unmapped_behind_the_library, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoked_legacy_pin_faults_on_the_calling_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_module_not_loaded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_node_missing_chrdev_loaded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_node_missing_misc_loaded, setup, teardown),

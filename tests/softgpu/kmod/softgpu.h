@@ -102,6 +102,7 @@ extern int softgpu_cpu_cacheable;
 extern unsigned long softgpu_bar1_limit;
 extern unsigned int softgpu_fail_nth;
 extern unsigned int softgpu_fail_errno;
+extern unsigned int softgpu_fail_put_nth;
 extern bool softgpu_persistent_api;
 
 /* softgpu_mem.c */

@@ -32,6 +32,7 @@ LIST_HEAD(softgpu_spaces);
 
 static u64 softgpu_next_va = SOFTGPU_VA_BASE;
 static u32 softgpu_next_space_id;
+static u64 softgpu_next_p2p_token;	/* under softgpu_lock */
 
 static struct softgpu_space *to_softgpu_space(struct file *filp)
 {
@@ -681,11 +682,15 @@ static int softgpu_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&space->handles);
 	INIT_LIST_HEAD(&space->legacy_pins);
 	space->owner = get_pid(task_tgid(current));
-	do {
-		space->p2p_token = get_random_u64();
-	} while (!space->p2p_token);
 
 	mutex_lock(&softgpu_lock);
+	/*
+	 * As the real driver: tokens count up from 1 across the machine, so
+	 * another process's token is easy to guess.
+	 */
+	if (!++softgpu_next_p2p_token)
+		++softgpu_next_p2p_token;
+	space->p2p_token = softgpu_next_p2p_token;
 	if (!++softgpu_next_space_id)
 		++softgpu_next_space_id;
 	space->id = softgpu_next_space_id;

@@ -42,6 +42,11 @@ unsigned int softgpu_fail_errno = ENOMEM;
 module_param_named(fail_errno, softgpu_fail_errno, uint, 0644);
 MODULE_PARM_DESC(fail_errno, "Positive errno the injected failure returns (default: ENOMEM = 12)");
 
+unsigned int softgpu_fail_put_nth;
+module_param_named(fail_put_nth, softgpu_fail_put_nth, uint, 0644);
+MODULE_PARM_DESC(fail_put_nth,
+		 "Fail the Nth nvidia_p2p_put_pages() call on a live legacy pin from now with EIO, leaving the pin (and its free callback) in place, then disarm (0 = off, default)");
+
 bool softgpu_persistent_api = true;
 module_param_named(persistent_api, softgpu_persistent_api, bool, 0644);
 MODULE_PARM_DESC(persistent_api,

@@ -3,7 +3,8 @@
  * The NVIDIA peer-to-peer API, as nvidia.ko exports it, over softgpu memory.
  *
  * Semantics follow the real driver where gdrdrv can tell the difference:
- *  - addresses resolve only in the GPU VA spaces of the calling process;
+ *  - addresses resolve in the GPU VA spaces of the calling process, or,
+ *    given non-zero P2P tokens, in the space they name in any process;
  *  - legacy pins (with a free callback) are revoked when their memory is
  *    unmapped or freed: the callback runs, after which the page table is
  *    dead and nvidia_p2p_put_pages() on it fails with -EINVAL;
@@ -187,6 +188,22 @@ static struct softgpu_space *softgpu_caller_space(u64 va)
 	return NULL;
 }
 
+/*
+ * The space that tokens name, in any process: the real driver resolves a
+ * non-zero token machine-wide and never checks that the caller owns it.
+ */
+static struct softgpu_space *softgpu_token_space(u64 p2p_token, u32 va_space,
+						 u64 va)
+{
+	struct softgpu_space *space;
+
+	list_for_each_entry(space, &softgpu_spaces, node)
+		if (space->p2p_token == p2p_token && space->id == va_space &&
+		    softgpu_find_mapping(space, va))
+			return space;
+	return NULL;
+}
+
 /* Counts the call and says whether failure injection picks it. */
 static bool softgpu_inject_failure(void)
 {
@@ -236,12 +253,11 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 		goto out_unlock;
 	}
 	ret = -EINVAL;
-	space = softgpu_caller_space(va);
+	if (legacy && (p2p_token || va_space))
+		space = softgpu_token_space(p2p_token, va_space, va);
+	else
+		space = softgpu_caller_space(va);
 	if (!space)
-		goto out_unlock;
-	/* Tokens, when given, must name the caller's own space. */
-	if (legacy && (p2p_token || va_space) &&
-	    (p2p_token != space->p2p_token || va_space != space->id))
 		goto out_unlock;
 
 	for (i = 0; i < entries; i++) {
@@ -365,6 +381,14 @@ int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual
 		if (pin)
 			softgpu_pin_free(pin);
 		return -EINVAL;
+	}
+	/*
+	 * An injected failure leaves the pin as it was: registered, its free
+	 * callback still armed, as when the real driver's RM call fails.
+	 */
+	if (softgpu_fail_put_nth && !--softgpu_fail_put_nth) {
+		mutex_unlock(&softgpu_lock);
+		return -EIO;
 	}
 	softgpu_pin_unlink(pin);
 	mutex_unlock(&softgpu_lock);

@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: MIT
+/*
+ * gdrdrv_sectest - TAP tests of what keeps tenants of a shared node apart:
+ * P2P tokens (another process's GPU memory), the per-file and per-user pin
+ * limits, memory cgroup charging of pins, access after execve(), and x86
+ * PAT reservations (released with the pin; never WC over RAM).
+ * Same harness and options as gdrdrv_ktest; run by run_ktests.sh -p.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ktest.h"
+
+#define GDRDRV_PARAMS "/sys/module/gdrdrv/parameters/"
+#define EXEC_PROBE_ENV "GDRDRV_SECTEST_EXEC_PROBE"
+
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *fp = fopen(path, "r");
+
+	KT_ASSERT(fp, "open %s: %s", path, strerror(errno));
+	if (!fgets(buf, (int)len, fp))
+		buf[0] = 0;
+	fclose(fp);
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+static int write_str(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return errno;
+	if (write(fd, value, strlen(value)) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/* Whether /proc/driver/gdrdrv/params has the line @want. */
+static bool params_has(const char *want)
+{
+	char line[160];
+	bool found = false;
+	FILE *fp = fopen("/proc/driver/gdrdrv/params", "r");
+
+	KT_ASSERT(fp, "open params: %s", strerror(errno));
+	while (!found && fgets(line, sizeof(line), fp))
+		found = !strcmp(line, want);
+	fclose(fp);
+	return found;
+}
+
+static void wait_child_ok(pid_t pid)
+{
+	int status;
+
+	KT_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		kt_fail_child(status);
+}
+
+/*
+ * Process A registers GPU memory (its space has P2P tokens); process B pins
+ * A's address with A's tokens.  NVIDIA's driver (and softgpu, which copies
+ * it) resolves tokens in any process, so gdrdrv must refuse them.
+ */
+static void test_tokens_of_another_process(void)
+{
+	int to_b[2], to_a[2];
+	struct { uint64_t va, token; uint32_t va_space; } a_info;
+	uint64_t h;
+	char c = 0;
+	pid_t a;
+	int gd, err;
+
+	KT_ASSERT(!pipe(to_b) && !pipe(to_a), "pipe");
+	a = fork();
+	KT_ASSERT(a >= 0, "fork");
+	if (a == 0) {
+		int sg = sg_open();
+		struct softgpu_info si = sg_info(sg);
+		uint32_t secret[16];
+		unsigned int i;
+
+		for (i = 0; i < 16; i++)
+			secret[i] = 0x5ec2e700u + i;
+		a_info.va = sg_alloc(sg, KT_GPU_PAGE);
+		sg_write(sg, a_info.va, secret, sizeof(secret));
+		a_info.token = si.p2p_token;
+		a_info.va_space = si.va_space;
+		if (write(to_b[1], &a_info, sizeof(a_info)) != sizeof(a_info))
+			_exit(2);
+		(void)read(to_a[0], &c, 1);	/* alive until B is done */
+		_exit(0);
+	}
+	KT_ASSERT(read(to_b[0], &a_info, sizeof(a_info)) == sizeof(a_info), "A did not start");
+	gd = gd_open();
+	err = gd_pin_tokens(gd, a_info.va, KT_GPU_PAGE, a_info.token, a_info.va_space, &h);
+	if (!err) {
+		uint32_t *map = gd_map(gd, h, KT_GPU_PAGE, &err);
+
+		kt_note("B pinned A's memory: handle %#llx, mapped %s, first word %#x",
+			(unsigned long long)h, map ? "yes" : "no", map ? map[0] : 0);
+		if (map)
+			munmap(map, KT_GPU_PAGE);
+		gd_unpin(gd, h);
+	}
+	(void)write(to_a[1], &c, 1);
+	wait_child_ok(a);
+	KT_ASSERT(err != 0, "process B pinned process A's GPU memory with A's P2P token");
+	KT_EXPECT_ERR(err, kt_env.persistent ? EINVAL : EPERM);
+	/* One's own tokens too: the driver cannot tell whose they are. */
+	{
+		int sg = sg_open();
+		struct softgpu_info si = sg_info(sg);
+		uint64_t va = sg_alloc(sg, KT_GPU_PAGE);
+
+		KT_EXPECT_ERR(gd_pin_tokens(gd, va, KT_GPU_PAGE, si.p2p_token, si.va_space, &h),
+			      kt_env.persistent ? EINVAL : EPERM);
+		KT_EXPECT_OK(gd_pin_tokens(gd, va, KT_GPU_PAGE, 0, 0, &h));
+		KT_EXPECT_OK(gd_unpin(gd, h));
+	}
+	KT_ASSERT(params_has("P2P tokens allowed: no\n"),
+		  "/proc/driver/gdrdrv/params lacks \"P2P tokens allowed: no\" (default off)");
+}
+
+/* Pins @n times on @gd, each must pass. */
+static void pin_n(int gd, uint64_t va, unsigned int n, uint64_t *handles)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		int err = gd_pin(gd, va, KT_GPU_PAGE, 0, &handles[i]);
+
+		if (err)
+			KT_FAIL("pin %u of %u: %s", i + 1, n, kt_errname(err));
+	}
+}
+
+static void test_pin_limits(void)
+{
+	char old_file[32], old_user[32];
+	pid_t pid;
+	int status;
+
+	KT_ASSERT(params_has("max_pins_per_file: 65536\n"),
+		  "/proc/driver/gdrdrv/params lacks \"max_pins_per_file: 65536\"");
+	KT_ASSERT(params_has("max_pins_per_user: 262144\n"),
+		  "/proc/driver/gdrdrv/params lacks \"max_pins_per_user: 262144\"");
+	read_line(GDRDRV_PARAMS "max_pins_per_file", old_file, sizeof(old_file));
+	read_line(GDRDRV_PARAMS "max_pins_per_user", old_user, sizeof(old_user));
+	KT_EXPECT_OK(write_str(GDRDRV_PARAMS "max_pins_per_file", "8"));
+	KT_EXPECT_OK(write_str(GDRDRV_PARAMS "max_pins_per_user", "12"));
+	pid = fork();
+	KT_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		int sg = sg_open(), gd1 = gd_open(), gd2 = gd_open();
+		uint64_t va = sg_alloc(sg, KT_GPU_PAGE), h[16], extra;
+		unsigned int i;
+
+		KT_ASSERT(params_has("max_pins_per_file: 8\n"), "params do not show the new limit");
+		pin_n(gd1, va, 8, h);
+		KT_EXPECT_ERR(gd_pin(gd1, va, KT_GPU_PAGE, 0, &extra), ENOSPC);
+		pin_n(gd2, va, 4, h + 8);
+		KT_EXPECT_ERR(gd_pin(gd2, va, KT_GPU_PAGE, 0, &extra), EDQUOT);
+		/* An unpin gives the pin back to the file and the user. */
+		KT_EXPECT_OK(gd_unpin(gd1, h[0]));
+		KT_EXPECT_OK(gd_pin(gd2, va, KT_GPU_PAGE, 0, &extra));
+		KT_EXPECT_ERR(gd_pin(gd1, va, KT_GPU_PAGE, 0, &extra), EDQUOT);
+		/* Closing a file gives all of its pins back. */
+		close(gd1);
+		pin_n(gd2, va, 3, h);
+		for (i = 0; i < 3; i++)
+			KT_EXPECT_OK(gd_unpin(gd2, h[i]));
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	write_str(GDRDRV_PARAMS "max_pins_per_file", old_file);
+	write_str(GDRDRV_PARAMS "max_pins_per_user", old_user);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		kt_fail_child(status);
+}
+
+/* A memory.stat field of a cgroup, in bytes. */
+static long long memcg_stat(const char *cg, const char *field)
+{
+	char path[256], line[160];
+	size_t n = strlen(field);
+	long long v = -1;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", cg);
+	fp = fopen(path, "r");
+	KT_ASSERT(fp, "open %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), fp))
+		if (!strncmp(line, field, n) && line[n] == ' ')
+			v = atoll(line + n + 1);
+	fclose(fp);
+	KT_ASSERT(v >= 0, "%s has no %s", path, field);
+	return v;
+}
+
+/*
+ * 4000 pins from a process in a fresh memory cgroup: gdrdrv's per-pin
+ * memory must show in the cgroup's kernel memory (before the fix it went
+ * unaccounted: the cgroup's slab stayed flat).
+ */
+static void test_pins_charged_to_memcg(void)
+{
+	const unsigned int n = 4000;
+	const char *root = "/sys/fs/cgroup";
+	char cg[128], controllers[256], path[256];
+	pid_t pid;
+	int status;
+
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
+	if (access(path, F_OK)) {
+		root = "/tmp/kt-cgroup2";
+		mkdir(root, 0755);
+		snprintf(path, sizeof(path), "%s/cgroup.controllers", root);
+		if (access(path, F_OK) && mount("cgroup2", root, "cgroup2", 0, NULL))
+			kt_skip("no cgroup v2 hierarchy, and mounting one failed: %s", strerror(errno));
+	}
+	read_line(path, controllers, sizeof(controllers));
+	if (!strstr(controllers, "memory"))
+		kt_skip("the memory controller is not available (cgroup.controllers: %s)", controllers);
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
+	KT_EXPECT_OK(write_str(path, "+memory"));
+	snprintf(cg, sizeof(cg), "%s/kt-gdrdrv-%d", root, (int)getpid());
+	KT_ASSERT(!mkdir(cg, 0755) || errno == EEXIST, "mkdir %s: %s", cg, strerror(errno));
+
+	pid = fork();
+	KT_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		static uint64_t handles[4000];
+		long long slab0, slab1;
+		int sg, gd;
+		uint64_t va;
+
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+		KT_EXPECT_OK(write_str(path, "0"));
+		sg = sg_open();
+		gd = gd_open();
+		va = sg_alloc(sg, KT_GPU_PAGE);
+		sleep(2);	/* memcg statistics are flushed every 2 s */
+		slab0 = memcg_stat(cg, "slab");
+		pin_n(gd, va, n, handles);
+		sleep(3);
+		slab1 = memcg_stat(cg, "slab");
+		kt_note("cgroup slab %lld -> %lld bytes for %u pins (%lld per pin)", slab0, slab1,
+			n, (slab1 - slab0) / n);
+		KT_ASSERT(slab1 - slab0 >= (long long)n * 128,
+			  "%u pins added %lld bytes of slab to the pinning process's memory cgroup; gdrdrv's per-pin memory is not charged to it",
+			  n, slab1 - slab0);
+		close(gd);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	rmdir(cg);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		kt_fail_child(status);
+}
+
+/* In the image that execve() started: the inherited file must refuse it. */
+static int exec_probe(const char *arg)
+{
+	struct gdrdrv_get_info_v2 info;
+	unsigned long long handle;
+	int fd, err;
+	void *map;
+
+	if (sscanf(arg, "%d:%llx", &fd, &handle) != 2)
+		return 3;
+	err = gd_info(fd, handle, &info);
+	if (err != EACCES) {
+		printf("# after execve, GET_INFO on the inherited file: %s, want EACCES\n",
+		       kt_errname(err));
+		return 1;
+	}
+	map = mmap(NULL, KT_GPU_PAGE, PROT_READ, MAP_SHARED, fd, (off_t)handle * getpagesize());
+	if (map != MAP_FAILED || errno != EACCES) {
+		printf("# after execve, mmap of the inherited file: %s, want EACCES\n",
+		       map == MAP_FAILED ? kt_errname(errno) : "mapped");
+		return 1;
+	}
+	return 0;
+}
+
+static void test_execve_drops_access(void)
+{
+	pid_t pid = fork();
+
+	KT_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		int sg = sg_open(), gd = gd_open();
+		uint64_t va = sg_alloc(sg, KT_GPU_PAGE), h;
+		char arg[64];
+
+		KT_EXPECT_OK(gd_pin(gd, va, KT_GPU_PAGE, 0, &h));
+		KT_ASSERT(fcntl(gd, F_SETFD, 0) == 0, "clear FD_CLOEXEC");
+		snprintf(arg, sizeof(arg), "%d:%llx", gd, (unsigned long long)h);
+		setenv(EXEC_PROBE_ENV, arg, 1);
+		execl("/proc/self/exe", "gdrdrv_sectest", (char *)NULL);
+		KT_FAIL("execve: %s", strerror(errno));
+	}
+	wait_child_ok(pid);
+}
+
+/* Write-combining entries in x86 PAT's memtype list; -1 if unreadable. */
+static int pat_wc_entries(void)
+{
+	const char *path = "/sys/kernel/debug/x86/pat_memtype_list";
+	char line[256];
+	int n = 0;
+	FILE *fp = fopen(path, "r");
+
+	if (!fp && errno == ENOENT)
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	if (!fp)
+		fp = fopen(path, "r");
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp))
+		n += strstr(line, "write-combining") != NULL;
+	fclose(fp);
+	return n;
+}
+
+/*
+ * A WC mapping's memtype reservation ends with the pin (unpin, or the free
+ * callback of a legacy pin), not at munmap: a process keeping dead mappings
+ * must not keep PAT entries (before the fix they stayed until munmap).
+ */
+static void test_wc_reservation_ends_with_pin(void)
+{
+	int base, mapped, err, round;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	base = pat_wc_entries();
+	if (base < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	for (round = 0; round < 2; round++) {
+		int sg = sg_open(), gd = gd_open();
+		uint64_t va = sg_alloc(sg, 4 * KT_GPU_PAGE), h;
+		struct gdrdrv_get_info_v2 info;
+		volatile uint32_t *map;
+		bool by_free = round == 1;
+
+		if (by_free && kt_env.persistent)
+			break;		/* persistent pins outlive the free */
+		KT_EXPECT_OK(gd_pin(gd, va, 4 * KT_GPU_PAGE, 0, &h));
+		map = gd_map(gd, h, 4 * KT_GPU_PAGE, &err);
+		KT_ASSERT(map, "map: %s", kt_errname(err));
+		map[0] = 1;
+		KT_EXPECT_OK(gd_info(gd, h, &info));
+		KT_ASSERT(info.mapping_type == GDRDRV_MR_WC, "BAR mapped with type %u, want WC",
+			  info.mapping_type);
+		mapped = pat_wc_entries();
+		KT_ASSERT(mapped > base, "WC mapping: %d PAT WC entries, %d before", mapped, base);
+		if (by_free)
+			sg_free(sg, va);
+		else
+			KT_EXPECT_OK(gd_unpin(gd, h));
+		KT_ASSERT(pat_wc_entries() == base,
+			  "after %s, with the dead mapping still in place: %d PAT WC entries, %d before mapping (the reservation outlives the pin)",
+			  by_free ? "the free callback" : "unpin", pat_wc_entries(), base);
+		munmap((void *)map, 4 * KT_GPU_PAGE);
+		KT_ASSERT(pat_wc_entries() == base, "after munmap: %d PAT WC entries, %d before",
+			  pat_wc_entries(), base);
+		close(gd);
+		close(sg);
+	}
+}
+
+/*
+ * x86 never maps RAM write-combined: PAT refuses the reservation
+ * ("reserve_ram_pages_type failed") and the page is write-back anyway.
+ * RAM-backed pins are mapped cached; WC is refused up front.
+ */
+static void test_no_wc_of_ram(void)
+{
+	struct fixture_ram { int sg, gd; uint64_t va; } f;
+	struct gdrdrv_get_info_v2 info;
+	uint64_t h;
+	void *map;
+	int err;
+
+#if !defined(__x86_64__) && !defined(__i386__)
+	kt_skip("x86 only: PAT");
+#endif
+	if (kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED)
+		kt_skip("softgpu is BAR-backed here: no RAM to map");
+	f.sg = sg_open();
+	f.gd = gd_open();
+	f.va = sg_alloc(f.sg, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_pin(f.gd, f.va, KT_GPU_PAGE, 0, &h));
+	KT_EXPECT_ERR(gd_req_type(f.gd, h, GDRDRV_MR_WC), EOPNOTSUPP);
+	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+	KT_ASSERT(map, "map: %s", kt_errname(err));
+	*(volatile uint32_t *)map = 7;
+	KT_EXPECT_OK(gd_info(f.gd, h, &info));
+	KT_ASSERT(info.mapping_type == GDRDRV_MR_CACHING, "RAM mapped with type %u, want CACHING",
+		  info.mapping_type);
+	munmap(map, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_unpin(f.gd, h));
+	if (kt_env.force_pcie_attr) {
+		/* FORCE_PCIE asks for the BAR path; RAM still is not WC. */
+		KT_EXPECT_OK(gd_pin(f.gd, f.va, KT_GPU_PAGE, GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE, &h));
+		map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+		KT_ASSERT(map, "map: %s", kt_errname(err));
+		*(volatile uint32_t *)map = 8;
+		KT_EXPECT_OK(gd_info(f.gd, h, &info));
+		KT_ASSERT(info.mapping_type == GDRDRV_MR_CACHING,
+			  "FORCE_PCIE pin of RAM mapped with type %u, want CACHING", info.mapping_type);
+		munmap(map, KT_GPU_PAGE);
+		KT_EXPECT_OK(gd_unpin(f.gd, h));
+	}
+}
+
+static long gdrdrv_refcnt(void)
+{
+	char line[32];
+
+	read_line("/sys/module/gdrdrv/refcnt", line, sizeof(line));
+	return atol(line);
+}
+
+/*
+ * nvidia_p2p_put_pages() failed on a legacy pin: the pin stands and its free
+ * callback can still come, with gdrdrv's region as its argument.  The region
+ * and the module must stay until then (before the fix the region was freed
+ * and the callback wrote into freed memory).
+ */
+static void test_failed_put_pages_keeps_the_region(void)
+{
+	long refcnt0 = gdrdrv_refcnt();
+	int sg, gd;
+	uint64_t va, h;
+
+	if (kt_env.persistent)
+		kt_skip("persistent pins have no free callback");
+	sg = sg_open();
+	gd = gd_open();
+	va = sg_alloc(sg, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_pin(gd, va, KT_GPU_PAGE, 0, &h));
+	knob_set("fail_put_nth", "1");
+	KT_EXPECT_OK(gd_unpin(gd, h));	/* the handle is gone either way */
+	close(gd);
+	KT_ASSERT(sg_stats().active_pins == 1, "the failed put released the pin");
+	KT_ASSERT(gdrdrv_refcnt() == refcnt0 + 1,
+		  "gdrdrv refcnt %ld after a failed put_pages with its callback armed, want %ld (a module reference until the callback)",
+		  gdrdrv_refcnt(), refcnt0 + 1);
+	sg_free(sg, va);	/* the callback comes now */
+	KT_ASSERT(sg_stats().active_pins == 0, "the callback did not release the pin");
+	KT_ASSERT(gdrdrv_refcnt() == refcnt0, "gdrdrv refcnt %ld after the callback, want %ld",
+		  gdrdrv_refcnt(), refcnt0);
+	close(sg);
+}
+
+#define T(name) { #name, test_##name, true }
+
+static const struct kt_test tests[] = {
+	T(tokens_of_another_process),
+	T(pin_limits),
+	T(pins_charged_to_memcg),
+	T(execve_drops_access),
+	T(wc_reservation_ends_with_pin),
+	T(no_wc_of_ram),
+	T(failed_put_pages_keeps_the_region),
+};
+
+int main(int argc, char **argv)
+{
+	const char *probe = getenv(EXEC_PROBE_ENV);
+
+	if (probe)
+		return exec_probe(probe);
+	return kt_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+}
