@@ -23,8 +23,8 @@ from gdrkit.distro.debian import (
     debian_release_for_os_release,
 )
 
-# Shared with the packaged doctor, which runs without this registry (gdrkit.host.facts).
-from gdrkit.host.facts import format_install_hint, parse_os_release
+# Shared with the packaged doctor, which runs without this registry (gdrkit.gdrcopy_doctor.facts).
+from gdrkit.gdrcopy_doctor.facts import format_install_hint, parse_os_release
 
 __all__ = [
     "DebianFamily",

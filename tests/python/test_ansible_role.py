@@ -2,7 +2,7 @@
 
 The role's vars name packages, paths and doctor's exit statuses that have
 their home elsewhere (packages/gdrcopy.yaml, gdrkit.publish.repo,
-gdrkit.host.cli, the distro registry): these tests fail when one side moves.
+gdrkit.gdrcopy_doctor.cli, the distro registry): these tests fail when one side moves.
 The multi-host and VM runs themselves are test_ansible_molecule.py (soak).
 """
 
@@ -20,7 +20,7 @@ import yaml
 
 from gdrkit.distro import families
 from gdrkit.fleet import ansible, molecule, vmload
-from gdrkit.host import cli
+from gdrkit.gdrcopy_doctor import cli
 from gdrkit.packaging import model, render
 from gdrkit.publish import repo
 
