@@ -41,9 +41,9 @@ from gdrkit.vm.rootfs import (
     roots_dir,
     sync_source,
 )
+from gdrkit.vm.foreign import ensure_foreign_exec
 from gdrkit.vm.suites import KernelChoice, suite_lists
 
-BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 # Libraries of the target architecture the cross root gets through multiarch:
 # what the library's unit tests link (they then run there under qemu-user).
 TARGET_LIBRARIES = ("libcmocka-dev",)
@@ -86,33 +86,6 @@ def cross_mmdebstrap_command(choice: KernelChoice, target: Path, packages: list[
     argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
     argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
     return argv
-
-
-def binfmt_ready(entry_text: str) -> bool:
-    """Whether a binfmt_misc entry is enabled with the F flag (the interpreter opened at registration,
-    so it works inside chroots and containers that lack it) (pure)."""
-    lines = entry_text.splitlines()
-    flags = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("flags:")), "")
-    return bool(lines) and lines[0].strip() == "enabled" and "F" in flags
-
-
-def ensure_foreign_exec(arch: Arch) -> None:
-    """Make the kernel run `arch`'s programs through qemu-user (binfmt_misc), or die saying how."""
-    if arch == HOST_ARCH:
-        return
-    entry = BINFMT_DIR / f"qemu-{arch.uname}"
-    if not (BINFMT_DIR / "status").exists():
-        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)], check=False)
-    if not entry.exists() and shutil.which("update-binfmts"):
-        run(["update-binfmts", "--enable", f"qemu-{arch.uname}"], check=False)
-    text = entry.read_text() if entry.exists() else ""
-    if not binfmt_ready(text):
-        raise die(
-            f"this host cannot run {arch.debian} programs: binfmt_misc has no enabled qemu-{arch.uname}"
-            " entry with the F flag",
-            f"as root: mount -t binfmt_misc binfmt_misc {BINFMT_DIR}; apt-get install qemu-user-static"
-            f" binfmt-support; update-binfmts --enable qemu-{arch.uname}",
-        )
 
 
 def prepare_cross_root(choice: KernelChoice, *, refresh: bool = False) -> SuiteRoot:

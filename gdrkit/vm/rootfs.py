@@ -23,6 +23,7 @@ from pathlib import Path
 from gdrkit.distro.arch import HOST_ARCH, Arch, flavour_of_abi
 from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
+from gdrkit.vm.foreign import ensure_foreign_exec
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
 # python3 and python3-numpy: the gdrcopy Python package is tested in the VM
@@ -228,10 +229,7 @@ def prepare_suite_root(
     `extra_packages` go into the root too; a different set is a different root.
     """
     ensure_debian_packages(host_packages(arch))
-    if arch != HOST_ARCH:
-        from gdrkit.vm.cross import ensure_foreign_exec
-
-        ensure_foreign_exec(arch)
+    ensure_foreign_exec(arch)
     choice = resolve_kernel(kernel, refresh=refresh, arch=arch, flavour=flavour)
     name = root_name(choice, extra_packages)
     root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name, arch)
