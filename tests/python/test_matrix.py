@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gdrkit.matrix import model, report, workflow
+from gdrkit.stage.packages import built_files
 from gdrkit.system import UserError
 
 
@@ -185,7 +186,7 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrcopy-kmod",
         "python3-gdrcopy",
     }
-    debs = [p.name for p in runner.built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
+    debs = [p.name for p in built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
     assert debs == [
         "gdrcopy-tests_2.6.1-1_amd64.deb",
         "gdrcopy_2.6.1-1_all.deb",
