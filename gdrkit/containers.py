@@ -40,10 +40,6 @@ class RunResult:
     status: int
     output: str
 
-    @property
-    def exit_code(self) -> int:
-        return self.status
-
 
 @dataclass(frozen=True)
 class ImageRecipe:

@@ -84,7 +84,7 @@ def test_deb_and_wheel_install_and_import_in_the_suites_container(
         line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", "python3 ", "venv:"))
     ]
     print(f"\n{suite}:\n  " + "\n  ".join(checked))
-    assert result.exit_code == 0 and PASSED_MARK in result.output, result.output[-6000:]
+    assert result.status == 0 and PASSED_MARK in result.output, result.output[-6000:]
 
 
 @pytest.fixture(scope="module")
