@@ -168,3 +168,13 @@ def test_kube_builds_its_packages_through_the_pipeline(monkeypatch: pytest.Monke
         str(tmp_path),
     )
     assert deb.lint and rpm.lint
+
+
+@pytest.mark.parametrize(("task", "package_type"), [(pkg.build_deb, "deb"), (pkg.build_rpm, "rpm")])
+def test_the_build_tasks_name_every_package_of_the_description(task: object, package_type: str) -> None:
+    from gdrkit.packaging import model
+
+    doc = str(getattr(task, "__doc__", ""))
+    names = model.load().package_names(package_type)
+    assert "python3-gdrcopy" in names
+    assert all(name in doc for name in names), doc

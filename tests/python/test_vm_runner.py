@@ -170,3 +170,17 @@ def test_vm_test_shows_what_killed_a_retried_boot(
     captured = capsys.readouterr()
     assert "kernel log, attempt 1 (booted again): [oops] Oops: int3" in captured.err
     assert "boots:           2" in captured.out and "verdict:         PASS" in captured.out
+
+
+def test_the_vm_packages_docstring_names_each_functions_parameters() -> None:
+    """gdrkit/vm/__init__.py documents its API by signature: each one names exactly the function's parameters."""
+    import inspect
+    import re
+
+    import gdrkit.vm
+
+    documented = re.findall(r"^`(\w+)\(([^`]*?)\) -> [\w\[\]]+`", gdrkit.vm.__doc__ or "", re.MULTILINE)
+    assert {name for name, _ in documented} >= {"prepare_suite_root", "build_in_root", "boot", "scan_kernel_log"}
+    for name, params in documented:
+        named = [p.split("=")[0].strip() for p in params.replace("()", "").split(",") if p.strip() not in ("", "*")]
+        assert named == list(inspect.signature(getattr(gdrkit.vm, name)).parameters), name
