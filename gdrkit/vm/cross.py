@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
+from gdrkit.distro.debian import mmdebstrap_command
 from gdrkit.system import die, log, run
 from gdrkit.vm.rootfs import (
     APT_OPTIONS,
@@ -81,11 +82,7 @@ def cross_root_name(choice: KernelChoice) -> str:
 
 def cross_mmdebstrap_command(choice: KernelChoice, target: Path, packages: list[str]) -> list[str]:
     """The mmdebstrap command line of the cross root (pure)."""
-    argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
-    argv += [f"--aptopt={option}" for option in APT_OPTIONS]
-    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
-    argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
-    return argv
+    return mmdebstrap_command(choice.suite, str(target), packages, apt_options=APT_OPTIONS, dpkg_excludes=DPKG_EXCLUDES)
 
 
 def prepare_cross_root(choice: KernelChoice, *, refresh: bool = False) -> SuiteRoot:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gdrkit.distro.arch import HOST_ARCH, Arch, flavour_of_abi
+from gdrkit.distro.debian import mmdebstrap_command as mmdebstrap
 from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.foreign import ensure_foreign_exec
@@ -151,16 +152,15 @@ def mmdebstrap_command(choice: KernelChoice, target: Path, extra_packages: Seque
     """The mmdebstrap command line that builds the root for `choice` (pure)."""
     if choice.arch == HOST_ARCH:
         packages = [*BASE_PACKAGES, choice.image_package, choice.headers_package, *extra_packages]
-        argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
+        architecture = ""
     else:
         # No headers: the modules are built elsewhere (gdrkit.vm.cross), with a cross compiler.
         packages = [*FOREIGN_BASE_PACKAGES, choice.image_package, *extra_packages]
-        argv = ["mmdebstrap", "--variant=minbase", f"--architectures={choice.arch.debian}"]
-        argv.append(f"--include={','.join(packages)}")
-    argv += [f"--aptopt={option}" for option in APT_OPTIONS]
-    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
-    argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
-    return argv
+        architecture = choice.arch.debian
+    return mmdebstrap(
+        choice.suite, str(target), packages, architecture=architecture, apt_options=APT_OPTIONS,
+        dpkg_excludes=DPKG_EXCLUDES,
+    )  # fmt: skip
 
 
 def lock_file(root_dir: Path) -> Path:
