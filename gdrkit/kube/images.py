@@ -42,6 +42,7 @@ from gdrkit.distro.families import DebianFamily, Family, family, families_of_typ
 from gdrkit.packaging import model
 from gdrkit.packaging import pipeline
 from gdrkit.packaging import render as pkg_render
+from gdrkit.stage.image import pull_or_why
 from gdrkit.stage.packages import built_files, checked_packages
 from gdrkit.system import die, log
 
@@ -314,11 +315,8 @@ def setup_command(spec: ImageSpec, files: Sequence[str]) -> list[str]:
 
 def _pull(engine: Engine, reference: str) -> tuple[str, str]:
     """(reference, "") once pulled, or ("", why) when no registry gives it."""
-    pulled, why = engine.pull(reference)
-    # The daemon's error can be long (the registry URL, the resolver): what
-    # was pulled is at its start, why it failed at its end.
-    short = why if len(why) <= 160 else f"{why[:80]} ... {why[-75:]}"
-    return (reference, "") if pulled else ("", f"{short} (is a registry reachable from here?)")
+    why = pull_or_why(engine, reference)
+    return ("", why) if why else (reference, "")
 
 
 def _base_image(engine: Engine, spec: ImageSpec) -> tuple[str, str]:

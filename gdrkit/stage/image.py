@@ -81,6 +81,17 @@ def image_tag(spec: StageSpec, abi: str) -> str:
     return f"gdrkit-matrix/{spec.name}:{abi.replace('+', '_')}-{setup}"
 
 
+def pull_or_why(engine: Engine, reference: str) -> str:
+    """Nothing once `reference` is pulled, else why not, in one line: registries may be out of reach."""
+    pulled, why = engine.pull(reference)
+    if pulled:
+        return ""
+    # The daemon's error can be long (the registry URL, the resolver): what
+    # was pulled is at its start, why it failed at its end.
+    short = why if len(why) <= 160 else f"{why[:80]} ... {why[-75:]}"
+    return f"{' '.join(short.split())} (is a registry reachable from here?)"
+
+
 @dataclass(frozen=True)
 class Prepared:
     """The outcome: `image` (and the kernel `abi` of a suite's root), or why not (`skipped`), or `failed` output."""
@@ -96,9 +107,9 @@ def prepare(engine: Engine, spec: StageSpec, *, offline: bool, refresh: bool = F
     if spec.registry_image is not None:
         if offline:
             return Prepared(skipped="needs an image registry (--offline given)")
-        pulled, why = engine.pull(spec.registry_image)
-        if not pulled:
-            return Prepared(skipped=f"no registry reachable here: {why.splitlines()[0]}")
+        why = pull_or_why(engine, spec.registry_image)
+        if why:
+            return Prepared(skipped=f"no registry reachable here: {why}")
         base = spec.registry_image
         abi = ""  # the image's own kernel headers decide
     else:
