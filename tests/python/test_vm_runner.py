@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,27 @@ def test_vm_test_prints_the_kernel_log_tail_on_findings(
     captured = capsys.readouterr()
     assert "kernel log tail" in captured.out and "[ 2.0] BUG: Bad page state" in captured.out
     assert "[bug] BUG: Bad page state" in captured.err
+
+
+def test_a_dry_run_prints_the_plan_a_real_run_executes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One path: vm_test plans, then prints the plan (dry run) or executes that very plan object."""
+    options = runner.VmTestOptions(softgpu_args="mode=ram", log_dir=tmp_path)
+    executed: list[runner.VmTestPlan] = []
+
+    def execute(the_plan: runner.VmTestPlan) -> int:
+        executed.append(the_plan)
+        return 7
+
+    monkeypatch.setattr(runner, "execute", execute)
+    assert runner.vm_test(options) == 7
+    (the_plan,) = executed
+    assert the_plan == runner.plan_vm_test(options)
+    assert the_plan.build == "in-root" and [m.name for m in the_plan.loads] == ["softgpu", "gdrdrv"]
+    assert runner.vm_test(dataclasses.replace(options, dry_run=True)) == 0
+    assert capsys.readouterr().out.splitlines() == [f"[dry-run] {line}" for line in the_plan.lines()]
+    assert len(executed) == 1, "a dry run executes nothing"
 
 
 OOPS = klog.Finding("oops", "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI")
