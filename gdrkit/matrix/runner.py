@@ -476,10 +476,39 @@ class EntryRun:
         return self.result
 
 
+@dataclass(frozen=True)
+class MatrixPlan:
+    """What `matrix` runs: a dry run prints it (lines), a real run executes it (execute_matrix)."""
+
+    entries: tuple[Entry, ...]
+    offline: bool
+    refresh: bool = False
+
+    def lines(self) -> list[str]:
+        return engine_plan() + [line for e in self.entries for line in entry_plan(e, offline=self.offline)]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What `compile-sweep` runs: a dry run prints it (lines), a real run executes it (execute_sweep)."""
+
+    entries: tuple[Entry, ...]
+    offline: bool
+
+    def lines(self) -> list[str]:
+        return engine_plan() + [line for e in self.entries for line in sweep_plan(e, offline=self.offline)]
+
+
 def run_entries(entries: Sequence[Entry], *, offline: bool, refresh: bool = False) -> list[EntryResult]:
     """Run every entry in turn (each in its own workspace under the cache); never stops early."""
+    return execute_matrix(MatrixPlan(tuple(entries), offline, refresh))
+
+
+def execute_matrix(plan: MatrixPlan) -> list[EntryResult]:
+    """Carry out a MatrixPlan: every entry in turn, each in its own workspace under the cache; never stops early."""
     from gdrkit.containers import engine as docker_engine
 
+    entries, offline, refresh = plan.entries, plan.offline, plan.refresh
     results = []
     with docker_engine() as engine:
         for index, entry in enumerate(entries, 1):
@@ -581,6 +610,11 @@ def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
     else:
         lines.append(f"{entry.name}: load and sanity: skipped (boot: false)")
     return lines
+
+
+def execute_sweep(plan: SweepPlan) -> dict[str, dict[str, int]]:
+    """Carry out a SweepPlan: entry name -> {kernel: 0 built, 1 failed to build, 2 headers would not install}."""
+    return {entry.name: compile_sweep(entry, offline=plan.offline) for entry in plan.entries}
 
 
 def sweep_plan(entry: Entry, *, offline: bool) -> list[str]:

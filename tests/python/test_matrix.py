@@ -506,7 +506,7 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a dry run must not run anything")
 
-    for name in ("run_entries", "compile_sweep"):
+    for name in ("run_entries", "execute_matrix", "execute_sweep", "compile_sweep"):
         monkeypatch.setattr(runner, name, refuse)
     monkeypatch.setattr(workflow, "lint", refuse)
     monkeypatch.setattr(workflow, "actionlint_modules", refuse)
@@ -522,3 +522,38 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     assert "rockylinux-9: install each with dnf install -y and compile gdrdrv against /usr/src/kernels/*" in out
     tasks.lint_workflow(MockContext(), dry_run=True)
     assert capsys.readouterr().out.splitlines()[-1].startswith("[dry-run] run actionlint")
+
+
+def test_matrix_and_sweep_execute_the_plan_their_dry_run_prints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One path: the task makes one plan object, prints it on --dry-run, else hands that object to execute."""
+    from invoke.context import MockContext
+
+    from gdrkit.matrix import runner
+    from gdrkit.tasks import matrix as tasks
+
+    executed: list[object] = []
+
+    def execute_matrix(plan: runner.MatrixPlan) -> list[report.EntryResult]:
+        executed.append(plan)
+        return []
+
+    def execute_sweep(plan: runner.SweepPlan) -> dict[str, dict[str, int]]:
+        executed.append(plan)
+        return {}
+
+    monkeypatch.setattr(runner, "execute_matrix", execute_matrix)
+    monkeypatch.setattr(runner, "execute_sweep", execute_sweep)
+    monkeypatch.setattr(runner, "engine_plan", lambda: ["use the running Docker engine"])
+    for task in (tasks.matrix, tasks.compile_sweep):
+        task(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True, dry_run=True)
+        printed = capsys.readouterr().out.splitlines()
+        assert executed == []
+        task(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True)
+        (plan,) = executed
+        assert isinstance(plan, (runner.MatrixPlan, runner.SweepPlan))
+        assert printed == [f"[dry-run] {line}" for line in plan.lines()]
+        assert [e.name for e in plan.entries] == ["debian-trixie", "rockylinux-9"] and plan.offline
+        executed.clear()
+        capsys.readouterr()
