@@ -557,3 +557,12 @@ def test_matrix_and_sweep_execute_the_plan_their_dry_run_prints(
         assert [e.name for e in plan.entries] == ["debian-trixie", "rockylinux-9"] and plan.offline
         executed.clear()
         capsys.readouterr()
+
+
+@pytest.mark.parametrize("suite", ["bookworm", "trixie"])
+def test_molecule_hosts_start_from_the_matrix_rows_image(suite: str) -> None:
+    """gdrkit.stage keys the prepared image by its spec: Molecule's debian-<suite> is the matrix row's, one cache."""
+    from gdrkit.stage import image
+
+    entry = next(e for e in model.load() if e.name == f"debian-{suite}")
+    assert entry.stage == image.debian_suite_spec(suite)
