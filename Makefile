@@ -66,11 +66,12 @@ python_install:
 	install -d $(DESTDIR)$(pythondir)/gdrcopy
 	install -m 0644 $(PYTHON_FILES) $(DESTDIR)$(pythondir)/gdrcopy/
 
-# gdrcopy_doctor's modules: the toolkit's doctor (gdrkit/host; the standard
-# library only) as the package gdrcopy_doctor under doctordir.  The packages
+# gdrcopy_doctor's modules: the toolkit's doctor (every module of
+# gdrkit/gdrcopy_doctor, which imports only the standard library and itself)
+# as the package gdrcopy_doctor under doctordir.  The packages
 # add its launcher and facts.json (gdrkit/packaging/render.py).
 doctordir ?= $(prefix)/share/gdrcopy
-DOCTOR_FILES := $(addprefix gdrkit/host/,__init__.py facts.py probe.py consumers.py doctor.py cli.py)
+DOCTOR_FILES := $(sort $(wildcard gdrkit/gdrcopy_doctor/*.py))
 doctor_install:
 	install -d $(DESTDIR)$(doctordir)/gdrcopy_doctor
 	install -m 0644 $(DOCTOR_FILES) $(DESTDIR)$(doctordir)/gdrcopy_doctor/

@@ -40,10 +40,6 @@ class RunResult:
     status: int
     output: str
 
-    @property
-    def exit_code(self) -> int:
-        return self.status
-
 
 @dataclass(frozen=True)
 class ImageRecipe:
@@ -226,16 +222,10 @@ class Engine:
                 "--customize-hook",
                 f'mkdir -p "$1/opt/extra-debs" && cd "$1/opt/extra-debs" && apt-get download {names}',
             ]
-        argv: list[str | os.PathLike[str]] = [
-            "mmdebstrap",
-            "--variant=apt",
-            f"--include={','.join(recipe.include)}",
-            *(f"--dpkgopt=path-exclude={pattern}" for pattern in recipe.dpkg_excludes),
-            *hooks,
-            recipe.suite,
-            tarball,
-            *debian.suite(recipe.suite).sources_lines(),
-        ]
+        argv = debian.mmdebstrap_command(
+            debian.suite(recipe.suite), str(tarball), recipe.include, variant="apt",
+            dpkg_excludes=recipe.dpkg_excludes, hooks=hooks,
+        )  # fmt: skip
         with step(f"building image {recipe.tag} with mmdebstrap (about a minute)") as current:
             current.run(
                 argv, hint="see the log; a mirror out of reach or a package missing from the suite are the usual causes"

@@ -111,6 +111,20 @@ def ruff(root: Path) -> list[str]:
     return findings
 
 
+def imports(root: Path) -> list[str]:
+    """import-linter's contracts of pyproject.toml: gdrkit's floors, the packages side by side, no circles."""
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    # From root, so that root's gdrkit is the one read; no cache left in the tree.
+    argv: list[str | os.PathLike[str]] = [lint_imports, "--config", root / "pyproject.toml", "--no-cache", "--no-logo"]
+    status, out = _output(argv, root, {"COLUMNS": "200", "NO_COLOR": "1"})
+    if status == 0:
+        return []
+    _, found, broken = out.partition("Broken contracts")
+    lines = broken.splitlines() if found else out.splitlines()
+    findings = [line for line in lines if line.strip() and not re.fullmatch(r"-+", line.strip())]
+    return findings or [f"lint-imports exited {status}: {out.strip()[-2000:]}"]
+
+
 # ---- Ansible ----
 
 # The role, its Molecule scenario and the example playbook.
@@ -388,6 +402,7 @@ def deps(root: Path) -> list[str]:
 CHECKS = [
     Check("mypy", "mypy --strict (pyproject.toml's files)", mypy),
     Check("ruff", "ruff check" + (" and format --check" if RUFF_FORMAT_CHECK else ""), ruff),
+    Check("imports", "import-linter: gdrkit's floors, the side-by-side packages, no import circle", imports),
     Check("ansible-lint", "ansible-lint (production profile) on the role and its scenario", ansible_lint),
     Check("shellcheck", "shellcheck on every shell file", shellcheck, lambda: ["shellcheck"]),
     Check("rendered-scripts", "shellcheck on the rendered maintainer scripts and VM /init", rendered_scripts,

@@ -2,7 +2,8 @@
 
 The one list of Debian suites and mirrors: the VM roots (gdrkit.vm), the
 container images (gdrkit.containers, gdrkit.matrix) and ci/matrix.yaml's
-checks all read `SUITES` and `Suite.sources_lines()`.
+checks all read `SUITES` and `Suite.sources_lines()`, and all make their
+roots with `mmdebstrap_command`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,31 @@ SUITES: dict[str, Suite] = {
         Suite("sid", None, security=False, updates=False, backports=False),
     )
 }
+
+
+def mmdebstrap_command(
+    suite: Suite,
+    target: str,
+    include: Sequence[str],
+    *,
+    variant: str = "minbase",
+    architecture: str = "",
+    apt_options: Sequence[str] = (),
+    dpkg_excludes: Sequence[str] = (),
+    hooks: Sequence[str] = (),
+) -> list[str]:
+    """The one mmdebstrap command line: `suite`'s root into `target` (a directory or a tarball) (pure).
+
+    The VM roots, the cross roots and the container images are all made by it.
+    """
+    argv = ["mmdebstrap", f"--variant={variant}"]
+    if architecture:
+        argv.append(f"--architectures={architecture}")
+    argv.append(f"--include={','.join(include)}")
+    argv += [f"--aptopt={option}" for option in apt_options]
+    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in dpkg_excludes]
+    argv += hooks
+    return [*argv, suite.name, target, *suite.sources_lines()]
 
 
 def suite(name: str) -> Suite:

@@ -23,8 +23,8 @@ from gdrkit.distro.debian import (
     debian_release_for_os_release,
 )
 
-# Shared with the packaged doctor, which runs without this registry (gdrkit.host.facts).
-from gdrkit.host.facts import format_install_hint, parse_os_release
+# Shared with the packaged doctor, which runs without this registry (gdrkit.gdrcopy_doctor.facts).
+from gdrkit.gdrcopy_doctor.facts import format_install_hint, parse_os_release
 
 __all__ = [
     "DebianFamily",
@@ -97,8 +97,6 @@ class Family:
     # /etc/os-release ID (or ID_LIKE) values that belong to this family.
     os_ids: ClassVar[tuple[str, ...]]
     package_type: ClassVar[str]  # "deb" or "rpm"
-    # Base image of a build/test container of this family.
-    container_image: ClassVar[str]
     # Packages a build host of this family needs (its own package names).
     build_deps: ClassVar[tuple[str, ...]]
     # Package that holds the headers of kernel `{kver}`.
@@ -267,7 +265,6 @@ class DebianFamily(Family):
     name = "debian"
     os_ids = ("debian", "ubuntu")
     package_type = "deb"
-    container_image = "debian:bookworm"
     build_deps = (
         "build-essential",
         "debhelper",
@@ -332,7 +329,6 @@ class RhelFamily(Family):
     name = "rhel"
     os_ids = ("rhel", "centos", "rocky", "almalinux", "fedora", "amzn", "ol")
     package_type = "rpm"
-    container_image = "rockylinux:9"
     build_deps = ("gcc", "make", "rpm-build", "kernel-devel", "dkms")
     kernel_headers_package = "kernel-devel-uname-r = {kver}"
     install_command = ("dnf", "install", "-y")
@@ -393,7 +389,6 @@ class SuseFamily(Family):
     name = "suse"
     os_ids = ("sles", "opensuse-leap", "opensuse-tumbleweed", "suse", "opensuse")
     package_type = "rpm"
-    container_image = "opensuse/leap:15.6"
     build_deps = ("gcc", "make", "rpm-build", "kernel-default-devel", "dkms")
     kernel_headers_package = "kernel-default-devel"
     install_command = ("zypper", "--non-interactive", "install")

@@ -1,9 +1,11 @@
 """`./toolkit molecule`: the role's multi-host test (ansible/roles/gdrcopy/molecule/default).
 
-1. hosts: the matrix's own images of debian-bookworm and debian-trixie (the
-   suite's root with its kernel and exact headers, dkms and build tools;
-   gdrkit.matrix.runner builds them), plus python3-apt for Ansible's apt module;
-2. packages: HEAD's .deb packages built for each suite (DKMS set and the rest);
+1. hosts: the prepared images of debian-bookworm and debian-trixie the matrix
+   also runs in (the suite's root with its kernel and exact headers, dkms and
+   build tools; gdrkit.stage.image builds them), plus python3-apt for
+   Ansible's apt module;
+2. packages: HEAD's .deb packages built for each suite (DKMS set and the rest)
+   through the package pipeline, so checked and linted as `build-deb` does;
 3. repository: `./toolkit publish`'s code signs them into a repository with a
    throwaway key, served over HTTP on 127.0.0.1 (the hosts share the host's
    network), so apt checks the signatures as on a real node;
@@ -27,6 +29,7 @@ from pathlib import Path
 from gdrkit.containers import Engine
 from gdrkit.distro.families import DebianFamily, debian_release
 from gdrkit.fleet import ansible
+from gdrkit.stage import image, packages
 from gdrkit.system import die, log, step, verbose
 from gdrkit.version import REPO_ROOT
 
@@ -52,24 +55,21 @@ def host_layer_script(suite: str) -> str:
     return " && ".join(shlex.join(s) for s in steps if s)
 
 
-def matrix_image(engine: Engine, suite: str, work: Path) -> str:
-    """The matrix's prepared image of entry debian-<suite>, built as `./toolkit matrix` builds it."""
-    from gdrkit.matrix import model as matrix_model
-    from gdrkit.matrix.runner import EntryRun, Workspace
-
-    name = f"debian-{suite}"
-    entry = next((e for e in matrix_model.load() if e.name == name), None)
-    if entry is None:
-        raise die(f"ci/matrix.yaml has no entry {name}", "the Molecule hosts are the matrix's debian-<suite> images")
-    run = EntryRun(entry, engine, Workspace(work / name), offline=True, refresh=False)
-    if not run.step_image():
-        raise die(f"the matrix image of {name} could not be built: {run.result}")
-    return run.image
+def matrix_image(engine: Engine, suite: str) -> str:
+    """The prepared image of Debian `suite` (gdrkit.stage.image), the one the matrix's debian-<suite> row runs in."""
+    spec = image.debian_suite_spec(suite)
+    prepared = image.prepare(engine, spec, offline=True)
+    if not prepared.image:
+        raise die(
+            f"the image of {spec.name} could not be built: {prepared.skipped or prepared.failed[-3000:]}",
+            "Debian's mirror must be reachable once",
+        )
+    return prepared.image
 
 
-def host_image(engine: Engine, suite: str, work: Path) -> str:
+def host_image(engine: Engine, suite: str) -> str:
     """The Molecule host image of `suite`: the matrix's image plus HOST_PACKAGES, committed once."""
-    base = matrix_image(engine, suite, work)
+    base = matrix_image(engine, suite)
     script = host_layer_script(suite)
     digest = hashlib.sha256(f"{base}\n{script}\nflat".encode()).hexdigest()[:12]
     tag = f"gdrkit-molecule/debian-{suite}:{digest}"
@@ -114,21 +114,21 @@ def build_and_publish(
     out: Path, url: str, work: Path, suites: tuple[str, ...] = SUITES, ref: str = "HEAD"
 ) -> Published:
     """`ref`'s .deb packages for each suite, signed with a throwaway key into `out` (served at `url`)."""
-    from gdrkit.packaging import build, model
+    from gdrkit.packaging import build, pipeline
     from gdrkit.publish import repo
     from gdrkit.publish.model import Target
     from gdrkit.system import ensure_debian_packages
 
     ensure_debian_packages(["reprepro", "gnupg"])
-    build.ensure_build_deps(())
     source = build.source_at(ref)
     inputs = {}
     version = ""
     for suite in suites:
-        plan = model.plan(DebianFamily(release=debian_release(suite)), source_date_epoch=source.epoch)
-        debs = build.build_debs(plan, source, work / "dist" / suite)
+        request = pipeline.Request(kinds=("deb",), with_kmod=False, suite=suite, output=work / "dist" / suite)
+        plan = pipeline.plan_request(request, source)
+        debs = packages.checked_packages(plan)
         inputs[Target("deb", suite)] = [repo.read_package(p) for p in debs]
-        version = plan.full_version
+        version = plan.jobs[0].plan.full_version
     signer = repo.throwaway_signer(work / "gnupg", "molecule@invalid")
     repo.publish(out, inputs, signer, url)
     return Published(out, version)
@@ -208,7 +208,7 @@ def molecule(command: str = "test", work: Path = WORK, ref: str = "HEAD", dry_ru
     work.mkdir(parents=True)
     ansible.ensure_collections()
     with containers.engine() as engine:
-        images = {suite: host_image(engine, suite, work) for suite in SUITES}
+        images = {suite: host_image(engine, suite) for suite in SUITES}
     out = work / "repo"
     out.mkdir()
     with serve(out) as url:

@@ -87,7 +87,7 @@ def prepare_root(work: Path, repo_dir: Path, source: Path) -> tuple[Path, str]:
 
     root = work / "root"
     with containers.engine() as engine:
-        image = molecule.host_image(engine, SUITE, work)
+        image = molecule.host_image(engine, SUITE)
         abi = image_kernel(engine, image)
         mounts = {
             source: "/src",

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gdrkit.host.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
-from gdrkit.host.probe import Probe
+from gdrkit.gdrcopy_doctor.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
+from gdrkit.gdrcopy_doctor.probe import Probe
 from gdrkit.packaging import model
 from gdrkit.system import die, run
 from gdrkit.version import REPO_ROOT

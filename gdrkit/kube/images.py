@@ -27,7 +27,6 @@ cannot be, without touching Docker; `build_images()` builds; both are what
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -41,7 +40,10 @@ from gdrkit.containers import Engine, ImageRecipe
 from gdrkit.distro import debian
 from gdrkit.distro.families import DebianFamily, Family, family, families_of_type
 from gdrkit.packaging import model
+from gdrkit.packaging import pipeline
 from gdrkit.packaging import render as pkg_render
+from gdrkit.stage.image import pull_or_why
+from gdrkit.stage.packages import built_files, checked_packages
 from gdrkit.system import die, log
 
 KUBE_DIR = Path(__file__).resolve().parent
@@ -313,11 +315,8 @@ def setup_command(spec: ImageSpec, files: Sequence[str]) -> list[str]:
 
 def _pull(engine: Engine, reference: str) -> tuple[str, str]:
     """(reference, "") once pulled, or ("", why) when no registry gives it."""
-    pulled, why = engine.pull(reference)
-    # The daemon's error can be long (the registry URL, the resolver): what
-    # was pulled is at its start, why it failed at its end.
-    short = why if len(why) <= 160 else f"{why[:80]} ... {why[-75:]}"
-    return (reference, "") if pulled else ("", f"{short} (is a registry reachable from here?)")
+    why = pull_or_why(engine, reference)
+    return ("", why) if why else (reference, "")
 
 
 def _base_image(engine: Engine, spec: ImageSpec) -> tuple[str, str]:
@@ -339,8 +338,6 @@ def image_files(spec: ImageSpec, package_files: Sequence[Path], module: Path | N
     package; its precompiled and KMM images take the compiled `module` (as
     any precompiled or KMM image does when given one).
     """
-    from gdrkit.matrix.runner import built_files
-
     fam = spec.node.family
     if spec.kind != "driver" and (module is not None or fam.package_type == "rpm"):
         if module is None or not module.is_file():
@@ -430,8 +427,6 @@ def compile_module(
     (module, "") or (None, why): the build base cannot be pulled, or its
     repositories have no devel package of that kernel.
     """
-    from gdrkit.matrix.runner import built_files
-
     fam = node.family
     base, why = _pull(engine, node.build_base)
     if not base:
@@ -484,26 +479,19 @@ def build_packages(
     module takes the P2P symbol versions of that driver; without it, those of
     gdrdrv's own declarations, which are NVIDIA's (tests/python/test_p2p_crcs.py).
     """
-    from gdrkit.packaging import build
-
-    source = build.source_at(ref)
     fam = node.family
-    if fam.package_type == "rpm":
-        build.ensure_build_deps([], kinds=("rpm",), lint=False)
-        return build.build_rpms(model.plan(fam, kernels=[], source_date_epoch=source.epoch), source, output)
-    build.ensure_build_deps(kernels, kinds=("deb",), lint=False)
-    if nvidia_src_dir is not None and not (nvidia_src_dir / "nv-p2p.h").exists():
-        raise die(f"{nvidia_src_dir} has no nv-p2p.h", "pass the NVIDIA driver's kernel source directory that holds it")
-    saved = os.environ.get("NVIDIA_SRC_DIR")
-    if nvidia_src_dir is not None:
-        os.environ["NVIDIA_SRC_DIR"] = str(nvidia_src_dir)  # debian/rules hands it to gdrdrv's make
-    try:
-        return build.build_debs(model.plan(fam, kernels=kernels, source_date_epoch=source.epoch), source, output)
-    finally:
-        if saved is None:
-            os.environ.pop("NVIDIA_SRC_DIR", None)
-        else:
-            os.environ["NVIDIA_SRC_DIR"] = saved
+    deb = fam.package_type == "deb"
+    request = pipeline.Request(
+        kinds=(fam.package_type,),
+        with_kmod=deb and bool(kernels),
+        kernels=tuple(kernels) if deb else (),
+        rpm_family="rhel" if deb else fam.name,
+        suite=node.codename,
+        output=output,
+        ref=ref,
+        nvidia_src_dir=str(nvidia_src_dir or ""),
+    )
+    return checked_packages(pipeline.plan_request(request))
 
 
 def summary_lines(rows: Sequence[Row]) -> list[str]:

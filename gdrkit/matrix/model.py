@@ -16,6 +16,7 @@ import yaml
 
 from gdrkit.distro import debian, families
 from gdrkit.distro.arch import HOST_ARCH, arch
+from gdrkit.stage.image import StageSpec
 from gdrkit.system import die
 from gdrkit.version import REPO_ROOT
 
@@ -54,6 +55,19 @@ class Entry:
         if self.local_suite is None:
             return self.name
         return f"debian-{self.local_suite}" + (f"-{self.arch}" if self.foreign else "")
+
+    @property
+    def stage(self) -> StageSpec:
+        """The prepared image the entry runs in (gdrkit.stage.image)."""
+        return StageSpec(
+            self.image_name,
+            self.family,
+            local_suite=self.local_suite,
+            registry_image=self.registry_image,
+            kernel_suite=self.kernel_suite,
+            kernel_package=self.kernel_package,
+            arch=self.arch,
+        )
 
     @property
     def needs_registry(self) -> bool:

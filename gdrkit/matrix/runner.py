@@ -47,6 +47,9 @@ from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
 from gdrkit.packaging import pipeline
 from gdrkit.distro.families import family
+from gdrkit.stage import image as stage_image
+from gdrkit.stage.image import script_command
+from gdrkit.stage.packages import built_files
 from gdrkit.system import TAIL_LINES, UserError, cache_dir, die, error_tail, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
 STEP_MARK = re.compile(r"^GDRKIT-STEP (\w+) (\d+)$", re.MULTILINE)
 DETAIL_TAIL_LINES = TAIL_LINES
 SCRIPTS = REPO_ROOT / "gdrkit" / "matrix"
-SETUP_IMAGE_SCRIPT = SCRIPTS / "setup_image.sh"
+SETUP_IMAGE_SCRIPT = stage_image.SETUP_IMAGE_SCRIPT
 INSTALL_SCRIPT = SCRIPTS / "install_packages.sh"
 SANITY_SCRIPT = SCRIPTS / "sanity.sh"
 SWEEP_SCRIPT = SCRIPTS / "compile_sweep.sh"
@@ -69,15 +72,6 @@ NVIDIA_LAYER_TIMEOUT_S = 4 * 3600
 REAL_NVIDIA_TIMEOUT_S = 3 * 3600
 
 
-def script_command(script: Path, args: Sequence[str]) -> str:
-    """A container command that runs `script` with `args` (pure but for reading the script).
-
-    The script travels as the command, not as a bind mount: a committed image
-    would keep the mount point as a volume its containers must fill.
-    """
-    return f"set -- {shlex.join(args)}\n" + script.read_text()
-
-
 def install_set(entry: Entry) -> tuple[str, ...]:
     """The built packages the matrix installs: the DKMS set of packages/gdrcopy.yaml."""
     from gdrkit.packaging import model as packages
@@ -85,28 +79,19 @@ def install_set(entry: Entry) -> tuple[str, ...]:
     return packages.load().install_set(family(entry.family).package_type)
 
 
-# What an image of another architecture needs (its packages are cross-built on
-# the host): DKMS builds gdrdrv there, and softgpu is built there, under qemu-user.
-FOREIGN_IMAGE_PACKAGES = ("make", "gcc", "libc6-dev")
-
-
 def image_packages(entry: Entry, abi: str = "") -> tuple[str, ...]:
     """The packages setup_image.sh installs into the entry's image (pure)."""
-    fam = family(entry.family)
-    if entry.foreign:
-        return (*FOREIGN_IMAGE_PACKAGES, fam.kernel_headers_package.format(kver=abi or "<kernel>"))
-    kernel = (entry.kernel_package,) if entry.kernel_package else ()
-    return tuple(dict.fromkeys((*fam.all_image_packages(), *kernel)))
+    return stage_image.image_packages(entry.stage, abi)
 
 
 def setup_command(entry: Entry, abi: str = "") -> str:
     """What turns the entry's base image into its build and test image (pure but for reading the script)."""
-    fam = family(entry.family)
-    args = ["--scrub-built"] if entry.local_suite is not None else []
-    args += ["--refresh", " ".join(fam.refresh_command), "--install", " ".join(fam.install_command)]
-    args += ["--repos", " ".join(fam.repository_packages), "--clean", " ".join(fam.clean_command)]
-    args += ["--", *image_packages(entry, abi)]
-    return script_command(SETUP_IMAGE_SCRIPT, args)
+    return stage_image.setup_command(entry.stage, abi)
+
+
+def image_tag(entry: Entry, abi: str) -> str:
+    """The prepared image's tag (gdrkit.stage.image)."""
+    return stage_image.image_tag(entry.stage, abi)
 
 
 @dataclass(frozen=True)
@@ -140,12 +125,6 @@ def tail(text: str, lines: int = DETAIL_TAIL_LINES) -> str:
 def step_statuses(output: str) -> dict[str, int]:
     """The `GDRKIT-STEP name status` marks a container script printed."""
     return {name: int(status) for name, status in STEP_MARK.findall(output)}
-
-
-def image_tag(entry: Entry, abi: str) -> str:
-    """The prepared image's tag: changes with the kernel and with the setup script."""
-    setup = hashlib.sha256(setup_command(entry).encode()).hexdigest()[:8]
-    return f"gdrkit-matrix/{entry.image_name}:{abi.replace('+', '_')}-{setup}"
 
 
 def nvidia_image_tag(entry: Entry, abi: str, driver: DriverPackage) -> str:
@@ -220,17 +199,6 @@ def install_script(family_name: str, files: Sequence[str], abi: str) -> str:
     return script_command(INSTALL_SCRIPT, [*args, "--", *files])
 
 
-def built_files(dist: Path, family_name: str, wanted: Sequence[str]) -> list[Path]:
-    """The built packages in `dist` named in `wanted`, one file each."""
-    package_type = family(family_name).package_type
-    chosen = []
-    for path in sorted(dist.glob(f"*.{package_type}")):
-        name = path.name.split("_")[0] if package_type == "deb" else re.sub(r"-\d.*$", "", path.name)
-        if name in wanted:
-            chosen.append(path)
-    return chosen
-
-
 _RPM_FILE = re.compile(r"^.+-(?P<version>[^-]+-[^-]+)\.[^.]+\.rpm$")
 
 
@@ -271,36 +239,16 @@ class EntryRun:
     def step_image(self) -> bool:
         started = time.monotonic()
         entry = self.entry
-        if entry.registry_image is not None:
-            if self.offline:
-                self.result.skip_rest("needs an image registry (--offline given)")
-                return False
-            pulled, why = self.engine.pull(entry.registry_image)
-            if not pulled:
-                self.result.skip_rest(f"no registry reachable here: {why.splitlines()[0]}")
-                return False
-            base = entry.registry_image
-            self.abi = ""  # the image's own kernel headers decide
-        else:
-            from gdrkit.vm import prepare_suite_root
-
-            assert entry.kernel_suite is not None
-            root = prepare_suite_root(entry.kernel_suite, arch=arch(entry.arch))
-            self.abi = root.abi
-            base = f"gdrkit-matrix/{entry.image_name}-base:{root.abi.replace('+', '_')}"
-            if self.refresh or not self.engine.has_image(base):
-                self.engine.import_directory(root.root_dir, base)
+        prepared = stage_image.prepare(self.engine, entry.stage, offline=self.offline, refresh=self.refresh)
+        if prepared.skipped:
+            self.result.skip_rest(prepared.skipped)
+            return False
+        self.abi = prepared.abi
         if self.abi:
             self.result.facts["kernel"] = self.abi
-        self.image = image_tag(entry, self.abi or "registry")
-        if self.refresh or not self.engine.has_image(self.image):
-            log(f"{entry.name}: preparing image {self.image}")
-            result, container = self.engine.run(base, setup_command(entry, self.abi), keep=True)
-            if result.status != 0:
-                self.engine.remove(container)
-                return self.timed("image", Outcome.FAILED, tail(result.output), started)
-            self.engine.commit(container, self.image)
-            self.engine.remove(container)
+        if prepared.failed:
+            return self.timed("image", Outcome.FAILED, tail(prepared.failed), started)
+        self.image = prepared.image
         self.test_image = self.image
         if entry.nvidia is not None:
             return self.nvidia_layer(started)
@@ -528,10 +476,39 @@ class EntryRun:
         return self.result
 
 
+@dataclass(frozen=True)
+class MatrixPlan:
+    """What `matrix` runs: a dry run prints it (lines), a real run executes it (execute_matrix)."""
+
+    entries: tuple[Entry, ...]
+    offline: bool
+    refresh: bool = False
+
+    def lines(self) -> list[str]:
+        return engine_plan() + [line for e in self.entries for line in entry_plan(e, offline=self.offline)]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What `compile-sweep` runs: a dry run prints it (lines), a real run executes it (execute_sweep)."""
+
+    entries: tuple[Entry, ...]
+    offline: bool
+
+    def lines(self) -> list[str]:
+        return engine_plan() + [line for e in self.entries for line in sweep_plan(e, offline=self.offline)]
+
+
 def run_entries(entries: Sequence[Entry], *, offline: bool, refresh: bool = False) -> list[EntryResult]:
     """Run every entry in turn (each in its own workspace under the cache); never stops early."""
+    return execute_matrix(MatrixPlan(tuple(entries), offline, refresh))
+
+
+def execute_matrix(plan: MatrixPlan) -> list[EntryResult]:
+    """Carry out a MatrixPlan: every entry in turn, each in its own workspace under the cache; never stops early."""
     from gdrkit.containers import engine as docker_engine
 
+    entries, offline, refresh = plan.entries, plan.offline, plan.refresh
     results = []
     with docker_engine() as engine:
         for index, entry in enumerate(entries, 1):
@@ -633,6 +610,11 @@ def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
     else:
         lines.append(f"{entry.name}: load and sanity: skipped (boot: false)")
     return lines
+
+
+def execute_sweep(plan: SweepPlan) -> dict[str, dict[str, int]]:
+    """Carry out a SweepPlan: entry name -> {kernel: 0 built, 1 failed to build, 2 headers would not install}."""
+    return {entry.name: compile_sweep(entry, offline=plan.offline) for entry in plan.entries}
 
 
 def sweep_plan(entry: Entry, *, offline: bool) -> list[str]:

@@ -190,14 +190,17 @@ def _exclusive(workdir: Path) -> Iterator[None]:
         yield
 
 
-def _build_env(epoch: int, jobs: int) -> dict[str, str]:
-    return {
+def _build_env(epoch: int, jobs: int, nvidia_src_dir: str = "") -> dict[str, str]:
+    env = {
         "SOURCE_DATE_EPOCH": str(epoch),
         "LC_ALL": "C.UTF-8",
         "TZ": "UTC",
         "DEB_BUILD_OPTIONS": f"parallel={jobs} nocheck",
         "MAKEFLAGS": "",
     }
+    if nvidia_src_dir:
+        env["NVIDIA_SRC_DIR"] = nvidia_src_dir  # gdrdrv's make builds against that driver's P2P symbols
+    return env
 
 
 def build_debs(
@@ -209,6 +212,7 @@ def build_debs(
     dry_run: bool = False,
     check_deps: bool = True,
     host_arch: str = "",
+    nvidia_src_dir: str = "",
 ) -> list[Path]:
     """dpkg-buildpackage in a fixed directory; the .deb files land in `output`.
 
@@ -223,7 +227,7 @@ def build_debs(
         print(f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b {cross}; copy *.deb to {output}")
         return []
     with _exclusive(workdir):
-        return _build_debs_locked(plan, source, output, workdir, tree, jobs, check_deps, host_arch)
+        return _build_debs_locked(plan, source, output, workdir, tree, jobs, check_deps, host_arch, nvidia_src_dir)
 
 
 def _build_debs_locked(
@@ -235,6 +239,7 @@ def _build_debs_locked(
     jobs: int,
     check_deps: bool = True,
     host_arch: str = "",
+    nvidia_src_dir: str = "",
 ) -> list[Path]:
     if workdir.exists():
         shutil.rmtree(workdir)
@@ -253,7 +258,7 @@ def _build_debs_locked(
         ],  # fmt: skip
         log_dir=LOG_DIR,
         cwd=tree,
-        env=_build_env(source.epoch, jobs),
+        env=_build_env(source.epoch, jobs, nvidia_src_dir),
         hint=f"the packaging files are staged in {tree}",
     )
     output.mkdir(parents=True, exist_ok=True)
@@ -328,6 +333,7 @@ def build_rpms(
     jobs: int = 2,
     dry_run: bool = False,
     host_arch: str = "",
+    nvidia_src_dir: str = "",
 ) -> list[Path]:
     """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output` (cross-built for `host_arch`)."""
     topdir = BUILD_ROOT / f"rpm-{plan.family.name}"
@@ -337,11 +343,18 @@ def build_rpms(
         print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb {cross}; copy *.rpm to {output}")
         return []
     with _exclusive(topdir):
-        return _build_rpms_locked(plan, source, output, topdir, tree, jobs, host_arch)
+        return _build_rpms_locked(plan, source, output, topdir, tree, jobs, host_arch, nvidia_src_dir)
 
 
 def _build_rpms_locked(
-    plan: model.Plan, source: Source, output: Path, topdir: Path, tree: Path, jobs: int, host_arch: str = ""
+    plan: model.Plan,
+    source: Source,
+    output: Path,
+    topdir: Path,
+    tree: Path,
+    jobs: int,
+    host_arch: str = "",
+    nvidia_src_dir: str = "",
 ) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
@@ -362,7 +375,7 @@ def _build_rpms_locked(
         f"rpm ({plan.family.name}): rpmbuild ({', '.join(p.name for p in plan.packages)})",
         argv,
         log_dir=LOG_DIR,
-        env=_build_env(source.epoch, jobs),
+        env=_build_env(source.epoch, jobs, nvidia_src_dir),
         hint=f"the spec is {spec}",
     )
     output.mkdir(parents=True, exist_ok=True)

@@ -143,6 +143,10 @@ class Description:
         """The packages of `package_type` a DKMS install takes: all but the prebuilt-module ones."""
         return tuple(str(e["name"]) for e in self.raw_packages[package_type] if e.get("kind", "plain") != "kmod")
 
+    def package_names(self, package_type: str) -> tuple[str, ...]:
+        """Every package of `package_type`, in the description's order, a kernel written <kver>."""
+        return tuple(str(e["name"]).replace("{kver}", "<kver>") for e in self.raw_packages[package_type])
+
     def package_of_kind(self, package_type: str, kind: str) -> str:
         """The first package of `package_type` of `kind` (dkms, kmod, python), its placeholders unfilled."""
         try:

@@ -33,6 +33,8 @@ class Request:
     output: Path = build.DIST
     ref: str = "HEAD"
     repo: Path = REPO_ROOT
+    # The NVIDIA driver's kernel sources (nv-p2p.h, Module.symvers) the prebuilt
+    # module is built against; handed to the build's environment only.
     nvidia_src_dir: str = ""
     device_mode: str = ""
     device_group: str = ""
@@ -81,6 +83,7 @@ class Row:
     size: int
     contents: str
     lint_errors: int
+    path: Path | None = None  # the package file itself
 
 
 def plan_request(request: Request, source: build.Source | None = None) -> BuildPlan:
@@ -139,7 +142,6 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 f"{request.nvidia_src_dir} has no nv-p2p.h",
                 "pass the NVIDIA driver's kernel source directory, e.g. /usr/src/nvidia-550.54.15/nvidia",
             )
-        os.environ["NVIDIA_SRC_DIR"] = request.nvidia_src_dir
     rows: list[Row] = []
     for job in build_plan.jobs:
         started = time.monotonic()
@@ -152,6 +154,7 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 dry_run=request.dry_run,
                 check_deps=request.install_deps,
                 host_arch=request.host_arch,
+                nvidia_src_dir=request.nvidia_src_dir,
             )
         else:
             built = build.build_rpms(
@@ -161,6 +164,7 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 jobs=request.jobs,
                 dry_run=request.dry_run,
                 host_arch=request.host_arch,
+                nvidia_src_dir=request.nvidia_src_dir,
             )
         if request.dry_run:
             continue
@@ -183,6 +187,7 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                     path.stat().st_size,
                     "ok" if not mine else "; ".join(mine),
                     lint_errors,
+                    path,
                 )
             )
         log(f"{job.plan.package_type}: {len(built)} packages in {time.monotonic() - started:.0f} s")

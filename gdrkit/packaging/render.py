@@ -15,15 +15,15 @@ from typing import Any
 
 import jinja2
 
-from gdrkit.host import facts
-from gdrkit.host.registry import registry_facts
+from gdrkit.gdrcopy_doctor import facts
+from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging.model import Package, Plan
 from gdrkit.version import REPO_ROOT
 
 TEMPLATE_DIR = REPO_ROOT / "templates"
 # GDRCopy's service script (RPM packages), run by gdrcopy.service.
 GDRCOPY_SERVICE_SCRIPT = "/usr/libexec/gdrcopy/gdrcopy"
-# The installed doctor: the program, and the package its modules (gdrkit/host) form under doctordir.
+# The installed doctor: the program, and the package its modules (gdrkit/gdrcopy_doctor) form under doctordir.
 DOCTOR_PROGRAM = "gdrcopy_doctor"
 DOCTOR_PACKAGE = "gdrcopy_doctor"
 LINTIAN_OVERRIDES_DIR = "/usr/share/lintian/overrides/"

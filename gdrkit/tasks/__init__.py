@@ -6,9 +6,9 @@ gathers them.
 
 from invoke.collection import Collection
 
-from gdrkit.tasks import fleet, host, kube, lint, matrix, pkg, publish, suite, vm
+from gdrkit.tasks import fleet, host, imports, kube, lint, matrix, pkg, publish, suite, vm
 
 ns = Collection()
-for module in (suite, lint, vm, pkg, publish, fleet, matrix, host, kube):
+for module in (suite, lint, imports, vm, pkg, publish, fleet, matrix, host, kube):
     for task in module.TASKS:
         ns.add_task(task)

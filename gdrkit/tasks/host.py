@@ -1,6 +1,6 @@
 """Host tasks: `invoke insmod`, `rmmod`, `sanity`, `doctor`.
 
-Thin: the logic is in gdrkit.host.  Never run insmod/rmmod on a build
+Thin: the logic is in gdrkit.host and gdrkit.gdrcopy_doctor.  Never run insmod/rmmod on a build
 machine whose kernel you do not mean to change; --dry-run shows the plan.
 """
 
@@ -12,8 +12,9 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from gdrkit.host import cli as doctor_cli
+from gdrkit.gdrcopy_doctor import cli as doctor_cli
 from gdrkit.host import module
+from gdrkit.packaging import doctor_facts  # noqa: F401  (hands the doctor the registry's facts)
 from gdrkit.system import log
 
 

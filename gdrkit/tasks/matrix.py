@@ -76,11 +76,11 @@ def matrix(
     """Build, install, DKMS-build, boot and sanity-test the packages on every distro of ci/matrix.yaml."""
     from gdrkit.matrix import report, runner
 
-    entries = model.select(model.load(), only or [], ci_local=ci_local)
+    plan = runner.MatrixPlan(tuple(model.select(model.load(), only or [], ci_local=ci_local)), offline, refresh)
     if dry_run:
-        print_plan(runner.engine_plan() + [line for e in entries for line in runner.entry_plan(e, offline=offline)])
+        print_plan(plan.lines())
         return
-    results = runner.run_entries(entries, offline=offline, refresh=refresh)
+    results = runner.execute_matrix(plan)
     print(report.format_table(results), flush=True)
     if junit:
         report.write_junit(results, Path(junit))
@@ -100,17 +100,17 @@ def compile_sweep(c: Context, only: list[str] | None = None, offline: bool = Fal
     """Compile gdrdrv against every kernel-headers package each distro of the matrix offers."""
     from gdrkit.matrix import runner
 
-    entries = model.select(model.load(), only or [])
+    plan = runner.SweepPlan(tuple(model.select(model.load(), only or [])), offline)
     if dry_run:
-        print_plan(runner.engine_plan() + [line for e in entries for line in runner.sweep_plan(e, offline=offline)])
+        print_plan(plan.lines())
         return
     failed = []
-    for entry in entries:
-        for kernel, status in runner.compile_sweep(entry, offline=offline).items():
+    for entry_name, kernels in runner.execute_sweep(plan).items():
+        for kernel, status in kernels.items():
             verdict = {0: "built", 1: "FAILED", 2: "headers not installable"}.get(status, "?")
-            print(f"{entry.name:<22} {kernel:<40} {verdict}", flush=True)
+            print(f"{entry_name:<22} {kernel:<40} {verdict}", flush=True)
             if status == 1:
-                failed.append(f"{entry.name}/{kernel}")
+                failed.append(f"{entry_name}/{kernel}")
     if failed:
         raise Exit(f"gdrdrv failed to build for: {', '.join(failed)}", code=1)
 

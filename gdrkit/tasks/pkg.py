@@ -19,7 +19,7 @@ from invoke.tasks import Task, task
 
 from gdrkit import system
 from gdrkit.distro.arch import arch
-from gdrkit.packaging import pipeline
+from gdrkit.packaging import model, pipeline
 from gdrkit.packaging.build import DIST
 
 
@@ -123,14 +123,13 @@ def build(c: Context, kernel: str = "", driver: bool = True, dry_run: bool = Fal
     pipeline.build_tree(kernel, with_driver=driver, dry_run=dry_run)
 
 
-build_deb = package_task(
-    "build-deb",
-    ("deb",),
-    "Build the .deb packages (gdrdrv-dkms, gdrdrv-modules-<kver>, libgdrapi, gdrcopy-tests, gdrcopy).",
-)
-build_rpm = package_task(
-    "build-rpm", ("rpm",), "Build the .rpm packages (gdrcopy, gdrcopy-devel, gdrcopy-kmod, gdrcopy-kmod-<kver>)."
-)
+def kind_doc(package_type: str) -> str:
+    """A build task's one line, its packages named as packages/gdrcopy.yaml names them."""
+    return f"Build the .{package_type} packages ({', '.join(model.load().package_names(package_type))})."
+
+
+build_deb = package_task("build-deb", ("deb",), kind_doc("deb"))
+build_rpm = package_task("build-rpm", ("rpm",), kind_doc("rpm"))
 build_packages = package_task(
     "build-packages",
     ("deb", "rpm"),

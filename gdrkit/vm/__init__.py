@@ -7,7 +7,8 @@ container's exported filesystem with a DKMS-built module in it).
 
 API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
 
-`prepare_suite_root(kernel, *, refresh=False, extra_packages=(), rebuild=False) -> SuiteRoot`
+`prepare_suite_root(kernel, *, refresh=False, extra_packages=(), rebuild=False, arch=HOST_ARCH,
+                   flavour=None) -> SuiteRoot`
     `kernel` is a suite (bullseye, bookworm, trixie, sid) or a kernel ABI
     string (`6.12.57+deb13-amd64`; the suite that has it is found).  Builds
     once with mmdebstrap, under `cache_dir()/vm/roots/<suite>-<abi>`: minbase
@@ -15,7 +16,7 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
     `linux-headers-<abi>`.  `SuiteRoot` has `suite`, `abi`, `root_dir`,
     `kernel_image`, `modules_dir`, `source_dir`.
 
-`build_in_root(root, steps=None) -> BuildReport`
+`build_in_root(root, steps=None, repo=REPO_ROOT) -> BuildReport`
     Copies the repository (`git ls-files -co --exclude-standard`) into
     `<root>/src` and runs `steps` (default: `default_steps(abi)`: make softgpu,
     driver, lib, exes, ktests and their installs with `KVER=<abi>
@@ -27,7 +28,7 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
 
 `boot(kernel_image, modules_dir, root_dir, command, *, loads=(), check_refcount=False,
       ivshmem_mb=256, memory_mb=2048, timeout=900, log_dir=None, extra_kernel_args=(),
-      vram_copy=None, early_death_retries=1) -> VmResult`
+      vram_copy=None, early_death_retries=1, arch=HOST_ARCH, busybox=BUSYBOX) -> VmResult`
     Boots `kernel_image` (2 vCPUs, TCG) with a generated initramfs holding
     busybox and the virtio-pci/9p modules from `modules_dir` (that kernel's
     `/lib/modules/<abi>`), mounts `root_dir` as root, `modprobe`s each
@@ -64,7 +65,8 @@ Other architectures (`arch=ARCHES["arm64"]`, gdrkit.distro.arch):
     The kernel-log oracle: oops, BUG, WARNING, KASAN, UBSAN, lockdep, bad
     page, GPF, Call Trace, panic, PAT conflicts.
 
-`vm_test(VmTestOptions(...)) -> int` is the whole `./toolkit vm-test` flow.
+`vm_test(options) -> int`
+    The whole `./toolkit vm-test` flow, from a `VmTestOptions`.
 """
 
 from gdrkit.vm.initramfs import ModuleLoad

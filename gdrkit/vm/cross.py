@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
+from gdrkit.distro.debian import mmdebstrap_command
 from gdrkit.system import die, log, run
 from gdrkit.vm.rootfs import (
     APT_OPTIONS,
@@ -41,9 +42,9 @@ from gdrkit.vm.rootfs import (
     roots_dir,
     sync_source,
 )
+from gdrkit.vm.foreign import ensure_foreign_exec
 from gdrkit.vm.suites import KernelChoice, suite_lists
 
-BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 # Libraries of the target architecture the cross root gets through multiarch:
 # what the library's unit tests link (they then run there under qemu-user).
 TARGET_LIBRARIES = ("libcmocka-dev",)
@@ -81,38 +82,7 @@ def cross_root_name(choice: KernelChoice) -> str:
 
 def cross_mmdebstrap_command(choice: KernelChoice, target: Path, packages: list[str]) -> list[str]:
     """The mmdebstrap command line of the cross root (pure)."""
-    argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
-    argv += [f"--aptopt={option}" for option in APT_OPTIONS]
-    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
-    argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
-    return argv
-
-
-def binfmt_ready(entry_text: str) -> bool:
-    """Whether a binfmt_misc entry is enabled with the F flag (the interpreter opened at registration,
-    so it works inside chroots and containers that lack it) (pure)."""
-    lines = entry_text.splitlines()
-    flags = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("flags:")), "")
-    return bool(lines) and lines[0].strip() == "enabled" and "F" in flags
-
-
-def ensure_foreign_exec(arch: Arch) -> None:
-    """Make the kernel run `arch`'s programs through qemu-user (binfmt_misc), or die saying how."""
-    if arch == HOST_ARCH:
-        return
-    entry = BINFMT_DIR / f"qemu-{arch.uname}"
-    if not (BINFMT_DIR / "status").exists():
-        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)], check=False)
-    if not entry.exists() and shutil.which("update-binfmts"):
-        run(["update-binfmts", "--enable", f"qemu-{arch.uname}"], check=False)
-    text = entry.read_text() if entry.exists() else ""
-    if not binfmt_ready(text):
-        raise die(
-            f"this host cannot run {arch.debian} programs: binfmt_misc has no enabled qemu-{arch.uname}"
-            " entry with the F flag",
-            f"as root: mount -t binfmt_misc binfmt_misc {BINFMT_DIR}; apt-get install qemu-user-static"
-            f" binfmt-support; update-binfmts --enable qemu-{arch.uname}",
-        )
+    return mmdebstrap_command(choice.suite, str(target), packages, apt_options=APT_OPTIONS, dpkg_excludes=DPKG_EXCLUDES)
 
 
 def prepare_cross_root(choice: KernelChoice, *, refresh: bool = False) -> SuiteRoot:

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gdrkit.distro.arch import HOST_ARCH, Arch, flavour_of_abi
+from gdrkit.distro.debian import mmdebstrap_command as mmdebstrap
 from gdrkit.system import apt_install_hint, cache_dir, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
+from gdrkit.vm.foreign import ensure_foreign_exec
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
 # python3 and python3-numpy: the gdrcopy Python package is tested in the VM
@@ -150,16 +152,15 @@ def mmdebstrap_command(choice: KernelChoice, target: Path, extra_packages: Seque
     """The mmdebstrap command line that builds the root for `choice` (pure)."""
     if choice.arch == HOST_ARCH:
         packages = [*BASE_PACKAGES, choice.image_package, choice.headers_package, *extra_packages]
-        argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(packages)}"]
+        architecture = ""
     else:
         # No headers: the modules are built elsewhere (gdrkit.vm.cross), with a cross compiler.
         packages = [*FOREIGN_BASE_PACKAGES, choice.image_package, *extra_packages]
-        argv = ["mmdebstrap", "--variant=minbase", f"--architectures={choice.arch.debian}"]
-        argv.append(f"--include={','.join(packages)}")
-    argv += [f"--aptopt={option}" for option in APT_OPTIONS]
-    argv += [f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES]
-    argv += [choice.suite.name, str(target), *choice.suite.sources_lines()]
-    return argv
+        architecture = choice.arch.debian
+    return mmdebstrap(
+        choice.suite, str(target), packages, architecture=architecture, apt_options=APT_OPTIONS,
+        dpkg_excludes=DPKG_EXCLUDES,
+    )  # fmt: skip
 
 
 def lock_file(root_dir: Path) -> Path:
@@ -228,10 +229,7 @@ def prepare_suite_root(
     `extra_packages` go into the root too; a different set is a different root.
     """
     ensure_debian_packages(host_packages(arch))
-    if arch != HOST_ARCH:
-        from gdrkit.vm.cross import ensure_foreign_exec
-
-        ensure_foreign_exec(arch)
+    ensure_foreign_exec(arch)
     choice = resolve_kernel(kernel, refresh=refresh, arch=arch, flavour=flavour)
     name = root_name(choice, extra_packages)
     root = SuiteRoot(choice.suite.name, choice.abi, roots_dir() / name, arch)

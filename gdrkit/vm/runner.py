@@ -147,63 +147,101 @@ def kernel_choice(root: SuiteRoot) -> KernelChoice:
     return KernelChoice(SUITES[root.suite], root.abi, root.arch)
 
 
-def plan(options: VmTestOptions) -> list[str]:
-    """What vm-test would install, build and boot, one line each; changes nothing."""
+@dataclass(frozen=True)
+class VmTestPlan:
+    """What vm-test will do, decided before anything changes: a dry run prints it, a real run executes it."""
+
+    options: VmTestOptions
+    target: Arch
+    host_packages: tuple[str, ...]
+    missing_host_packages: tuple[str, ...]
+    cached_root: SuiteRoot | None  # the root a dry run expects to reuse (a real run may find a newer kernel)
+    build: str  # "": no build; "in-root"; "cross"
+    loads: tuple[ModuleLoad, ...]
+
+    def lines(self) -> list[str]:
+        """The plan, one line a step (what --dry-run prints)."""
+        options, target, root = self.options, self.target, self.cached_root
+        lines = [
+            f"install host packages: {' '.join(self.missing_host_packages)}"
+            if self.missing_host_packages
+            else f"host packages present: {' '.join(self.host_packages)}"
+        ]
+        if target != HOST_ARCH:
+            lines.append(f"run {target.debian} programs through qemu-user (binfmt_misc qemu-{target.uname})")
+        if root is None:
+            how = "rebuild" if options.rebuild else "build"
+            lines.append(
+                f"{how} the root of {options.kernel} with mmdebstrap (its kernel from the suite's package lists)"
+            )
+            where, abi = f"the {options.kernel} root", "<the suite's kernel>"
+        else:
+            moved = (
+                "; a newer kernel in the suite's lists builds a new root"
+                if options.kernel.strip().lower() == root.suite
+                else ""
+            )
+            lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
+            where, abi = str(root.root_dir), root.abi
+        if self.build == "cross":
+            steps = ", ".join(step.name for step in default_steps(abi, cross=target, destdir="/stage"))
+            lines.append(
+                f"cross-build in the {options.kernel} cross root (gcc-{target.triplet}, the {target.debian} headers):"
+                f" {steps}; copy into {where}; its ldconfig under qemu-user, depmod -b from here"
+            )
+        elif self.build == "in-root":
+            steps = ", ".join(step.name for step in default_steps(abi))
+            lines.append(f"copy the source into {where}/src and build there: {steps}")
+        modules = "; ".join(shlex.join(["modprobe", load.name, *load.args]) for load in self.loads) or "no modules"
+        lines.append(
+            f"boot {abi} under {target.qemu_system}/TCG ({options.memory_mb} MiB, ivshmem {options.ivshmem_mb} MiB,"
+            f" timeout {options.timeout:.0f} s): {modules}; run: {options.command}"
+        )
+        return lines
+
+
+def plan_vm_test(options: VmTestOptions) -> VmTestPlan:
+    """Decide what vm-test does for `options`; changes nothing."""
     check_kernel_spec(options.kernel)
     target = options.target
     check_flavour(target, options.flavour)
-    lines = []
-    wanted = host_packages(target)
-    missing = missing_debian_packages(wanted)
-    lines.append(
-        f"install host packages: {' '.join(missing)}" if missing else f"host packages present: {' '.join(wanted)}"
+    wanted = tuple(host_packages(target))
+    build = "" if not options.build else "cross" if target != HOST_ARCH else "in-root"
+    return VmTestPlan(
+        options=options,
+        target=target,
+        host_packages=wanted,
+        missing_host_packages=tuple(missing_debian_packages(list(wanted))),
+        cached_root=None if options.rebuild else cached_suite_root(options.kernel, target, options.flavour or None),
+        build=build,
+        loads=default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else (),
     )
-    if target != HOST_ARCH:
-        lines.append(f"run {target.debian} programs through qemu-user (binfmt_misc qemu-{target.uname})")
-    root = None if options.rebuild else cached_suite_root(options.kernel, target, options.flavour or None)
-    if root is None:
-        how = "rebuild" if options.rebuild else "build"
-        lines.append(f"{how} the root of {options.kernel} with mmdebstrap (its kernel from the suite's package lists)")
-        where, abi = f"the {options.kernel} root", "<the suite's kernel>"
-    else:
-        moved = (
-            "; a newer kernel in the suite's lists builds a new root"
-            if options.kernel.strip().lower() == root.suite
-            else ""
-        )
-        lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
-        where, abi = str(root.root_dir), root.abi
-    if options.build and target != HOST_ARCH:
-        steps = ", ".join(step.name for step in default_steps(abi, cross=target, destdir="/stage"))
-        lines.append(
-            f"cross-build in the {options.kernel} cross root (gcc-{target.triplet}, the {target.debian} headers):"
-            f" {steps}; copy into {where}; its ldconfig under qemu-user, depmod -b from here"
-        )
-    elif options.build:
-        steps = ", ".join(step.name for step in default_steps(abi))
-        lines.append(f"copy the source into {where}/src and build there: {steps}")
-    loads = default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else ()
-    modules = "; ".join(shlex.join(["modprobe", load.name, *load.args]) for load in loads) or "no modules"
-    lines.append(
-        f"boot {abi} under {target.qemu_system}/TCG ({options.memory_mb} MiB, ivshmem {options.ivshmem_mb} MiB,"
-        f" timeout {options.timeout:.0f} s): {modules}; run: {options.command}"
-    )
-    return lines
+
+
+def plan(options: VmTestOptions) -> list[str]:
+    """What vm-test would install, build and boot, one line each; changes nothing."""
+    return plan_vm_test(options).lines()
 
 
 def vm_test(options: VmTestOptions) -> int:
-    """Run the whole vm-test flow; returns the exit status for the task."""
+    """Run the whole vm-test flow (the plan, printed on a dry run); returns the exit status for the task."""
+    the_plan = plan_vm_test(options)
     if options.dry_run:
-        for line in plan(options):
+        for line in the_plan.lines():
             print(f"[dry-run] {line}", flush=True)
         return 0
+    return execute(the_plan)
+
+
+def execute(the_plan: VmTestPlan) -> int:
+    """Carry out a plan of plan_vm_test; returns the exit status for the task."""
+    options, target, loads = the_plan.options, the_plan.target, the_plan.loads
     start = time.monotonic()
-    target = options.target
     root = prepare_suite_root(
         options.kernel, refresh=options.refresh, rebuild=options.rebuild, arch=target, flavour=options.flavour or None
     )
-    if options.build:
-        if target != HOST_ARCH:
+    if the_plan.build:
+        if the_plan.build == "cross":
             from gdrkit.vm.cross import cross_build
 
             report = cross_build(root, kernel_choice(root), refresh=options.refresh)
@@ -216,7 +254,6 @@ def vm_test(options: VmTestOptions) -> int:
                 f"the in-root build did not complete: {', '.join(failed)}",
                 "fix the errors above, or boot anyway with --keep-going (or --no-build)",
             )
-    loads = default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else ()
     log(f"booting {root.abi} ({root.suite}) under {target.qemu_system}/TCG: {options.command}")
     result = boot(
         root.kernel_image,

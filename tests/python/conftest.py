@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from gdrkit.packaging import doctor_facts  # noqa: E402, F401  (the registry hands the tree's doctor its facts)
 from gdrkit.vm import SuiteRoot, build_in_root, prepare_suite_root  # noqa: E402
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 The role's vars name packages, paths and doctor's exit statuses that have
 their home elsewhere (packages/gdrcopy.yaml, gdrkit.publish.repo,
-gdrkit.host.cli, the distro registry): these tests fail when one side moves.
+gdrkit.gdrcopy_doctor.cli, the distro registry): these tests fail when one side moves.
 The multi-host and VM runs themselves are test_ansible_molecule.py (soak).
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gdrkit.distro import families
+from gdrkit.distro import debian, families
 from gdrkit.fleet import ansible, molecule, vmload
-from gdrkit.host import cli
+from gdrkit.gdrcopy_doctor import cli
 from gdrkit.packaging import model, render
 from gdrkit.publish import repo
 
@@ -83,6 +83,16 @@ def test_role_knows_doctor_and_every_family_modprobe_dir() -> None:
         assert f"{fam.modprobedir}/gdrdrv.conf" in facts["gdrcopy_packaged_modprobe_confs"], fam.name
     # The packaged rule's name sorts before the role's, so the role's MODE and GROUP win.
     assert "60-gdrdrv.rules" < Path(facts["gdrcopy_udev_rule"]).name
+
+
+def test_role_platforms_are_the_registrys_releases() -> None:
+    """meta/main.yml's platforms: Debian's suites with a release, the Ubuntu releases, EL majors the rhel family knows."""
+    meta = yaml.safe_load((ROLE / "meta" / "main.yml").read_text())
+    platforms = {p["name"]: [str(v) for v in p["versions"]] for p in meta["galaxy_info"]["platforms"]}
+    assert platforms["Debian"] == [s.name for s in debian.SUITES.values() if s.release]
+    assert platforms["Ubuntu"] == [r.codename for r in debian.DEBIAN_RELEASES.values() if r.os_id == "ubuntu"]
+    assert set(platforms["EL"]) <= set(families.family("rhel").kube_bases)
+    assert set(platforms) == {"Debian", "Ubuntu", "EL"}, "a platform the registry has no family for"
 
 
 def test_defaults_are_the_packaged_node_settings() -> None:

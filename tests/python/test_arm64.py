@@ -14,7 +14,7 @@ import pytest
 from gdrkit.distro.arch import ARCHES, HOST_ARCH, arch, arch_of_abi, flavour_of_abi
 from gdrkit.system import UserError
 from gdrkit.version import REPO_ROOT as REPO
-from gdrkit.vm import cross, initramfs, kimage, rootfs, suites
+from gdrkit.vm import cross, foreign, initramfs, kimage, rootfs, suites
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 from gdrkit.vm.qemu import VmPaths, VmResult, qemu_command
 from gdrkit.vm.runner import VmTestOptions, page_size_problem, plan
@@ -273,7 +273,7 @@ def test_the_cross_root_takes_the_host_parts_of_the_headers_dependencies() -> No
     ],
 )
 def test_binfmt_must_be_enabled_with_the_fix_binary_flag(text: str, ready: bool) -> None:
-    assert cross.binfmt_ready(text) is ready
+    assert foreign.binfmt_ready(text) is ready
 
 
 def test_staged_files_land_where_the_root_s_links_say_never_outside_it(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from gdrkit.distro import families
-from gdrkit.host import cli, doctor, facts
-from gdrkit.host.probe import FakeProbe, Output, Probe
-from gdrkit.host.registry import registry_facts
+from gdrkit.gdrcopy_doctor import cli, doctor, facts
+from gdrkit.gdrcopy_doctor.probe import FakeProbe, Output, Probe
+from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging import model, render
 from gdrkit.version import REPO_ROOT
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,6 +156,16 @@ def test_version_is_the_projects() -> None:
         if line.startswith("#define GDRCOPY_VERSION_") and line.split()[1][-5:] in ("MAJOR", "MINOR", "PATCH")
     ]
     assert gdrcopy.__version__ == ".".join(parts)
+
+
+def test_backends_are_the_librarys_in_its_order() -> None:
+    """gdrcopy.BACKENDS is GDR_BACKENDS of libgdrapi/src/backend.h, the order gdr_open() tries them in."""
+    from gdrcopy import _core
+
+    header = (REPO / "libgdrapi" / "src" / "backend.h").read_text()
+    macro = re.search(r"#define GDR_BACKENDS\(X\)((?:.*\\\n)*.*)", header)
+    assert macro is not None, "backend.h no longer defines GDR_BACKENDS(X)"
+    assert _core.BACKENDS == tuple(re.findall(r"X\((\w+)\)", macro.group(1)))
 
 
 def test_library_version_and_backend(fakes: ctypes.CDLL) -> None:

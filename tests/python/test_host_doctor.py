@@ -1,4 +1,4 @@
-"""Each doctor check against fake machines (gdrkit.host.probe.FakeProbe): seconds, no host access."""
+"""Each doctor check against fake machines (gdrkit.gdrcopy_doctor.probe.FakeProbe): seconds, no host access."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gdrkit.host import consumers, doctor
-from gdrkit.host.consumers import Gate
-from gdrkit.host.probe import FakeProbe, Loaded, Node, Output, Probe
+from gdrkit.gdrcopy_doctor import consumers, doctor
+from gdrkit.gdrcopy_doctor.consumers import Gate
+from gdrkit.gdrcopy_doctor.probe import FakeProbe, Loaded, Node, Output, Probe
 from gdrkit.packaging import model
 
 KVER = "6.1.0-56-amd64"

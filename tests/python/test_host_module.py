@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gdrkit.host import module
-from gdrkit.host.probe import FakeProbe, Node
+from gdrkit.gdrcopy_doctor.probe import FakeProbe, Node
 from gdrkit.system import UserError
 
 

@@ -54,6 +54,42 @@ def test_a_planted_ruff_finding_fails(tmp_path: Path) -> None:
     assert any("F401" in line for line in lint.ruff(root))
 
 
+IMPORT_PARTS = ("pyproject.toml", "gdrkit", "include/gdrcopy_version.h")
+
+
+def test_a_planted_upward_import_fails(tmp_path: Path) -> None:
+    root = copy(IMPORT_PARTS, tmp_path)
+    assert lint.imports(root) == []
+    with (root / "gdrkit" / "kube" / "manifests.py").open("a") as f:
+        f.write("\nfrom gdrkit.matrix import model as planted  # noqa: E402\n")
+    findings = lint.imports(root)
+    assert "gdrkit.kube is not allowed to import gdrkit.matrix:" in findings, findings
+    assert any("gdrkit.kube.manifests -> gdrkit.matrix.model" in line for line in findings), findings
+
+
+def test_a_planted_import_into_the_shipped_doctor_fails(tmp_path: Path) -> None:
+    root = copy(IMPORT_PARTS, tmp_path)
+    with (root / "gdrkit" / "gdrcopy_doctor" / "probe.py").open("a") as f:
+        f.write("\nfrom gdrkit import system as planted  # noqa: E402\n")
+    findings = lint.imports(root)
+    assert any("gdrkit.gdrcopy_doctor.probe -> gdrkit.system" in line for line in findings), findings
+
+
+def test_a_planted_import_circle_fails(tmp_path: Path) -> None:
+    root = copy(IMPORT_PARTS, tmp_path)
+    # suites is imported by rootfs: importing rootfs back closes a circle inside gdrkit.vm.
+    with (root / "gdrkit" / "vm" / "suites.py").open("a") as f:
+        f.write("\n\ndef planted() -> object:\n    from gdrkit.vm import rootfs\n\n    return rootfs\n")
+    findings = lint.imports(root)
+    assert "No cycles are allowed in gdrkit.vm." in findings, findings
+
+
+def test_a_new_module_must_be_given_a_floor(tmp_path: Path) -> None:
+    root = copy(IMPORT_PARTS, tmp_path)
+    (root / "gdrkit" / "planted.py").write_text("")
+    assert any("gdrkit.planted" in line for line in lint.imports(root))
+
+
 def test_a_planted_formatting_change_fails(tmp_path: Path) -> None:
     root = copy(("pyproject.toml", "gdrkit"), tmp_path)
     assert lint.ruff(root) == []

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gdrkit.matrix import model, report, workflow
+from gdrkit.stage.packages import built_files
 from gdrkit.system import UserError
 
 
@@ -185,7 +186,7 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrcopy-kmod",
         "python3-gdrcopy",
     }
-    debs = [p.name for p in runner.built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
+    debs = [p.name for p in built_files(tmp_path, "debian", runner.install_set(entries["debian-trixie"]))]
     assert debs == [
         "gdrcopy-tests_2.6.1-1_amd64.deb",
         "gdrcopy_2.6.1-1_all.deb",
@@ -505,7 +506,7 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a dry run must not run anything")
 
-    for name in ("run_entries", "compile_sweep"):
+    for name in ("run_entries", "execute_matrix", "execute_sweep", "compile_sweep"):
         monkeypatch.setattr(runner, name, refuse)
     monkeypatch.setattr(workflow, "lint", refuse)
     monkeypatch.setattr(workflow, "actionlint_modules", refuse)
@@ -521,3 +522,47 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     assert "rockylinux-9: install each with dnf install -y and compile gdrdrv against /usr/src/kernels/*" in out
     tasks.lint_workflow(MockContext(), dry_run=True)
     assert capsys.readouterr().out.splitlines()[-1].startswith("[dry-run] run actionlint")
+
+
+def test_matrix_and_sweep_execute_the_plan_their_dry_run_prints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One path: the task makes one plan object, prints it on --dry-run, else hands that object to execute."""
+    from invoke.context import MockContext
+
+    from gdrkit.matrix import runner
+    from gdrkit.tasks import matrix as tasks
+
+    executed: list[object] = []
+
+    def execute_matrix(plan: runner.MatrixPlan) -> list[report.EntryResult]:
+        executed.append(plan)
+        return []
+
+    def execute_sweep(plan: runner.SweepPlan) -> dict[str, dict[str, int]]:
+        executed.append(plan)
+        return {}
+
+    monkeypatch.setattr(runner, "execute_matrix", execute_matrix)
+    monkeypatch.setattr(runner, "execute_sweep", execute_sweep)
+    monkeypatch.setattr(runner, "engine_plan", lambda: ["use the running Docker engine"])
+    for task in (tasks.matrix, tasks.compile_sweep):
+        task(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True, dry_run=True)
+        printed = capsys.readouterr().out.splitlines()
+        assert executed == []
+        task(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True)
+        (plan,) = executed
+        assert isinstance(plan, (runner.MatrixPlan, runner.SweepPlan))
+        assert printed == [f"[dry-run] {line}" for line in plan.lines()]
+        assert [e.name for e in plan.entries] == ["debian-trixie", "rockylinux-9"] and plan.offline
+        executed.clear()
+        capsys.readouterr()
+
+
+@pytest.mark.parametrize("suite", ["bookworm", "trixie"])
+def test_molecule_hosts_start_from_the_matrix_rows_image(suite: str) -> None:
+    """gdrkit.stage keys the prepared image by its spec: Molecule's debian-<suite> is the matrix row's, one cache."""
+    from gdrkit.stage import image
+
+    entry = next(e for e in model.load() if e.name == f"debian-{suite}")
+    assert entry.stage == image.debian_suite_spec(suite)

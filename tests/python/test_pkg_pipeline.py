@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,58 @@ def test_build_deb_and_build_packages_pass_the_suite_down(monkeypatch: pytest.Mo
     pkg.build_deb(MockContext(), kmod=False, suite="trixie", dry_run=True)
     pkg.build_packages(MockContext(), kmod=False, suite="noble", dry_run=True)
     assert [r.suite for r in seen] == ["trixie", "noble"]
+
+
+def test_the_nvidia_source_directory_goes_to_the_build_never_to_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "nv-p2p.h").touch()
+    monkeypatch.delenv("NVIDIA_SRC_DIR", raising=False)
+    seen: list[str] = []
+
+    def build_debs(*args: object, nvidia_src_dir: str = "", **kwargs: object) -> list[Path]:
+        seen.append(nvidia_src_dir)
+        return []
+
+    monkeypatch.setattr(build, "build_debs", build_debs)
+    request = pipeline.Request(kinds=("deb",), suite="bookworm", with_kmod=False, nvidia_src_dir=str(tmp_path),
+                               install_deps=False, dry_run=True)  # fmt: skip
+    pipeline.execute(pipeline.plan_request(request, SOURCE))
+    assert seen == [str(tmp_path)]
+    assert "NVIDIA_SRC_DIR" not in os.environ
+    assert build._build_env(1, 2, str(tmp_path))["NVIDIA_SRC_DIR"] == str(tmp_path)
+    assert "NVIDIA_SRC_DIR" not in build._build_env(1, 2)
+
+
+def test_kube_builds_its_packages_through_the_pipeline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Its package builds go through plan_request and the stage's execute, so through verify_contents and lint."""
+    from gdrkit.kube import images
+
+    requests: list[pipeline.Request] = []
+
+    def checked(plan: pipeline.BuildPlan) -> list[Path]:
+        requests.append(plan.request)
+        return []
+
+    monkeypatch.setattr(images, "checked_packages", checked)
+    images.build_packages(images.node_os("rhel9.4"), ["5.14.0-1"], tmp_path, nvidia_src_dir=None)
+    images.build_packages(images.node_os("debian12"), ["6.1.0-56-amd64"], tmp_path, nvidia_src_dir=tmp_path)
+    rpm, deb = requests
+    assert (rpm.kinds, rpm.rpm_family, rpm.kernels, rpm.with_kmod) == (("rpm",), "rhel", (), False)
+    assert (deb.kinds, deb.suite, deb.kernels, deb.nvidia_src_dir) == (
+        ("deb",),
+        "bookworm",
+        ("6.1.0-56-amd64",),
+        str(tmp_path),
+    )
+    assert deb.lint and rpm.lint
+
+
+@pytest.mark.parametrize(("task", "package_type"), [(pkg.build_deb, "deb"), (pkg.build_rpm, "rpm")])
+def test_the_build_tasks_name_every_package_of_the_description(task: object, package_type: str) -> None:
+    from gdrkit.packaging import model
+
+    doc = str(getattr(task, "__doc__", ""))
+    names = model.load().package_names(package_type)
+    assert "python3-gdrcopy" in names
+    assert all(name in doc for name in names), doc

@@ -29,6 +29,7 @@ from gdrkit import containers, version
 from gdrkit.containers import ImageRecipe
 from gdrkit.distro.families import DebianFamily, debian_release, family
 from gdrkit.packaging import build, model, wheel
+from gdrkit.stage.image import pull_or_why
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +85,7 @@ def test_deb_and_wheel_install_and_import_in_the_suites_container(
         line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", "python3 ", "venv:"))
     ]
     print(f"\n{suite}:\n  " + "\n  ".join(checked))
-    assert result.exit_code == 0 and PASSED_MARK in result.output, result.output[-6000:]
+    assert result.status == 0 and PASSED_MARK in result.output, result.output[-6000:]
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +142,8 @@ def test_rpm_installs_into_an_rpm_root_and_imports(rpms: list[Path], tmp_path: P
 def test_rpm_installs_with_dnf_in_an_rpm_container(rpms: list[Path]) -> None:
     engine = containers.default_engine()
     if not engine.has_image(RPM_IMAGE):
-        pulled, why = engine.pull(RPM_IMAGE)
-        if not pulled:
+        why = pull_or_why(engine, RPM_IMAGE)
+        if why:
             pytest.skip(
                 f"no RPM-based container image here ({why}); no registry is reachable and Debian hosts "
                 "cannot build one locally, so test_rpm_installs_into_an_rpm_root_and_imports covers the .rpm"

@@ -74,4 +74,4 @@ def test_apt_installs_gdrcopy_from_the_published_sources_file(tmp_path: Path, se
         )
     checks = [line for line in result.output.splitlines() if line.startswith(("CHECK:", "FAILED:", faults.PASSED_MARK))]
     print("\n" + "\n".join(checks))
-    assert result.exit_code == 0 and faults.PASSED_MARK in result.output, result.output[-6000:]
+    assert result.status == 0 and faults.PASSED_MARK in result.output, result.output[-6000:]

@@ -38,8 +38,8 @@ from typing import Any
 
 import pytest
 
-from gdrkit.host import doctor
-from gdrkit.host.probe import Output, Probe
+from gdrkit.gdrcopy_doctor import doctor
+from gdrkit.gdrcopy_doctor.probe import Output, Probe
 from gdrkit.nvidia import DriverLibraries, driver_libraries, run_without_driver
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT

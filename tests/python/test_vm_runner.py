@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,27 @@ def test_vm_test_prints_the_kernel_log_tail_on_findings(
     assert "[bug] BUG: Bad page state" in captured.err
 
 
+def test_a_dry_run_prints_the_plan_a_real_run_executes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One path: vm_test plans, then prints the plan (dry run) or executes that very plan object."""
+    options = runner.VmTestOptions(softgpu_args="mode=ram", log_dir=tmp_path)
+    executed: list[runner.VmTestPlan] = []
+
+    def execute(the_plan: runner.VmTestPlan) -> int:
+        executed.append(the_plan)
+        return 7
+
+    monkeypatch.setattr(runner, "execute", execute)
+    assert runner.vm_test(options) == 7
+    (the_plan,) = executed
+    assert the_plan == runner.plan_vm_test(options)
+    assert the_plan.build == "in-root" and [m.name for m in the_plan.loads] == ["softgpu", "gdrdrv"]
+    assert runner.vm_test(dataclasses.replace(options, dry_run=True)) == 0
+    assert capsys.readouterr().out.splitlines() == [f"[dry-run] {line}" for line in the_plan.lines()]
+    assert len(executed) == 1, "a dry run executes nothing"
+
+
 OOPS = klog.Finding("oops", "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI")
 
 
@@ -170,3 +192,17 @@ def test_vm_test_shows_what_killed_a_retried_boot(
     captured = capsys.readouterr()
     assert "kernel log, attempt 1 (booted again): [oops] Oops: int3" in captured.err
     assert "boots:           2" in captured.out and "verdict:         PASS" in captured.out
+
+
+def test_the_vm_packages_docstring_names_each_functions_parameters() -> None:
+    """gdrkit/vm/__init__.py documents its API by signature: each one names exactly the function's parameters."""
+    import inspect
+    import re
+
+    import gdrkit.vm
+
+    documented = re.findall(r"^`(\w+)\(([^`]*?)\) -> [\w\[\]]+`", gdrkit.vm.__doc__ or "", re.MULTILINE)
+    assert {name for name, _ in documented} >= {"prepare_suite_root", "build_in_root", "boot", "scan_kernel_log"}
+    for name, params in documented:
+        named = [p.split("=")[0].strip() for p in params.replace("()", "").split(",") if p.strip() not in ("", "*")]
+        assert named == list(inspect.signature(getattr(gdrkit.vm, name)).parameters), name

@@ -97,7 +97,7 @@ def run_in_container(kernel: str, name: str, *args: str, new_debs: Path, old_deb
     if old_debs is not None:
         mounts[old_debs.resolve()] = "/pkgs/old"
     result = containers.run_script(image, script_command(name, *args), mounts=mounts)
-    return _outcome(result.exit_code, result.output)
+    return _outcome(result.status, result.output)
 
 
 def extract_source(source: Source, dest: Path) -> Path:

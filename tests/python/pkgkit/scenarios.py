@@ -97,5 +97,5 @@ def run_scenario(command: str, kernels: tuple[str, str], new_debs: Path, old_deb
     if old_debs is not None:
         mounts[old_debs.resolve()] = "/pkgs/old"
     result = containers.run_script(image, command, mounts=mounts)
-    passed = result.exit_code == 0 and "SCENARIO PASSED" in result.output
+    passed = result.status == 0 and "SCENARIO PASSED" in result.output
     return Outcome(passed, result.output)

@@ -1,11 +1,11 @@
 """Doctor: check a host for everything gdrcopy needs, each finding with its fix.
 
-Every check is a function of a Probe (gdrkit.host.probe) returning one
+Every check is a function of a Probe (gdrkit.gdrcopy_doctor.probe) returning one
 Finding; `diagnose()` runs them all.  Nothing here changes the system.
 The same module runs as `./toolkit doctor` and, installed by the packages,
-as `gdrcopy_doctor` on nodes (gdrkit.host.cli): so it imports only the
+as `gdrcopy_doctor` on nodes (gdrkit.gdrcopy_doctor.cli): so it imports only the
 standard library and its siblings (relative imports), and takes what it
-knows about distributions and this release from a Facts (gdrkit.host.facts).
+knows about distributions and this release from a Facts (gdrkit.gdrcopy_doctor.facts).
 """
 
 from __future__ import annotations

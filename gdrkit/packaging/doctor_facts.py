@@ -1,10 +1,16 @@
-"""Doctor's facts (gdrkit.host.facts) taken from their homes: the distro registry, the package description and the version header."""
+"""Doctor's facts (gdrkit.gdrcopy_doctor.facts) taken from their homes: the distro registry, the package description and the version header.
+
+Importing this module hands them to the doctor of the source tree (the
+packages write them to facts.json instead): the doctor, at the bottom
+floor, never imports the registry.
+"""
 
 from __future__ import annotations
 
 from gdrkit import version
 from gdrkit.distro import families
-from gdrkit.host.facts import Facts, FamilyFacts
+from gdrkit.gdrcopy_doctor import facts
+from gdrkit.gdrcopy_doctor.facts import Facts, FamilyFacts
 from gdrkit.packaging import model
 
 
@@ -24,3 +30,6 @@ def registry_facts() -> Facts:
         for cls in families.Family.registry.values()
     )
     return Facts(version.api_version(), fams)
+
+
+facts.provide(registry_facts)

@@ -6,19 +6,24 @@ distro registry nor the version header exists.  Both run the same modules
 (this one, probe.py, doctor.py, cli.py: the standard library only, relative
 imports); the facts doctor needs from the registry and the version header
 travel with the packages as facts.json, written by the package build from
-`gdrkit.host.registry.registry_facts()` (the registry is their one home).
+`gdrkit.packaging.doctor_facts.registry_facts()` (the registry is their one
+home).  In the tree the registry hands them over (`provide`): this package
+imports nothing else of gdrkit, so what runs on nodes is what runs here.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 # Next to this module in the packaged copy; absent in the source tree.
 FACTS_FILE = "facts.json"
+
+# Where the facts come from without a facts.json: set by the tree's registry (provide).
+_provider: list[Callable[[], Facts]] = []
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -91,11 +96,19 @@ class Facts:
         return cls(str(data["api_version"]), families)
 
 
+def provide(source: Callable[[], Facts]) -> None:
+    """Take the facts from source where no facts.json lies beside this module (the source tree)."""
+    _provider[:] = [source]
+
+
 def current() -> Facts:
-    """The packaged facts.json, or in the source tree the registry they are written from."""
+    """The packaged facts.json, or in the source tree those the registry provided."""
     path = Path(__file__).with_name(FACTS_FILE)
     if path.exists():
         return Facts.from_json(path.read_text(encoding="utf-8"))
-    from gdrkit.host.registry import registry_facts  # the tree only: never reached in the packages
-
-    return registry_facts()
+    if not _provider:
+        raise RuntimeError(
+            f"no {FACTS_FILE} beside {Path(__file__).parent} and no registry provided the facts: reinstall the"
+            " package that ships gdrcopy_doctor, or in the source tree import gdrkit.packaging.doctor_facts first"
+        )
+    return _provider[0]()

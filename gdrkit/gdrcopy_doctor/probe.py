@@ -3,7 +3,7 @@
 Host logic (doctor, insmod) asks a Probe, never the OS directly, so unit
 tests replace it with FakeProbe and run in milliseconds on any machine.
 The standard library only: the packages install this module with doctor
-(gdrkit.host.facts says why).
+(gdrkit.gdrcopy_doctor.facts says why).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Probe:
 
     @property
     def facts(self) -> Facts:
-        """What doctor knows about distributions and this release (gdrkit.host.facts)."""
+        """What doctor knows about distributions and this release (gdrkit.gdrcopy_doctor.facts)."""
         if self._facts is None:
             self._facts = current()
         return self._facts

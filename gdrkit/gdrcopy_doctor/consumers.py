@@ -2,7 +2,7 @@
 
 Facts from each consumer's own source (../shared/reference/consumers.md in
 the project's notes): the name each one passes to dlopen(), which versions
-it reads and what it requires of them.  Doctor (gdrkit.host.doctor) feeds
+it reads and what it requires of them.  Doctor (gdrkit.gdrcopy_doctor.doctor) feeds
 this module what it probed and reports the answers; nothing here touches
 the machine.  The standard library only: the packages install it with doctor.
 """

@@ -1,0 +1,31 @@
+"""The packages of a commit, checked: built through the package pipeline (plan, execute, verify, lint)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from gdrkit.distro.families import family
+from gdrkit.packaging import pipeline
+
+
+def checked_packages(plan: pipeline.BuildPlan) -> list[Path]:
+    """The package files `plan` (pipeline.plan_request's) builds; dies when one differs from its description or fails lint."""
+    rows = pipeline.execute(plan)
+    if plan.request.dry_run:
+        return []
+    print(pipeline.summary_table(rows))
+    pipeline.check_rows(rows)
+    return [row.path for row in rows if row.path is not None]
+
+
+def built_files(dist: Path, family_name: str, wanted: Sequence[str]) -> list[Path]:
+    """The built packages in `dist` named in `wanted`, one file each (named as dpkg and rpm name their files)."""
+    package_type = family(family_name).package_type
+    chosen = []
+    for path in sorted(dist.glob(f"*.{package_type}")):
+        name = path.name.split("_")[0] if package_type == "deb" else re.sub(r"-\d.*$", "", path.name)
+        if name in wanted:
+            chosen.append(path)
+    return chosen
