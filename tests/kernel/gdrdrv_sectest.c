@@ -32,18 +32,6 @@ static void read_line(const char *path, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = 0;
 }
 
-static int write_str(const char *path, const char *value)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
-
-	if (fd < 0)
-		return errno;
-	if (write(fd, value, strlen(value)) < 0)
-		err = errno;
-	close(fd);
-	return err;
-}
-
 /* Whether /proc/driver/gdrdrv/params has the line @want. */
 static bool params_has(const char *want)
 {
@@ -157,8 +145,8 @@ static void test_pin_limits(void)
 		  "/proc/driver/gdrdrv/params lacks \"max_pins_per_user: 262144\"");
 	read_line(GDRDRV_PARAMS "max_pins_per_file", old_file, sizeof(old_file));
 	read_line(GDRDRV_PARAMS "max_pins_per_user", old_user, sizeof(old_user));
-	KT_EXPECT_OK(write_str(GDRDRV_PARAMS "max_pins_per_file", "8"));
-	KT_EXPECT_OK(write_str(GDRDRV_PARAMS "max_pins_per_user", "12"));
+	KT_EXPECT_OK(kt_write_file(GDRDRV_PARAMS "max_pins_per_file", "8"));
+	KT_EXPECT_OK(kt_write_file(GDRDRV_PARAMS "max_pins_per_user", "12"));
 	pid = fork();
 	KT_ASSERT(pid >= 0, "fork");
 	if (pid == 0) {
@@ -183,8 +171,8 @@ static void test_pin_limits(void)
 		_exit(0);
 	}
 	waitpid(pid, &status, 0);
-	write_str(GDRDRV_PARAMS "max_pins_per_file", old_file);
-	write_str(GDRDRV_PARAMS "max_pins_per_user", old_user);
+	kt_write_file(GDRDRV_PARAMS "max_pins_per_file", old_file);
+	kt_write_file(GDRDRV_PARAMS "max_pins_per_user", old_user);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
 		kt_fail_child(status);
 }
@@ -233,7 +221,7 @@ static void test_pins_charged_to_memcg(void)
 	if (!strstr(controllers, "memory"))
 		kt_skip("the memory controller is not available (cgroup.controllers: %s)", controllers);
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	KT_EXPECT_OK(write_str(path, "+memory"));
+	KT_EXPECT_OK(kt_write_file(path, "+memory"));
 	snprintf(cg, sizeof(cg), "%s/kt-gdrdrv-%d", root, (int)getpid());
 	KT_ASSERT(!mkdir(cg, 0755) || errno == EEXIST, "mkdir %s: %s", cg, strerror(errno));
 
@@ -246,7 +234,7 @@ static void test_pins_charged_to_memcg(void)
 		uint64_t va;
 
 		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-		KT_EXPECT_OK(write_str(path, "0"));
+		KT_EXPECT_OK(kt_write_file(path, "0"));
 		sg = sg_open();
 		gd = gd_open();
 		va = sg_alloc(sg, KT_GPU_PAGE);

@@ -248,19 +248,24 @@ bool knob_get(const char *name, char *buf, size_t len)
 	return true;
 }
 
-static int knob_write(const char *name, const char *value)
+int kt_write_file(const char *path, const char *value)
 {
-	char path[128];
-	int fd, err = 0;
+	int fd = open(path, O_WRONLY | O_CLOEXEC), err = 0;
 
-	knob_path(name, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
 	if (write(fd, value, strlen(value)) < 0)
 		err = errno;
 	close(fd);
 	return err;
+}
+
+static int knob_write(const char *name, const char *value)
+{
+	char path[128];
+
+	knob_path(name, path, sizeof(path));
+	return kt_write_file(path, value);
 }
 
 void knob_set(const char *name, const char *value)

@@ -108,6 +108,9 @@ void sg_read(int sg, uint64_t va, void *buf, uint64_t size);
 struct softgpu_info sg_info(int sg);
 struct softgpu_stats sg_stats(void);
 
+/* Write value to a sysfs or procfs file: 0 or the errno. */
+int kt_write_file(const char *path, const char *value);
+
 /* Module knobs in /sys/module/softgpu/parameters. */
 bool knob_get(const char *name, char *buf, size_t len);
 void knob_set(const char *name, const char *value);
