@@ -107,7 +107,8 @@ def test_sanity_on_a_coherent_platform(root: SuiteRoot) -> None:
     loads = default_loads(softgpu_args="force_ram=1")
     run = run_in_vm(root, "gdrcopy_sanity -v", loads)
     total, passed, failed, waived = sanity_counts(run.console)
-    assert failed == 0 and total >= 36, f"{total=} {passed=} {failed=} {waived=}"
+    failures = [line for line in run.console.splitlines() if "FAIL" in line]
+    assert failed == 0 and total >= 36, f"{total=} {passed=} {failed=} {waived=}: {failures}"
     assert_clean(run, "gdrcopy_sanity (RAM-backed, cacheable)")
 
 

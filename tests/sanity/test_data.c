@@ -3,6 +3,7 @@
  * Data validation: bytes written through a mapping are the bytes the GPU
  * holds, for every alignment of both pointers, and the reverse.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,7 @@ SANITY_TEST(data_validation_mix_mappings_cumemalloc)
 	struct gpu_mem mem;
 	CUdevice dev;
 	gdr_t g;
+	int ret;
 
 	sanity_require_cuda_allocations("gdr_alloc_mapped memory maps with one type only (its memory type's), so there is no mix to test");
 	dev = sanity_gpu_init(false);
@@ -247,7 +249,10 @@ SANITY_TEST(data_validation_mix_mappings_cumemalloc)
 
 	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, size, 0, 0, &wc_mh));
 	ASSERT_GDR_OK(gdr_pin_buffer(g, mem.ptr, size, 0, 0, &cache_mh));
-	ASSERT_GDR_OK(gdr_map_v2(g, wc_mh, &wc_map, size, GDR_MAP_FLAG_REQ_WC_MAPPING));
+	ret = gdr_map_v2(g, wc_mh, &wc_map, size, GDR_MAP_FLAG_REQ_WC_MAPPING);
+	if (ret == EOPNOTSUPP)
+		test_waive("gdrdrv refuses write-combined mappings of this RAM-backed memory (on x86 a WC view of RAM beside its cached one is undefined), so there is no mix to test");
+	ASSERT_GDR_OK(ret);
 	ASSERT_GDR_OK(gdr_map_v2(g, cache_mh, &cache_map, size, GDR_MAP_FLAG_REQ_CACHE_MAPPING));
 	ASSERT_GDR_OK(gdr_get_info(g, wc_mh, &info));
 	ASSERT_EQ(info.mapping_type, GDR_MAPPING_TYPE_WC);
