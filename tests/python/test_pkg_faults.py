@@ -209,8 +209,10 @@ def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(
 # --- containers (slow) ----------------------------------------------------------
 
 
+# Killing every DKMS process, not just the compiler, is the rarer case and costs
+# another minute of .ci/run: the soak tier runs it.
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["compiler", "everything"])
+@pytest.mark.parametrize("mode", ["compiler", pytest.param("everything", marks=pytest.mark.soak)])
 def test_a_dkms_build_killed_half_way_is_recovered(deb_sets: DebSets, kernel: str, mode: str) -> None:
     outcome = faults.run_in_container(
         kernel, "fault_killed_build.sh", mode, deb_sets.version, kernel, new_debs=deb_sets.new
@@ -241,8 +243,10 @@ def reference_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+# The unmodified init script is the upgrade most nodes take; the edited conffile
+# (80 s more of .ci/run) runs in the soak tier.
 @pytest.mark.slow
-@pytest.mark.parametrize("init_script", ["unmodified", "modified"])
+@pytest.mark.parametrize("init_script", ["unmodified", pytest.param("modified", marks=pytest.mark.soak)])
 def test_e_upgrade_from_the_reference_packages_then_purge(
     deb_sets: DebSets, reference_debs: Path, kernel: str, init_script: str
 ) -> None:
