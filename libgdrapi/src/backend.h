@@ -37,13 +37,24 @@
  * they read lock-free.
  */
 struct gdr_memh {
+	/*
+	 * What every copy reads, lock-free, first and in one cache line (the
+	 * records are 64-byte aligned): a polling loop pays for each line it
+	 * touches per call.  Mapping state changes under lock.
+	 */
 	_Atomic unsigned long handle;	/* the live gdr_mh_t.h naming this record, 0 when none */
+	_Atomic(void *) map_va;
+	size_t map_size;
+	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
+	unsigned int fork_generation;	/* the owner's (struct gdr), copied at pin: no owner load per copy */
+
 	unsigned long slot;		/* fixed: where it sits in the table */
 	unsigned long generation;	/* bumped on every reuse, under the table lock */
 	struct gdr *owner;
 	struct gdr_memh *prev, *next;	/* owner's list, under owner->lock; next also links free records */
 	unsigned int refs;		/* under the table lock; see memh_get() */
 	bool unpinned;			/* under the table lock */
+	_Atomic int revocable;		/* a legacy pin (freeing the memory revokes the mapping); -1 not asked yet */
 
 	pthread_mutex_t lock;		/* serialises state changes of this buffer */
 
@@ -52,13 +63,7 @@ struct gdr_memh {
 	size_t pinned_size;
 	uint32_t pin_flags;
 	void *backend_priv;
-
-	/* Mapping state, under lock; also read lock-free by the copy path. */
-	_Atomic(void *) map_va;
-	size_t map_size;
-	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
-	_Atomic int revocable;		/* a legacy pin (freeing the memory revokes the mapping); -1 not asked yet */
-};
+} __attribute__((aligned(64)));
 
 struct gdr {
 	const struct gdr_backend_ops *ops;

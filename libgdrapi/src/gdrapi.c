@@ -141,8 +141,11 @@ static unsigned long chunk_first_slot(unsigned int k)
 	return HANDLE_CHUNK0 * ((1UL << k) - 1);
 }
 
-/* The record of a live handle, or NULL; lock-free.  The answer may go stale at once unless the caller holds handle_lock. */
-static struct gdr_memh *memh_lookup(unsigned long h)
+/*
+ * The record of a live handle, or NULL; lock-free.  The answer may go stale at once unless the caller holds handle_lock.
+ * Inlined: every copy starts here.
+ */
+static inline __attribute__((always_inline)) struct gdr_memh *memh_lookup(unsigned long h)
 {
 	unsigned long slot = h & HANDLE_SLOT_MASK;
 	struct gdr_memh *chunk;
@@ -173,7 +176,10 @@ static struct gdr_memh *memh_alloc(void)
 		struct gdr_memh *chunk = atomic_load_explicit(&handle_chunks[k], memory_order_relaxed);
 
 		if (!chunk) {
-			chunk = calloc(HANDLE_CHUNK0 << k, sizeof(*chunk));
+			/* Aligned: a copy reads one line of its record (backend.h). */
+			chunk = aligned_alloc(_Alignof(struct gdr_memh), (HANDLE_CHUNK0 << k) * sizeof(*chunk));
+			if (chunk)
+				memset(chunk, 0, (HANDLE_CHUNK0 << k) * sizeof(*chunk));
 			if (chunk)
 				atomic_store_explicit(&handle_chunks[k], chunk, memory_order_release);
 		}
@@ -189,6 +195,7 @@ static struct gdr_memh *memh_alloc(void)
 		 */
 		mh->generation = (mh->generation + 1) & HANDLE_GENERATION_MASK;
 		mh->owner = NULL;
+		mh->fork_generation = 0;
 		mh->prev = mh->next = NULL;
 		mh->refs = 0;
 		mh->unpinned = false;
@@ -428,6 +435,7 @@ static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *hand
 	if (!mh)
 		return ENOMEM;
 	mh->owner = g;
+	mh->fork_generation = g->fork_generation;
 	mh->refs = 1;	/* held by g's list until unpinned */
 	pthread_mutex_init(&mh->lock, NULL);
 
@@ -684,9 +692,13 @@ static bool buffer_revocable(struct gdr_memh *mh)
 	return revocable;
 }
 
-/* threads > 1 splits the copy among worker threads (parallel_copy.c). */
-static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void *src, size_t size,
-			unsigned int threads)
+/*
+ * The whole path of a copy, every check with its message; threads > 1
+ * splits the copy among worker threads (parallel_copy.c).  Small copies
+ * come here only when copy_small declined them.
+ */
+static __attribute__((noinline)) int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void *src,
+						  size_t size, unsigned int threads)
 {
 	struct gdr_memh *mh = memh_lookup(handle.h);
 	gdr_mapping_type_t type;
@@ -721,15 +733,43 @@ static int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void 
 	return to_mapping ? gdr_copy_to_type(type, dst, src, size) : gdr_copy_from_type(type, dst, src, size);
 }
 
+/*
+ * The polling loop's path: a copy the inline engine takes (copy_fast.h), of
+ * a live buffer of this process, inside its mapping, with the same checks
+ * as copy_mapping's and nothing else: no call before the load, no lock, no
+ * store, one line of the record read (backend.h).  Whatever fails a check
+ * goes to copy_mapping, which checks again and says what is wrong.
+ * Inlined into each entry point, so the direction is a constant.
+ */
+static inline __attribute__((always_inline)) int copy_small(gdr_mh_t handle, bool to_mapping, void *dst,
+							    const void *src, size_t size)
+{
+	const struct gdr_memh *mh = memh_lookup(handle.h);
+	const char *p = to_mapping ? dst : src, *base;
+	gdr_mapping_type_t type;
+
+	if (__builtin_expect(mh != NULL && size <= GDR_FAST_LINES_MAX, 1) &&
+	    mh->fork_generation == gdr_fork_generation_hooked()) {
+		/* Acquire: read before the handle is checked again below. */
+		base = atomic_load_explicit(&((struct gdr_memh *)mh)->map_va, memory_order_acquire);
+		type = atomic_load_explicit(&((struct gdr_memh *)mh)->mapping_type, memory_order_acquire);
+		if (base && p >= base && (size_t)(p - base) <= mh->map_size && size <= mh->map_size - (size_t)(p - base) &&
+		    atomic_load_explicit(&((struct gdr_memh *)mh)->handle, memory_order_acquire) == handle.h &&
+		    gdr_copy_fast(type, to_mapping, dst, src, size))
+			return 0;
+	}
+	return copy_mapping(handle, to_mapping, dst, src, size, 0);
+}
+
 /* threads 0: the default for the size (GDRCOPY_COPY_THREADS); copies of 64 bytes or less never split. */
 GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size)
 {
-	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, 0);
+	return copy_small(handle, true, map_d_ptr, h_ptr, size);
 }
 
 GDR_EXPORT int gdr_copy_from_mapping(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size)
 {
-	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, 0);
+	return copy_small(handle, false, h_ptr, map_d_ptr, size);
 }
 
 GDR_EXPORT int gdr_copy_to_mapping_parallel(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size,

@@ -27,11 +27,11 @@ const struct gdr_host_page *gdr_host_page(void)
 }
 
 static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
-static _Atomic unsigned int fork_generation;
+_Atomic unsigned int gdr_fork_count;
 
 static void fork_child_count(void)
 {
-	atomic_fetch_add_explicit(&fork_generation, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&gdr_fork_count, 1, memory_order_relaxed);
 }
 
 static void fork_hook_install(void)
@@ -42,7 +42,7 @@ static void fork_hook_install(void)
 unsigned int gdr_fork_generation(void)
 {
 	pthread_once(&fork_hook_once, fork_hook_install);
-	return atomic_load_explicit(&fork_generation, memory_order_relaxed);
+	return atomic_load_explicit(&gdr_fork_count, memory_order_relaxed);
 }
 
 const char *gdr_mapping_type_name(gdr_mapping_type_t type)
