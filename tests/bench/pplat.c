@@ -22,6 +22,7 @@
 
 #include "bench_common.h"
 #include "pplat_kernel_ptx.h"
+#include "pplat_line.h"
 #include "pplat_protocol.h"
 
 #define DEFAULT_ITERS 1000
@@ -50,6 +51,8 @@ struct pplat_opts {
 	bool force_pcie;	/* -P relaxed */
 	const char *ptx_file;	/* -k: the kernel's PTX from this file */
 	bool blocks_set, threads_set;
+	struct pplat_line_opts line;	/* -L, -W, -R, -w, -r */
+	char flag_only_opt;		/* the first option given that only the flag ping-pong takes */
 };
 
 /* Where the CPU reaches each object, and how. */
@@ -88,6 +91,8 @@ static void usage(const char *prog)
 	printf("Usage: %s [-h] [-d gpu] [-t iters] [-u seconds] [-a fn] [-s size] [-B blocks]\n"
 	       "          [-T threads] [-m mode] [-G loc] [-C loc] [-D loc] [-M type] [-P poll]\n"
 	       "          [-k file] [-F] [-j] [-K]\n"
+	       "       %s [-L sizes] [-W sizes] [-R rounds] [-w ns] [-r reads] [-d gpu] [-t iters]\n"
+	       "          [-u seconds] [-a fn] [-M type] [-F] [-j] [-K]\n"
 	       "\n"
 	       "Round-trip latency of a CPU <-> GPU ping-pong through flags (and data), with\n"
 	       "the CPU reaching GPU memory through a gdrcopy mapping.\n"
@@ -121,9 +126,29 @@ static void usage(const char *prog)
 	       "  -k file     load the kernel's PTX from this file instead (experiments: start from\n"
 	       "              the output of -K; the protocol of pplat_protocol.h must hold)\n"
 	       "\n"
+	       "Line modes (-L, -W; not in NVIDIA's pplat): polling a line of GPU memory with\n"
+	       "gdr_copy_from_mapping, as pollers of flags and rings do. One GPU warp, its PTX in\n"
+	       "the program; -d, -t, -u, -a, -M, -F, -j and -K apply, the flag options do not.\n"
+	       "  -L sizes    ping-pong through a line: the CPU writes a sequence number into GPU\n"
+	       "              memory, the GPU stores it into every word of a line of this many\n"
+	       "              bytes, the CPU polls the line until it holds the number; prints the\n"
+	       "              round trip per call and polls per round trip. sizes: 16, 32, 64\n"
+	       "              and/or 128, comma-separated, or all\n"
+	       "  -W sizes    torn reads: the GPU rewrites the line every -w ns while the CPU reads\n"
+	       "              it back to back; prints the fraction of reads that saw two writes\n"
+	       "              and the distinct values seen per us\n"
+	       "  -R rounds   rounds, each running every size of -L and -W once; figures are the\n"
+	       "              median over rounds with the lowest and highest (default: %d)\n"
+	       "  -w ns       the GPU writer's period for -W, by %%globaltimer (default: %d)\n"
+	       "  -r reads    reads per round and size for -W (default: %d)\n"
+	       "  -t iters    with -L: round trips per round and size (default: %d)\n"
+	       "Exit status 77 (skipped, with the reason on stderr) where the CUDA driver\n"
+	       "cannot run the line kernels.\n"
+	       "\n"
 	       "Iteration counts above 100 are rounded up to a multiple of 100 (100 buckets).\n",
-	       prog, DEFAULT_ITERS, DEFAULT_TIMEOUT_S, DEFAULT_BLOCKS, DEFAULT_THREADS,
-	       BENCH_JSON_OPTION);
+	       prog, prog, DEFAULT_ITERS, DEFAULT_TIMEOUT_S, DEFAULT_BLOCKS, DEFAULT_THREADS,
+	       BENCH_JSON_OPTION, PPLAT_LINE_DEFAULT_ROUNDS, PPLAT_LINE_DEFAULT_PERIOD_NS,
+	       PPLAT_LINE_DEFAULT_READS, DEFAULT_ITERS);
 }
 
 /* The kernel's PTX with the poll flavour of -P filled in (pplat_kernel_ptx.h); the caller frees it. */
@@ -188,9 +213,35 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 	o->data_loc = LOC_GPUMEM;
 	o->map_flag = GDR_MAP_FLAG_DEFAULT;
 	o->relaxed_poll = true;
+	o->line.rounds = PPLAT_LINE_DEFAULT_ROUNDS;
+	o->line.period_ns = PPLAT_LINE_DEFAULT_PERIOD_NS;
+	o->line.reads = PPLAT_LINE_DEFAULT_READS;
 
-	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:P:k:jKF")) != -1) {
+	while ((c = getopt(argc, argv, "hd:t:u:a:s:B:T:m:G:C:D:M:P:k:jKFL:W:R:w:r:")) != -1) {
+		if (strchr("sBTmGCDPk", c) && !o->flag_only_opt)
+			o->flag_only_opt = (char)c;
 		switch (c) {
+		case 'L':
+			o->line.pingpong_sizes = pplat_line_parse_sizes('L', optarg);
+			break;
+		case 'W':
+			o->line.torn_sizes = pplat_line_parse_sizes('W', optarg);
+			break;
+		case 'R':
+			o->line.rounds = bench_parse_uint('R', optarg);
+			if (!o->line.rounds)
+				bench_die("-R 0: at least one round");
+			break;
+		case 'w':
+			o->line.period_ns = bench_parse_uint('w', optarg);
+			if (!o->line.period_ns)
+				bench_die("-w 0: the writer's period must be at least 1 ns");
+			break;
+		case 'r':
+			o->line.reads = bench_parse_uint('r', optarg);
+			if (!o->line.reads)
+				bench_die("-r 0: at least one read");
+			break;
 		case 'h':
 			usage(argv[0]);
 			exit(EXIT_SUCCESS);
@@ -244,6 +295,19 @@ static void parse_args(int argc, char **argv, struct pplat_opts *o)
 	}
 	if (optind < argc)
 		bench_die("unexpected argument '%s'; run %s -h for the list", argv[optind], argv[0]);
+	if (o->line.pingpong_sizes || o->line.torn_sizes) {
+		if (o->flag_only_opt)
+			bench_die("-%c belongs to the flag ping-pong, not to the line modes (-L, -W); "
+				  "run %s -h for which options each takes", o->flag_only_opt, argv[0]);
+		if (print_ptx) {
+			fputs(pplat_line_ptx_text(), stdout);
+			exit(EXIT_SUCCESS);
+		}
+	} else if (o->line.rounds != PPLAT_LINE_DEFAULT_ROUNDS ||
+		   o->line.period_ns != PPLAT_LINE_DEFAULT_PERIOD_NS ||
+		   o->line.reads != PPLAT_LINE_DEFAULT_READS) {
+		bench_die("-R, -w and -r belong to the line modes: give -L and/or -W too");
+	}
 	if (print_ptx) {
 		char *ptx = kernel_ptx(o->relaxed_poll);
 
@@ -476,6 +540,14 @@ int main(int argc, char **argv)
 	bench_print_force_pcie(o.force_pcie);
 	bench_get_locality(dev, &loc);
 	bench_print_locality(&loc);
+	if (o.line.pingpong_sizes || o.line.torn_sizes) {
+		struct pplat_line_setup setup = {
+			.dev = dev, .dev_id = o.dev_id, .alloc = &o.alloc, .map_flag = o.map_flag,
+			.force_pcie = o.force_pcie, .timeout_s = o.timeout_s, .plan = plan,
+		};
+
+		return pplat_line_main(&o.line, &setup);
+	}
 
 	BENCH_CU(cuDeviceGetAttribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev));
 	if (o.threads > (unsigned int)max_threads)

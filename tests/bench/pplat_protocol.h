@@ -88,4 +88,28 @@ struct pplat_kernel_args {
 	uint32_t bucket_iters;
 };
 
+/*
+ * The line modes (pplat -L, -W; kernels in pplat_line_ptx.h), one warp each,
+ * in a buffer of their own (GPU memory the CPU reaches through a mapping):
+ *   seq     u32 at PPLAT_LINE_SEQ_OFFSET: the CPU writes 1, 2, ... (and
+ *           PPLAT_LINE_STOP_SEQ to end the responder); the responder stores
+ *           each new value into every word of the line's first words words.
+ *   stop    u32 at PPLAT_LINE_STOP_OFFSET: non-zero ends the writer.
+ *   writes  u64 at PPLAT_LINE_WRITES_OFFSET: how often the writer wrote.
+ *   line    at PPLAT_LINE_OFFSET, up to PPLAT_LINE_MAX bytes, aligned to
+ *           PPLAT_LINE_MAX; the writer stores 1, 2, ... into every word of
+ *           the line's first words words, one value every period_ns.
+ * Responder: (seq, line: u64; words: u32).  Writer: (stop, line: u64;
+ * words: u32; period_ns: u64; writes: u64).
+ */
+#define PPLAT_LINE_RESPONDER_NAME "gdrcopy_pplat_line_responder"
+#define PPLAT_LINE_WRITER_NAME "gdrcopy_pplat_line_writer"
+#define PPLAT_LINE_STOP_SEQ 0xffffffffu
+#define PPLAT_LINE_WARP 32
+#define PPLAT_LINE_SEQ_OFFSET 0
+#define PPLAT_LINE_STOP_OFFSET 64
+#define PPLAT_LINE_WRITES_OFFSET 128
+#define PPLAT_LINE_OFFSET 256
+#define PPLAT_LINE_MAX 128
+
 #endif /* GDRCOPY_PPLAT_PROTOCOL_H */

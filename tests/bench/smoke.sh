@@ -136,6 +136,10 @@ check gdrcopy_pplat 1 -t 100 -u 120 -P acquire
 check gdrcopy_pplat 1 -t 50 -u 120 -s 256 -B 2 -T 32
 check gdrcopy_pplat 1 -t 50 -u 120 -s 64 -m 1 -G hostmem -C gpumem -D hostmem
 check gdrcopy_pplat 1 -t 50 -u 120 -s 64 -G hostmem -C hostmem -D gpumem
+# pplat's line modes with softgpu's emulated warp: per round and size one
+# record, then one per size over the rounds.
+check gdrcopy_pplat 6 -L 16,128 -R 2 -t 50 -u 120
+check gdrcopy_pplat 3 -W 64 -R 2 -r 200 -w 100000 -u 120
 
 echo "1..$n"
 echo "$passed passed, $failed failed"

@@ -121,6 +121,72 @@ static int pplat_kernel(void **params, const void *launch_config_or_null)
 	return ret;
 }
 
+/*
+ * gdrcopy_pplat_line_responder (tests/bench/pplat_line_ptx.h, protocol in
+ * pplat_protocol.h): wait for the sequence number to change, store it into
+ * the line's first words words, until PPLAT_LINE_STOP_SEQ.  The line is one
+ * softgpu copy, not one store: a CPU poll may see it half-written (it then
+ * polls again, as pplat does), so torn figures under softgpu mean nothing.
+ */
+static int pplat_line_responder(void **params, const void *launch_config_or_null)
+{
+	CUdeviceptr seq_addr = *(CUdeviceptr *)params[0], line = *(CUdeviceptr *)params[1];
+	uint32_t words = *(uint32_t *)params[2], last = 0, seq, line_words[PPLAT_LINE_MAX / 4], w;
+	int ret;
+
+	(void)launch_config_or_null;
+	if (words > PPLAT_LINE_MAX / 4)
+		return CUDA_ERROR_LAUNCH_FAILED;	/* a GPU would write past the line */
+	for (;;) {
+		ret = softgpu_gpu_load32(seq_addr, &seq);
+		if (ret)
+			return ret;
+		if (seq == last) {
+			sched_yield();
+			continue;
+		}
+		if (seq == PPLAT_LINE_STOP_SEQ)
+			return CUDA_SUCCESS;
+		for (w = 0; w < words; w++)
+			line_words[w] = seq;
+		ret = softgpu_gpu_write(line, line_words, words * sizeof(uint32_t));
+		if (ret)
+			return ret;
+		last = seq;
+	}
+}
+
+/* gdrcopy_pplat_line_writer: 1, 2, ... into the line every period_ns until stop; then the count. */
+static int pplat_line_writer(void **params, const void *launch_config_or_null)
+{
+	CUdeviceptr stop_addr = *(CUdeviceptr *)params[0], line = *(CUdeviceptr *)params[1];
+	uint32_t words = *(uint32_t *)params[2], stop = 0, value = 0, line_words[PPLAT_LINE_MAX / 4], w;
+	uint64_t period = *(uint64_t *)params[3], next = softgpu_globaltimer_ns();
+	CUdeviceptr writes = *(CUdeviceptr *)params[4];
+	int ret;
+
+	(void)launch_config_or_null;
+	if (words > PPLAT_LINE_MAX / 4)
+		return CUDA_ERROR_LAUNCH_FAILED;
+	for (;;) {
+		ret = softgpu_gpu_load32(stop_addr, &stop);
+		if (ret)
+			return ret;
+		if (stop)
+			break;
+		while (softgpu_globaltimer_ns() < next)
+			sched_yield();
+		next += period;
+		value++;
+		for (w = 0; w < words; w++)
+			line_words[w] = value;
+		ret = softgpu_gpu_write(line, line_words, words * sizeof(uint32_t));
+		if (ret)
+			return ret;
+	}
+	return softgpu_gpu_store64(writes, value);
+}
+
 /* probe_nop (tools/probe-contextless.c): an empty kernel, so the probe's launches run here too. */
 static int probe_nop(void **params, const void *launch_config_or_null)
 {
@@ -131,6 +197,8 @@ static int probe_nop(void **params, const void *launch_config_or_null)
 
 const struct softgpu_emulated_kernel softgpu_emulated_kernels[] = {
 	{ PPLAT_KERNEL_NAME, pplat_kernel },
+	{ PPLAT_LINE_RESPONDER_NAME, pplat_line_responder },
+	{ PPLAT_LINE_WRITER_NAME, pplat_line_writer },
 	{ "probe_nop", probe_nop },
 	{ NULL, NULL },
 };
