@@ -50,7 +50,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		$single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 64K -w 2000 -r 400 -m both -c -p -j \
 		> "$OUT/copylat-small-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat small: exit $?" >> "$OUT/errors.txt"
 	step "round $round: polls with each kind of load forced (GDRCOPY_POLL_READS), against the choice above"
-	for kind in lines blocks; do
+	for kind in lines halves blocks; do
 		GDRCOPY_POLL_READS=$kind $single_core "$BENCH/gdrcopy_copylat" -a gdr_alloc_mapped -s 512 -w 2000 -r 400 -m both -j \
 			> "$OUT/poll-$kind-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "poll $kind: exit $?" >> "$OUT/errors.txt"
 	done

@@ -5,7 +5,8 @@
 
 Each figure is the median over rounds of that round's median (copylat, pplat
 and pingpong report per-bucket medians); the range is the lowest and highest
-round.  --plots draws the curves (SVG, matplotlib: `pip install matplotlib`
+round.  gdrcopy_pplat's line modes (pplat-line-ROUND.jsonl) join pingpong.cu's
+routines as one more column.  --plots draws the curves (SVG, matplotlib: `pip install matplotlib`
 where it is missing) into DIR.
 """
 
@@ -93,7 +94,7 @@ def poll_table(results: Path) -> list[str]:
                 figures[(rec.get("mode", "b2b"), rec["size"], kind)].append(rec["median_us"])
     if not any(k[2] != "auto (chosen)" for k in figures):
         return []
-    kinds = ("auto (chosen)", "lines", "blocks")
+    kinds = tuple(k for k in ("auto (chosen)", "lines", "halves", "blocks") if any(f[2] == k for f in figures))
     lines = [
         "\n### Reads of whole lines, GDRCOPY_POLL_READS (µs per call)\n",
         "| mode | size | " + " | ".join(kinds) + " |",
@@ -128,7 +129,8 @@ def pplat_table(results: Path) -> list[str]:
     for path in sorted(results.glob("pplat-*.jsonl")):
         variant = path.name[len("pplat-") :].rsplit("-", 1)[0]
         for rec in records(path):
-            trips[variant].append(rec["median_us"])
+            if rec.get("test") == "pplat":  # the flag ping-pong; the line modes have tables of their own
+                trips[variant].append(rec["median_us"])
     if not trips:
         return []
     lines = [
@@ -151,6 +153,7 @@ PINGPONG_ROUTINES = {
     "loop32": "32 B loads",
     "loop64": "64 B loads",
     "memcpy": "memcpy",
+    "pplat": "gdrcopy_pplat -L/-W",  # our benchmark's line modes (pplat_line.c), same protocol
 }
 PINGPONG_SIZES = (16, 32, 64, 128)
 
@@ -160,9 +163,7 @@ def pingpong_figures(results: Path) -> tuple[dict[tuple[str, str, int], list[flo
     figures: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     not_run: dict[tuple[str, int], str] = {}
     path = results / "pingpong.jsonl"
-    if not path.exists():
-        return figures, not_run
-    for rec in records(path):
+    for rec in records(path) if path.exists() else []:
         if rec.get("tool") != "pingpong" or "size" not in rec:
             continue
         routine = "general" if rec["variant"] == "general_path" else rec["routine"]
@@ -176,6 +177,12 @@ def pingpong_figures(results: Path) -> tuple[dict[tuple[str, str, int], list[flo
         }.get(rec["test"], ())
         for field in fields:
             figures[(field, routine, rec["size"])].append(rec[field])
+    # gdrcopy_pplat -L/-W, one run per round (pplat-line-ROUND.jsonl).
+    line_fields = {"line_pingpong": ("median_us", "polls_per_trip"), "line_torn": ("torn_fraction", "values_per_us")}
+    for line_path in sorted(results.glob("pplat-line-*.jsonl")):
+        for rec in records(line_path):
+            for field in line_fields.get(rec.get("test", ""), ()):
+                figures[(field, "pplat", rec["size"])].append(rec[field])
     return figures, not_run
 
 
@@ -204,11 +211,42 @@ def pingpong_table(
     return lines
 
 
+def line_summary_table(results: Path) -> list[str]:
+    """gdrcopy_pplat -L against the fastest routine of pingpong.cu in the same run, per size."""
+    figures, _ = pingpong_figures(results)
+    lines = []
+    for size in PINGPONG_SIZES:
+        ours = figures.get(("median_us", "pplat", size))
+        others = {
+            r: statistics.median(v)
+            for r in PINGPONG_ROUTINES
+            if r != "pplat" and (v := figures.get(("median_us", r, size)))
+        }
+        if not ours or not others:
+            continue
+        best = min(others, key=lambda r: others[r])
+        torn = figures.get(("torn_fraction", "pplat", size), [])
+        lines.append(
+            f"| {size} B | {cell(ours)} | {PINGPONG_ROUTINES[best]}: {others[best]:.3f} | "
+            f"{statistics.median(ours) / others[best]:.3f} | {cell(torn, 4) if torn else '–'} |"
+        )
+    if not lines:
+        return []
+    return [
+        "\n### gdrcopy_pplat -L against the fastest routine of the same run\n",
+        "| size | pplat -L round trip (µs) | fastest other (median µs) | ratio | pplat -W torn fraction |",
+        "| ---: | ---: | --- | ---: | ---: |",
+        *lines,
+    ]
+
+
 def floor_table(results: Path) -> list[str]:
     """pplat's default round trip against the hand-written 8-byte flag ping-pong of the same run."""
     path = results / "pingpong.jsonl"
     floor = [r["median_us"] for r in records(path) if r.get("test") == "floor"] if path.exists() else []
-    pplat = [r["median_us"] for p in sorted(results.glob("pplat-default-*.jsonl")) for r in records(p)]
+    pplat = [
+        r["median_us"] for p in sorted(results.glob("pplat-default-*.jsonl")) for r in records(p) if r.get("test") == "pplat"
+    ]
     if not floor or not pplat:
         return []
     ratio = statistics.median(pplat) / statistics.median(floor)
@@ -237,6 +275,7 @@ def pingpong_tables(results: Path) -> list[str]:
         + pingpong_table("Distinct values seen per µs under that writer", "values_per_us", figures, not_run, 2)
         + pingpong_table("Reads back to back, nothing writing (µs per call)", "b2b_us", figures, not_run)
         + pingpong_table("Single reads, nothing writing (µs per call)", "single_us", figures, not_run)
+        + line_summary_table(results)
         + floor_table(results)
     )
 
@@ -286,18 +325,24 @@ def draw_plots(results: Path, out: Path) -> list[Path]:
             if rec.get("tool") == "gdrcopy_copylat" and rec["test"] in ROWS:
                 direction, column = ROWS[rec["test"]]
                 lat[(direction, rec.get("mode", "b2b"), column, rec["size"])].append(rec["median_us"])
+    # NVIDIA's read routines, where pingpong.cu timed them in the same run (16-128 B reads).
+    for size in PINGPONG_SIZES:
+        for mode, field in (("b2b", "b2b_us"), ("single", "single_us")):
+            for value in figures.get((field, "reference", size), []):
+                lat[("GPU → CPU", mode, "reference", size)].append(value)
     if lat:
         fig, axes = plt.subplots(2, 2, figsize=(9.6, 6.4), sharex=True)
         for row, direction in enumerate(("CPU → GPU", "GPU → CPU")):
             for col, mode in enumerate(("b2b", "single")):
                 ax = axes[row][col]
-                for column in COLUMNS:
+                for index, column in enumerate((*COLUMNS, "reference")):
                     sizes = sorted(k[3] for k in lat if k[:3] == (direction, mode, column))
                     if not sizes:
                         continue
                     vals = [lat[(direction, mode, column, s)] for s in sizes]
-                    ax.plot(sizes, [statistics.median(v) for v in vals], marker=".", label=column)
-                    ax.fill_between(sizes, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2)
+                    color = f"C{index}"  # the same colour for a routine in every panel
+                    ax.plot(sizes, [statistics.median(v) for v in vals], marker=".", label=column, color=color)
+                    ax.fill_between(sizes, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2, color=color)
                 ax.set_xscale("log", base=2)
                 ax.set_yscale("log")
                 ax.set_title(f"{direction}, {'back to back' if mode == 'b2b' else 'single calls'}", fontsize=9)
