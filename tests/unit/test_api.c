@@ -1151,6 +1151,11 @@ static void test_fork_child_gets_eperm(void **state)
 		memset(buf, 0x22, sizeof(buf));
 		if ((rc = gdr_copy_to_mapping(mh, va, buf, sizeof(buf))) != EPERM)
 			_exit(10 + rc);
+		/* The small reads a poller makes take the inline path: it checks too. */
+		if ((rc = gdr_copy_from_mapping(mh, buf, va, 16)) != EPERM)
+			_exit(100 + rc);
+		if ((rc = gdr_copy_from_mapping(mh, buf, va, 32)) != EPERM)
+			_exit(150 + rc);
 		if (((unsigned char *)va)[0] != 0x11)
 			_exit(2);	/* it wrote anyway */
 		if (gdr_unmap(g, mh, va, GPU_PAGE) != EPERM || gdr_unpin_buffer(g, mh) != EPERM)

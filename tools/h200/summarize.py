@@ -245,7 +245,10 @@ def floor_table(results: Path) -> list[str]:
     path = results / "pingpong.jsonl"
     floor = [r["median_us"] for r in records(path) if r.get("test") == "floor"] if path.exists() else []
     pplat = [
-        r["median_us"] for p in sorted(results.glob("pplat-default-*.jsonl")) for r in records(p) if r.get("test") == "pplat"
+        r["median_us"]
+        for p in sorted(results.glob("pplat-default-*.jsonl"))
+        for r in records(p)
+        if r.get("test") == "pplat"
     ]
     if not floor or not pplat:
         return []
