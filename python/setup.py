@@ -117,7 +117,7 @@ class BuildPy(build_py):
             f'__version__ = "{VERSION}"\n'
         )
         if KIND == "bundled":
-            bundle_library(package_dir, Path(self.build_lib).parent / "gdrcopy-bundle")
+            bundle_library(package_dir, Path(self.build_lib).resolve().parent / "gdrcopy-bundle")
 
 
 class OptionalBuildExt(build_ext):
