@@ -19,6 +19,7 @@ from __future__ import annotations
 import platform
 import shutil
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -56,6 +57,23 @@ def tools_python() -> Path:
     if missing:
         run([python, "-m", "pip", "install", "-q", *TOOLS])
     return python
+
+
+def python_header_shim(directory: Path) -> list[str]:
+    """Compiler flags that let zig cc find Debian's multiarch pyconfig.h.
+
+    Debian's Python.h includes <MULTIARCH/pythonX.Y/pyconfig.h> from
+    /usr/include, which zig does not search; adding /usr/include itself would
+    put the host's glibc headers before zig's baseline ones.  So only that
+    directory is copied under `directory`.
+    """
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    name = f"python{sysconfig.get_python_version()}"
+    found = Path("/usr/include") / str(multiarch) / name
+    if not multiarch or not found.is_dir():
+        return []
+    shutil.copytree(found, directory / str(multiarch) / name, dirs_exist_ok=True)
+    return ["-isystem", str(directory)]
 
 
 def pip_wheel(project: Path, output: Path, env: dict[str, str]) -> Path:
@@ -107,6 +125,7 @@ def build_wheels(source: Source, output: Path, kinds: tuple[str, ...] = KINDS) -
                 # The extension too: setuptools compiles with CC and links with LDSHARED.
                 "CC": cc,
                 "LDSHARED": f"{cc} -shared",
+                "CFLAGS": " ".join(python_header_shim(Path(tmp) / "pyinc")),
             }
             wheel = pip_wheel(project, output, env)
             report = check_with_auditwheel(python, wheel, tag)
