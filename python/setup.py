@@ -9,7 +9,8 @@ GDRCOPY_WHEEL picks the wheel:
   bundled  native plus libgdrapi.so.2 built from ../libgdrapi, gdrapi.h and the
            pkg-config and CMake files, inside the package (gdrcopy/lib,
            gdrcopy/include).  GDRCOPY_LIBRARY_CC is the compiler for the library
-           (default: cc); GDRCOPY_WHEEL_PLATFORM the platform tag to claim (e.g.
+           (default: cc), GDRCOPY_LIBRARY_CFLAGS its flags (default: -O2);
+           GDRCOPY_WHEEL_PLATFORM the platform tag to claim (e.g.
            manylinux_2_28_x86_64, which only a library built at that glibc
            baseline may claim: ./toolkit build-wheel does it with zig cc and
            checks it with auditwheel).
@@ -75,7 +76,9 @@ def bundle_library(package_dir: Path, work: Path) -> None:
         sys.exit("GDRCOPY_WHEEL=bundled needs the repository's libgdrapi/ next to python/ (build from a clone)")
     cc = os.environ.get("GDRCOPY_LIBRARY_CC", "cc")
     build = work / "libgdrapi"
-    subprocess.run(["make", "-s", "-C", str(source), f"BUILD={build}", f"CC={cc}"], check=True)
+    # CFLAGS on the command line: the environment's are the extension's (and would replace the Makefile's).
+    cflags = os.environ.get("GDRCOPY_LIBRARY_CFLAGS", "-O2")
+    subprocess.run(["make", "-s", "-C", str(source), f"BUILD={build}", f"CC={cc}", f"CFLAGS={cflags}"], check=True)
     major = VERSION.split(".")[0]
     lib = package_dir / "lib"
     (lib / "pkgconfig").mkdir(parents=True, exist_ok=True)
