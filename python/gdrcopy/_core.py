@@ -22,8 +22,10 @@ own instance.
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import enum
+import importlib
 import os
 import threading
 import weakref
@@ -39,8 +41,10 @@ GPU_PAGE_SIZE = 1 << 16
 GPU_PAGE_MASK = GPU_PAGE_SIZE - 1
 FAST_PATH_ENV = "GDRCOPY_NO_FAST_PATH"
 
+# The compiled copy calls (python/src), where the wheel was built with them.
+_fastcopy: Any
 try:
-    from gdrcopy import _fastcopy  # type: ignore[attr-defined]
+    _fastcopy = importlib.import_module("gdrcopy._fastcopy")
 except ImportError as error:
     _fastcopy = None
     _FAST_PATH_MISSING = f"gdrcopy._fastcopy is not built ({error}): copies go through ctypes"
@@ -705,11 +709,11 @@ class _Exchange(_Resource):
         # array counts as a live view for as long as it lives.
         return {"version": 3, "shape": (self.nbytes,), "typestr": "|u1", "data": self._window(), "strides": None}
 
-    def memoryview(self) -> memoryview:
+    def memoryview(self) -> builtins.memoryview:
         """A writable memoryview of the CPU mapping (format "B"; a live view until released)."""
         return memoryview(self._window()).cast("B")
 
-    def __buffer__(self, flags: int) -> memoryview:
+    def __buffer__(self, flags: int) -> builtins.memoryview:
         return self.memoryview()
 
     def ndarray(self, dtype: Any = "uint8", shape: Any = None, offset: int = 0) -> Any:

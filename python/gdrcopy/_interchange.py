@@ -70,21 +70,22 @@ def _release_export(address: int) -> None:
         entry[2]()
 
 
-@_DELETER
-def _deleter(address: Optional[int]) -> None:
+def _delete(address: Optional[int]) -> None:
     # The consumer is done with the tensor (any thread: ctypes takes the GIL).
     if address:
         _release_export(address)
 
 
-@_CAPSULE_DESTRUCTOR
-def _capsule_destructor(capsule: Optional[int]) -> None:
+def _destroy_capsule(capsule: Optional[int]) -> None:
     # A consumer renames the capsule "used_dltensor" and owns the tensor from then on;
     # a capsule still named "dltensor" was never consumed, and its tensor is ours to free.
     if capsule and _capsule_is_valid(capsule, ctypes.addressof(_DLTENSOR_NAME)):
         _release_export(_capsule_get_pointer(capsule, ctypes.addressof(_DLTENSOR_NAME)) or 0)
 
 
+# The C callbacks, kept alive for the life of the process (consumers may call them late).
+_deleter = _DELETER(_delete)
+_capsule_destructor = _CAPSULE_DESTRUCTOR(_destroy_capsule)
 _DELETER_ADDRESS = ctypes.cast(_deleter, ctypes.c_void_p).value
 _DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
 

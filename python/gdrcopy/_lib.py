@@ -205,7 +205,7 @@ def _file_of(cdll: ctypes.CDLL) -> Optional[str]:
         dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
         info = _DlInfo()
         if dladdr(ctypes.cast(cdll.gdr_open, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
-            return os.path.realpath(info.dli_fname.decode())
+            return os.path.realpath(str(info.dli_fname.decode()))
     return None
 
 
