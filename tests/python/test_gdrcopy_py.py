@@ -648,15 +648,16 @@ def test_compiled_copies_say_what_is_wrong_as_ctypes_does(
             m = g.map((FAKE_VA, GPU_PAGE))
             assert m.copy_path == path
             got = []
-            for call in (
-                lambda: m.copy_to(b"x" * 10, GPU_PAGE - 5),
-                lambda: m.copy_to(b"x" * 10, -1),
-                lambda: m.copy_to(b"x" * 10, 0, 11),
-                lambda: m.copy_from(b"read-only"),
-                lambda: m.copy_to(12345),
-            ):
+            calls: list[tuple[Any, tuple[Any, ...]]] = [
+                (m.copy_to, (b"x" * 10, GPU_PAGE - 5)),
+                (m.copy_to, (b"x" * 10, -1)),
+                (m.copy_to, (b"x" * 10, 0, 11)),
+                (m.copy_from, (b"read-only",)),
+                (m.copy_to, (12345,)),
+            ]
+            for function, args in calls:
                 with pytest.raises((ValueError, TypeError)) as caught:
-                    call()
+                    function(*args)
                 got.append((type(caught.value), str(caught.value)))
             m.close()
             with pytest.raises(gdrcopy.ClosedError, match="closed"):

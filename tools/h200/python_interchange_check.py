@@ -82,11 +82,11 @@ def check_torch(checks: Checks, alloc: gdrcopy.Allocation, mapping: gdrcopy.Mapp
         f"__dlpack_device__ {alloc.__dlpack_device__()} is the tensor's device {tensor.device}",
     )
 
-    def read() -> bytes:
+    def read(tensor: Any = tensor) -> bytes:
         torch.cuda.synchronize()
         return bytes(tensor.cpu().numpy().tobytes())
 
-    def write(value: int) -> None:
+    def write(value: int, tensor: Any = tensor) -> None:
         # A kernel fill and a device-to-device copy: the GPU writes every byte.
         scratch = torch.full((SIZE,), value, dtype=torch.uint8, device=tensor.device)
         tensor.copy_(scratch)
@@ -95,7 +95,7 @@ def check_torch(checks: Checks, alloc: gdrcopy.Allocation, mapping: gdrcopy.Mapp
     both_ways(checks, "torch (DLPack)", mapping, view, read, write, rng)
     # The tensor counts as a live view until torch calls the DLPack deleter.
     held = alloc._node.live_views()
-    del tensor
+    del tensor, read, write
     gc.collect()
     checks.expect(alloc._node.live_views() == held - 1, "torch released its DLPack tensor (the deleter ran)")
     via_cai = torch.as_tensor(alloc, device="cuda")
