@@ -154,7 +154,11 @@ def main() -> int:
                     checks.expect(False, f"{name} is not importable here: {error}")
         del view
         gc.collect()
-        alloc.close()
+        try:
+            alloc.close()
+            checks.expect(True, "every consumer released the memory: the allocation closes")
+        except BufferError as error:
+            checks.expect(False, f"a consumer still holds the memory after it was deleted: {error}")
     print(f"interchange: {checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0
 
