@@ -193,10 +193,24 @@ static PyObject *copy(Copier *self, PyObject *const *args, Py_ssize_t nargs, PyO
 		rc = to_gpu ? self->to_mapping(self->mh, mapped, e->view.buf, (size_t)n)
 			    : self->from_mapping(self->mh, e->view.buf, mapped, (size_t)n);
 	} else {
+		/*
+		 * Without the GIL another thread may replace the cached export: this
+		 * copy holds one of its own (cheap next to copying 64 KiB or more).
+		 */
+		Py_buffer own;
+		PyObject *obj = e->obj;
+
+		Py_INCREF(obj);
+		if (PyObject_GetBuffer(obj, &own, PyBUF_ANY_CONTIGUOUS | (to_gpu ? 0 : PyBUF_WRITABLE)) < 0) {
+			Py_DECREF(obj);
+			return NULL;
+		}
 		Py_BEGIN_ALLOW_THREADS
-		rc = to_gpu ? self->to_mapping(self->mh, mapped, e->view.buf, (size_t)n)
-			    : self->from_mapping(self->mh, e->view.buf, mapped, (size_t)n);
+		rc = to_gpu ? self->to_mapping(self->mh, mapped, own.buf, (size_t)n)
+			    : self->from_mapping(self->mh, own.buf, mapped, (size_t)n);
 		Py_END_ALLOW_THREADS
+		PyBuffer_Release(&own);
+		Py_DECREF(obj);
 	}
 	if (rc) {
 		PyObject *error = PyObject_CallFunction(gdr_error, "is", rc,
