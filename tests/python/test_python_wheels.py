@@ -135,3 +135,27 @@ def test_bundled_wheel_is_manylinux_and_carries_a_usable_library(tmp_path: Path)
     assert built.returncode == 0, built.stdout + built.stderr
     linked = subprocess.run(["readelf", "-d", str(project / "b" / "consumer")], capture_output=True, text=True)
     assert "libgdrapi.so.2" in linked.stdout
+
+
+def test_auditwheel_verdict_is_read_against_the_glibc_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claimed tag is the baseline's; auditwheel's older or equal verdict passes, a newer one fails."""
+    verdicts = {
+        "manylinux_2_17_x86_64": True,
+        "manylinux_2_28_x86_64": True,
+        "manylinux_2_34_x86_64": False,
+    }
+    for verdict, ok in verdicts.items():
+        report = (
+            f'w.whl is consistent with\nthe following platform tag: "{verdict}".\n'
+            "The wheel references external versioned symbols ..."
+        )
+        monkeypatch.setattr(wheel, "run", lambda *a, report=report, **k: subprocess.CompletedProcess(a, 0, report, ""))
+        if ok:
+            assert wheel.check_with_auditwheel(Path("python"), Path("w.whl"), "manylinux_2_28_x86_64") == report
+        else:
+            with pytest.raises(wheel.UserError, match="not find w.whl consistent with manylinux_2_28"):
+                wheel.check_with_auditwheel(Path("python"), Path("w.whl"), "manylinux_2_28_x86_64")
+    assert wheel.manylinux_tag("x86_64") == "manylinux_2_28_x86_64"
+    assert wheel.zig_target("aarch64") == "aarch64-linux-gnu.2.28"
+    with pytest.raises(wheel.UserError, match="no zig target for riscv64"):
+        wheel.zig_target("riscv64")
