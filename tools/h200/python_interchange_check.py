@@ -135,9 +135,8 @@ def main() -> int:
         import torch
 
         torch.zeros(1, device="cuda")
-    except ImportError as error:
-        print(f"FAIL torch is not importable here: {error}")
-        checks.failed += 1
+    except ImportError:
+        pass  # check_torch reports it
     with gdrcopy.open("vulkan") as g:
         alloc = g.alloc_mapped(SIZE)
         view = numpy.asarray(alloc)
