@@ -25,6 +25,7 @@ import pytest
 
 from gdrkit import version
 from gdrkit.packaging import build, wheel
+from gdrkit.system import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 CONSUMER = REPO / "tools" / "h200" / "wheel_consumer.c"
@@ -153,9 +154,9 @@ def test_auditwheel_verdict_is_read_against_the_glibc_baseline(monkeypatch: pyte
         if ok:
             assert wheel.check_with_auditwheel(Path("python"), Path("w.whl"), "manylinux_2_28_x86_64") == report
         else:
-            with pytest.raises(wheel.UserError, match="not find w.whl consistent with manylinux_2_28"):
+            with pytest.raises(UserError, match="not find w.whl consistent with manylinux_2_28"):
                 wheel.check_with_auditwheel(Path("python"), Path("w.whl"), "manylinux_2_28_x86_64")
     assert wheel.manylinux_tag("x86_64") == "manylinux_2_28_x86_64"
     assert wheel.zig_target("aarch64") == "aarch64-linux-gnu.2.28"
-    with pytest.raises(wheel.UserError, match="no zig target for riscv64"):
+    with pytest.raises(UserError, match="no zig target for riscv64"):
         wheel.zig_target("riscv64")
