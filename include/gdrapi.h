@@ -181,6 +181,24 @@ int gdr_copy_from_mapped_memory(gdr_mapping_type_t type, void *dst, const void *
 const char *gdr_get_backend_name(gdr_t g);
 
 /*
+ * Extension: the backends this library has, one name a line (each ending in
+ * "\n"), in the order gdr_open() tries them: what GDRCOPY_BACKEND accepts.
+ * A static string, never NULL.
+ */
+#define GDRAPI_HAVE_BACKEND_LIST 1
+const char *gdr_get_backend_list(void);
+
+/*
+ * Extension: why each backend declined in the calling thread's last
+ * gdr_open() that returned NULL, one "name: reason" a line; "" after a
+ * gdr_open() that succeeded, or before any.  The same lines gdr_open() logs
+ * with GDRCOPY_ENABLE_LOGGING, but there without logging, for callers that
+ * report errors themselves (the Python bindings).  Valid until the thread's
+ * next gdr_open().
+ */
+const char *gdr_get_open_failure(void);
+
+/*
  * Extension: parallel copies for large transfers (off unless asked for).
  *
  * One core drives roughly 15 GB/s into GPU memory and well under 1 GB/s out

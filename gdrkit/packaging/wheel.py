@@ -1,90 +1,141 @@
-"""The gdrcopy Python package as a py3-none-any wheel, from one git commit.
+"""The gdrcopy wheels, built by python/'s own build backend (setuptools) from one commit.
 
-A wheel is a zip of the module's files plus a .dist-info directory
-(METADATA, WHEEL, RECORD); writing it here needs no build backend and no
-network.  METADATA is rendered from templates/python/METADATA.j2 with the
-package description (packages/gdrcopy.yaml).  Reproducible: the files are the
-commit's, in sorted order, with the commit's time and fixed modes.
+Two wheels (python/setup.py says what each holds):
+
+- pure: py3-none-any, the bindings alone, for hosts with the libgdrapi package;
+- bundled: the bindings, their compiled copy calls (stable ABI, cp311-abi3)
+  and libgdrapi.so.2 with gdrapi.h, pkg-config and CMake files, built with
+  `zig cc` against the glibc of the oldest target we claim (RHEL 8: glibc
+  2.28), tagged manylinux_2_28 and checked with `auditwheel show`.
+
+The build tools (ziglang, auditwheel; setuptools comes through pip's build
+isolation) live in a venv of their own under the toolkit's cache, installed
+from PyPI on first use.  The source is `git archive` of the commit, as for
+the deb and rpm packages.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import time
-import zipfile
+import platform
+import re
+import shutil
+import sys
+import sysconfig
+import tempfile
 from pathlib import Path
 
-from gdrkit import version
-from gdrkit.packaging import model, render
-from gdrkit.packaging.build import Source
-from gdrkit.system import die, run
+from gdrkit.packaging.build import Source, extract_commit
+from gdrkit.system import UserError, cache_dir, log, run
 
-TAG = "py3-none-any"
-
-
-def _record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"sha256={digest}"
+KINDS = ("pure", "bundled")
+# RHEL 8, the oldest distribution the packages claim: its glibc is the wheel's baseline.
+GLIBC_BASELINE = (2, 28)
+TOOLS = ("ziglang", "auditwheel")
+# zig's target triple and manylinux's name for each machine we build on.
+ZIG_ARCH = {"x86_64": "x86_64", "aarch64": "aarch64", "ppc64le": "powerpc64le"}
 
 
-def metadata(description: model.Description, package_version: str) -> str:
-    """The METADATA file's text (pure)."""
-    python = description.python
-    values = {"lib_major": str(version.MAJOR)}
-    return (
-        render.environment()
-        .get_template("python/METADATA.j2")
-        .render(
-            python=python,
-            project=description.project,
-            version=package_version,
-            description=model.fill(python.description, values).strip(),
-        )
-    )
+def manylinux_tag(machine: str | None = None) -> str:
+    arch = machine or platform.machine()
+    return f"manylinux_{GLIBC_BASELINE[0]}_{GLIBC_BASELINE[1]}_{arch}"
 
 
-def module_files(source: Source, source_dir: str) -> dict[str, bytes]:
-    """The module's files at the commit: path inside the wheel -> content."""
-    listing = run(
-        ["git", "-C", source.repo, "ls-tree", "-r", "--name-only", source.commit, "--", source_dir], capture=True
-    ).stdout.split()
-    if not listing:
-        raise die(f"{source_dir} has no files at {source.commit[:12]}", "commit the Python package first")
-    parent = str(Path(source_dir).parent)
-    files = {}
-    for path in listing:
-        # Text files only (Python sources and the empty py.typed marker).
-        blob = run(["git", "-C", source.repo, "cat-file", "blob", f"{source.commit}:{path}"], capture=True).stdout
-        files[str(Path(path).relative_to(parent))] = blob.encode()
-    return files
+def zig_target(machine: str | None = None) -> str:
+    arch = machine or platform.machine()
+    if arch not in ZIG_ARCH:
+        raise UserError(f"no zig target for {arch}", f"build the bundled wheel on one of {', '.join(ZIG_ARCH)}")
+    return f"{ZIG_ARCH[arch]}-linux-gnu.{GLIBC_BASELINE[0]}.{GLIBC_BASELINE[1]}"
 
 
-def build_wheel(source: Source, output: Path, description: model.Description | None = None) -> Path:
-    desc = description or model.load()
-    name, ver = desc.python.name, version.VERSION
-    files = module_files(source, desc.python.source_dir)
-    if f"{name}/_version.py" in files:
-        # The wheel's version is the project's, whatever the committed file says.
-        files[f"{name}/_version.py"] = f'__version__ = "{ver}"\n'.encode()
-    info = f"{name}-{ver}.dist-info"
-    files[f"{info}/METADATA"] = metadata(desc, ver).encode()
-    files[f"{info}/WHEEL"] = (
-        f"Wheel-Version: 1.0\nGenerator: gdrkit {ver}\nRoot-Is-Purelib: true\nTag: {TAG}\n"
-    ).encode()
-    files[f"{info}/top_level.txt"] = f"{name}\n".encode()
-    record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in sorted(files.items()))
-    files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+def tools_python() -> Path:
+    """The Python of the wheel-tools venv (created, and the tools installed, on first use)."""
+    venv = cache_dir() / "wheel-tools"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        log(f"creating {venv} for the wheel build tools ({', '.join(TOOLS)}, from PyPI)")
+        run([sys.executable, "-m", "venv", venv])
+    missing = run([python, "-c", "import ziglang, auditwheel"], check=False, capture=True).returncode
+    if missing:
+        run([python, "-m", "pip", "install", "-q", *TOOLS])
+    return python
 
-    output.mkdir(parents=True, exist_ok=True)
-    wheel = output / f"{name}-{ver}-{TAG}.whl"
-    # Zip times cannot be before 1980.
-    stamp = time.gmtime(max(source.epoch, 315532800))[:6]
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
-        # RECORD last, as installers expect; everything else sorted.
-        for path in sorted(files, key=lambda p: (p.endswith("/RECORD"), p)):
-            entry = zipfile.ZipInfo(path, date_time=stamp)
-            entry.external_attr = 0o644 << 16
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(entry, files[path])
-    return wheel
+
+def python_header_shim(directory: Path) -> list[str]:
+    """Compiler flags that let zig cc find Debian's multiarch pyconfig.h.
+
+    Debian's Python.h includes <MULTIARCH/pythonX.Y/pyconfig.h> from
+    /usr/include, which zig does not search; adding /usr/include itself would
+    put the host's glibc headers before zig's baseline ones.  So only that
+    directory is copied under `directory`.
+    """
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    name = f"python{sysconfig.get_python_version()}"
+    found = Path("/usr/include") / str(multiarch) / name
+    if not multiarch or not found.is_dir():
+        return []
+    shutil.copytree(found, directory / str(multiarch) / name, dirs_exist_ok=True)
+    return ["-isystem", str(directory)]
+
+
+def pip_wheel(project: Path, output: Path, env: dict[str, str]) -> Path:
+    """`pip wheel` of the project into output: the one wheel it wrote."""
+    with tempfile.TemporaryDirectory(prefix="gdrkit-wheel-") as tmp:
+        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, project], env=env)
+        built = list(Path(tmp).glob("gdrcopy-*.whl"))
+        if len(built) != 1:
+            raise UserError(f"pip wheel wrote {[p.name for p in built]}, not one gdrcopy wheel", "see its output above")
+        output.mkdir(parents=True, exist_ok=True)
+        target = output / built[0].name
+        shutil.copyfile(built[0], target)
+    return target
+
+
+def check_with_auditwheel(python: Path, wheel: Path, tag: str) -> str:
+    """`auditwheel show`'s report; fails unless the glibc it finds the wheel needs is at most the baseline.
+
+    auditwheel names the oldest tag the wheel is consistent with (manylinux_2_17
+    when the library happens to need nothing newer); a wheel consistent with an
+    older glibc may claim the baseline's tag.
+    """
+    report = run([python, "-m", "auditwheel", "show", wheel], capture=True).stdout
+    text = " ".join(report.split())
+    found = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_', text)
+    if found is None or (int(found.group(1)), int(found.group(2))) > GLIBC_BASELINE:
+        raise UserError(f"auditwheel does not find {wheel.name} consistent with {tag}:\n{report}",
+                        "see which symbol versions the library needs (objdump -T)")  # fmt: skip
+    return report
+
+
+def build_wheels(source: Source, output: Path, kinds: tuple[str, ...] = KINDS) -> list[Path]:
+    """Build the wheels of `kinds` from the commit into output."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise UserError(f"unknown wheel kind(s) {unknown}", f"use {', '.join(KINDS)}")
+    wheels = []
+    with tempfile.TemporaryDirectory(prefix="gdrkit-wheel-src-") as tmp:
+        tree = extract_commit(source, Path(tmp) / "src")
+        project = tree / "python"
+        if not (project / "pyproject.toml").is_file():
+            raise UserError(f"{source.commit[:12]} has no python/pyproject.toml", "build from a later commit")
+        base = {"SOURCE_DATE_EPOCH": str(source.epoch)}
+        if "pure" in kinds:
+            wheels.append(pip_wheel(project, output, {**base, "GDRCOPY_WHEEL": "pure"}))
+        if "bundled" in kinds:
+            python = tools_python()
+            cc = f"{python} -m ziglang cc -target {zig_target()}"
+            tag = manylinux_tag()
+            env = {
+                **base,
+                "GDRCOPY_WHEEL": "bundled",
+                "GDRCOPY_LIBRARY_CC": cc,
+                "GDRCOPY_WHEEL_PLATFORM": tag,
+                # The extension too: setuptools compiles with CC and links with LDSHARED.
+                "CC": cc,
+                "LDSHARED": f"{cc} -shared",
+                "CFLAGS": " ".join(python_header_shim(Path(tmp) / "pyinc")),
+            }
+            wheel = pip_wheel(project, output, env)
+            report = check_with_auditwheel(python, wheel, tag)
+            log(" ".join(report.split()))
+            wheels.append(wheel)
+    return wheels

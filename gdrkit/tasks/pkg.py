@@ -139,13 +139,21 @@ build_packages = package_task(
 _OPTION_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(PackageOptions)}
 
 
-@task(name="build-wheel", help={"output": _OPTION_HELP["output"], "ref": _OPTION_HELP["ref"]})
-def build_wheel(c: Context, output: str = "", ref: str = "HEAD") -> None:
-    """Build the gdrcopy Python package's py3-none-any wheel (pure Python) from a commit."""
+@task(
+    name="build-wheel",
+    help={
+        "output": _OPTION_HELP["output"],
+        "ref": _OPTION_HELP["ref"],
+        "kind": "pure (py3-none-any, bindings only), bundled (manylinux, with libgdrapi) or all (default)",
+    },
+)
+def build_wheel(c: Context, output: str = "", ref: str = "HEAD", kind: str = "all") -> None:
+    """Build the gdrcopy wheels from a commit with python/'s build backend: pure and bundled (manylinux_2_28)."""
     from gdrkit.packaging import build, wheel
 
-    path = wheel.build_wheel(build.source_at(ref), Path(output).resolve() if output else DIST)
-    print(path)
+    kinds = wheel.KINDS if kind == "all" else (kind,)
+    for path in wheel.build_wheels(build.source_at(ref), Path(output).resolve() if output else DIST, kinds):
+        print(path)
 
 
 TASKS = [build, build_deb, build_rpm, build_packages, build_wheel]

@@ -26,6 +26,23 @@ static const struct gdr_backend_ops *const backends[] = {
 
 #define GDR_BACKEND_COUNT (sizeof(backends) / sizeof(backends[0]))
 
+#define GDR_BACKEND_LINE(name) #name "\n"
+static const char backend_list[] = GDR_BACKENDS(GDR_BACKEND_LINE);
+#undef GDR_BACKEND_LINE
+
+/* Per thread: one failed gdr_open() must not garble another's report. */
+static _Thread_local char open_failure[GDR_BACKEND_COUNT * (GDR_BACKEND_WHY_LEN + 32)];
+
+GDR_EXPORT const char *gdr_get_backend_list(void)
+{
+	return backend_list;
+}
+
+GDR_EXPORT const char *gdr_get_open_failure(void)
+{
+	return open_failure;
+}
+
 /* Should gdr_open() skip this backend, and why (for the log)? */
 static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
 {
@@ -48,6 +65,7 @@ GDR_EXPORT gdr_t gdr_open(void)
 	struct gdr *g;
 	size_t i;
 
+	open_failure[0] = '\0';
 	gdr_host_page();
 	gdr_copy_engine_init();
 
@@ -88,8 +106,12 @@ GDR_EXPORT gdr_t gdr_open(void)
 	}
 
 	gdr_err("gdr_open: no backend can map GPU memory (the gdrdrv kernel module is the usual one); why each was rejected:");
-	for (i = 0; i < tried; i++)
+	for (i = 0; i < tried; i++) {
+		size_t used = strlen(open_failure);
+
 		gdr_err("  %s: %s", names[i], why[i]);
+		snprintf(open_failure + used, sizeof(open_failure) - used, "%s: %s\n", names[i], why[i]);
+	}
 
 	pthread_mutex_destroy(&g->lock);
 	free(g);

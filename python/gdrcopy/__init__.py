@@ -4,15 +4,17 @@
     with gdrcopy.open() as g, g.map(gpu_array) as m:
         m.copy_to(b"hello")
 
-Pure Python (ctypes): the library is loaded on first use, from the system
-(`libgdrapi.so.2`) or from GDRCOPY_LIBRARY.  NumPy is needed only for the
-ndarray views.  See the README's "Python" section.
+The library is loaded on first use: the one a bundled wheel carries, or the
+system's (`libgdrapi.so.2`), or GDRCOPY_LIBRARY (see `library_info()`).
+Copies go through compiled code where gdrcopy._fastcopy is built, else
+through ctypes (`fast_path()`).  NumPy is needed only for the ndarray views.
+See docs/python.md.
 """
 
 from __future__ import annotations
 
 from gdrcopy._core import (
-    BACKENDS,
+    FAST_PATH_ENV,
     GPU_PAGE_SIZE,
     Allocation,
     ClosedError,
@@ -21,16 +23,20 @@ from gdrcopy._core import (
     InvalidatedError,
     Mapping,
     MappingType,
+    OpenError,
     Pin,
+    backends,
+    fast_path,
     open,
 )
-from gdrcopy._lib import LIBRARY_ENV, GdrError, LibraryNotFound, library
+from gdrcopy._lib import LIBRARY_ENV, PREFER_SYSTEM_ENV, GdrError, LibraryNotFound, library
 from gdrcopy._version import __version__
 
 __all__ = [
-    "BACKENDS",
+    "FAST_PATH_ENV",
     "GPU_PAGE_SIZE",
     "LIBRARY_ENV",
+    "PREFER_SYSTEM_ENV",
     "Allocation",
     "ClosedError",
     "Gdr",
@@ -40,8 +46,12 @@ __all__ = [
     "LibraryNotFound",
     "Mapping",
     "MappingType",
+    "OpenError",
     "Pin",
     "__version__",
+    "backends",
+    "fast_path",
+    "library_info",
     "library_path",
     "library_version",
     "open",
@@ -58,5 +68,24 @@ def library_version() -> str:
 
 
 def library_path() -> str:
-    """The name or path the library was loaded from."""
+    """The file the library was loaded from (or the name dlopen() was given)."""
     return library().path
+
+
+def library_info() -> dict[str, str]:
+    """Which libgdrapi was loaded and why: path, source ("bundled", "system", "GDRCOPY_LIBRARY"), why, version."""
+    lib = library()
+    return {
+        "path": lib.path,
+        "source": lib.choice.source,
+        "why": lib.choice.why,
+        "version": library_version(),
+        "fast_path": fast_path(),
+    }
+
+
+def __getattr__(name: str) -> object:
+    # The former constant, now asked of the library (which loads it).
+    if name == "BACKENDS":
+        return backends()
+    raise AttributeError(f"module 'gdrcopy' has no attribute {name!r}")

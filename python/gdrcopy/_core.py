@@ -22,22 +22,50 @@ own instance.
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import enum
+import importlib
 import os
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
-from gdrcopy import _gpubuf
+from gdrcopy import _gpubuf, _interchange
 from gdrcopy._lib import GdrError, captured_log, check, errno_of_null, library
 
 GPU_PAGE_SIZE = 1 << 16
 GPU_PAGE_MASK = GPU_PAGE_SIZE - 1
-BACKENDS = ("gdrdrv", "dmabuf", "vulkan")
+FAST_PATH_ENV = "GDRCOPY_NO_FAST_PATH"
+
+# The compiled copy calls (python/src), where the wheel was built with them.
+_fastcopy: Any
+try:
+    _fastcopy = importlib.import_module("gdrcopy._fastcopy")
+except ImportError as error:
+    _fastcopy = None
+    _FAST_PATH_MISSING = f"gdrcopy._fastcopy is not built ({error}): copies go through ctypes"
+else:
+    _FAST_PATH_MISSING = ""
+
+_R = TypeVar("_R", bound="_Resource")
+
+
+def backends() -> tuple[str, ...]:
+    """The loaded library's backends, in the order gdr_open() tries them (gdr_get_backend_list)."""
+    return library().backends()
+
+
+def fast_path() -> str:
+    """Which code copies: "compiled" (gdrcopy._fastcopy) or "ctypes", with the reason for ctypes."""
+    if os.environ.get(FAST_PATH_ENV, "") not in ("", "0"):
+        return f"ctypes ({FAST_PATH_ENV} is set)"
+    if _fastcopy is None:
+        return f"ctypes ({_FAST_PATH_MISSING})"
+    return "compiled"
 
 
 class ClosedError(ValueError):
@@ -46,6 +74,15 @@ class ClosedError(ValueError):
 
 class InvalidatedError(GdrError):
     """The GPU memory behind a pin was freed (the library's callback flag is set)."""
+
+
+class OpenError(GdrError):
+    """gdr_open() failed: `reasons` maps each backend the library has to why it declined."""
+
+    def __init__(self, code: int, what: str, reasons: dict[str, str], log: list[str]) -> None:
+        self.reasons = reasons
+        detail = "; ".join(f"{name}: {why}" for name, why in reasons.items()) or " / ".join(log)
+        super().__init__(code, "gdr_open", what, detail)
 
 
 class MappingType(enum.IntEnum):
@@ -112,8 +149,8 @@ class _Node:
                 views = self.live_views()
                 if views:
                     raise BufferError(
-                        f"cannot close {self.what}: {views} NumPy view(s) of its mapped memory are still alive; "
-                        "delete them (del view) first"
+                        f"cannot close {self.what}: {views} view(s) of its mapped memory (NumPy arrays, memoryviews, "
+                        "DLPack tensors) are still alive; delete them (del view) first"
                     )
             for child in reversed(list(self.children)):
                 try:
@@ -193,7 +230,7 @@ class _Resource:
         """Release it, and first everything made from it (idempotent)."""
         self._node.close(check_views=True)
 
-    def __enter__(self) -> Any:
+    def __enter__(self: _R) -> _R:
         self._live()
         return self
 
@@ -274,12 +311,13 @@ class Gdr(_Resource):
         lib = library()
         self._lib = lib
         fn = lib.fn
+        known = lib.backends()
         if backend in (None, "", "auto"):
             wanted = None
-        elif backend in BACKENDS:
+        elif backend in known:
             wanted = backend
         else:
-            raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)} or 'auto'")
+            raise ValueError(f"unknown backend {backend!r}: {lib.path} has {', '.join(known)}; or use 'auto'")
         if wanted is not None and wanted != "gdrdrv" and not lib.has("gdr_get_backend_name"):
             raise GdrError(
                 95,
@@ -297,6 +335,7 @@ class Gdr(_Resource):
                     del os.environ["GDRCOPY_BACKEND"]
                 handle = fn["gdr_open"]()
                 code = errno_of_null() if not handle else 0
+                reasons = lib.open_failure() if not handle else {}
             finally:
                 if saved is None:
                     os.environ.pop("GDRCOPY_BACKEND", None)
@@ -304,7 +343,7 @@ class Gdr(_Resource):
                     os.environ["GDRCOPY_BACKEND"] = saved
         if not handle:
             hint = f"backend {wanted}" if wanted else "no backend could map GPU memory"
-            check(code, "gdr_open", log, hint)
+            raise OpenError(code, hint, reasons, log)
         self._g: int = handle
         close = fn["gdr_close"]
 
@@ -387,24 +426,33 @@ class Gdr(_Resource):
                 out[name] = None
         return out
 
-    def pin(self, buffer: object, *, force_pcie: bool = False) -> "Pin":
-        """Pin the GPU pages holding `buffer` (see gdrcopy._gpubuf for what it may be)."""
-        self._live()
-        return Pin(self, buffer, force_pcie)
+    def pin(self, buffer: object, *, force_pcie: bool = False, device: Optional[int] = None) -> "Pin":
+        """Pin the GPU pages holding `buffer` (see gdrcopy._gpubuf for what it may be).
 
-    def map(self, buffer: object, *, mapping: str = "default", force_pcie: bool = False) -> "Mapping":
+        `device` is the CUDA device ordinal the memory is on, for DLPack
+        exports; by default the buffer's `__dlpack_device__` or CUDA says.
+        """
+        self._live()
+        return Pin(self, buffer, force_pcie, device)
+
+    def map(
+        self, buffer: object, *, mapping: str = "default", force_pcie: bool = False, device: Optional[int] = None
+    ) -> "Mapping":
         """Pin and map `buffer`: a Mapping whose close() also unpins."""
-        pin = self.pin(buffer, force_pcie=force_pcie)
+        pin = self.pin(buffer, force_pcie=force_pcie, device=device)
         try:
             return pin._map(mapping, owns_pin=True)
         except BaseException:
             pin.close()
             raise
 
-    def alloc_mapped(self, nbytes: int) -> "Allocation":
-        """GPU memory with its CPU mapping already made (the vulkan backend only)."""
+    def alloc_mapped(self, nbytes: int, *, device: Optional[int] = None) -> "Allocation":
+        """GPU memory with its CPU mapping already made (the vulkan backend only).
+
+        `device`: the CUDA device ordinal, for DLPack exports (default: CUDA says).
+        """
         self._live()
-        return Allocation(self, nbytes)
+        return Allocation(self, nbytes, device)
 
 
 def open(backend: Optional[str] = None) -> Gdr:  # noqa: A001 - the library's own verb
@@ -418,8 +466,13 @@ def open(backend: Optional[str] = None) -> Gdr:  # noqa: A001 - the library's ow
 class Pin(_Resource):
     """A pinned GPU buffer (gdr_mh_t)."""
 
-    def __init__(self, gdr: Gdr, buffer: object, force_pcie: bool) -> None:
+    def __init__(self, gdr: Gdr, buffer: object, force_pcie: bool, device: Optional[int] = None) -> None:
         pointer, nbytes, keep = _gpubuf.describe(buffer, "pin")
+        if device is None:
+            device = _interchange.device_of_object(buffer)
+        if device is None and isinstance(buffer, Allocation):
+            device = buffer._device
+        self._device = device
         if nbytes <= 0:
             raise ValueError("pin: the GPU buffer is empty; pin at least one byte")
         self.gdr = gdr
@@ -516,11 +569,27 @@ def _lib_info(gdr: Gdr, mh: int) -> Any:
 # ---- mappings ----------------------------------------------------------------
 
 
+def _acquire_view(node: _Node) -> Callable[[], None]:
+    """Count one live view of node's memory; the returned function (idempotent) uncounts it."""
+    with _tree_lock:
+        if node.closed_why:
+            raise ClosedError(f"{node.what} is {node.closed_why}")
+        node.views += 1
+    released = [False]
+
+    def release() -> None:
+        with _tree_lock:
+            if not released[0]:
+                released[0] = True
+                node.views -= 1
+
+    return release
+
+
 class _View:
     """The owner of NumPy views: counts them for close()."""
 
     def __init__(self, node: _Node, keep: object, address: int, dtype: Any, shape: tuple[int, ...]) -> None:
-        self._node = node
         self._keep = keep
         self.__array_interface__ = {
             "version": 3,
@@ -530,12 +599,7 @@ class _View:
             "descr": dtype.descr,
             "strides": None,
         }
-        with _tree_lock:
-            node.views += 1
-
-    def __del__(self) -> None:
-        with _tree_lock:
-            self._node.views -= 1
+        weakref.finalize(self, _acquire_view(node))
 
 
 def _ndarray(node: _Node, keep: object, address: int, nbytes: int, dtype: Any, shape: Any, offset: int) -> Any:
@@ -559,6 +623,105 @@ def _ndarray(node: _Node, keep: object, address: int, nbytes: int, dtype: Any, s
     return numpy.asarray(_View(node, keep, address + offset, dt, shape))
 
 
+class _Exchange(_Resource):
+    """The zero-copy protocols of mapped GPU memory (see gdrcopy._interchange).
+
+    GPU side: `__dlpack__`/`__dlpack_device__` and `__cuda_array_interface__`
+    (torch.from_dlpack, cupy.asarray, numba.cuda.as_cuda_array).  CPU side:
+    `__array_interface__` (numpy.asarray), `memoryview()` and, on Python >=
+    3.12, the buffer protocol (`__buffer__`).  All as uint8 of `nbytes`.
+    The CPU side is write-combined (see `mapping_type`): stores are fast,
+    loads are uncached reads across PCIe.
+    """
+
+    nbytes: int
+
+    def _gpu_address(self) -> int:
+        raise NotImplementedError
+
+    def _cpu_address(self) -> int:
+        raise NotImplementedError
+
+    def _known_device(self) -> Optional[int]:
+        return None
+
+    @property
+    def device_id(self) -> int:
+        """The CUDA device ordinal of the GPU memory (for DLPack)."""
+        self._live()
+        device = self._known_device()
+        if device is None:
+            device = _interchange.device_of(self._gpu_address())
+        if device is None:
+            raise BufferError(
+                f"cannot tell which CUDA device holds GPU address {self._gpu_address():#x} (libcuda.so.1 is not "
+                "loadable here or does not know the address): pass device=N to Gdr.map() or Gdr.pin()"
+            )
+        return device
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_gpubuf.KDL_CUDA, self.device_id)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """A DLPack "dltensor" capsule of the GPU side (uint8, no copy).
+
+        `stream` needs no synchronisation: nothing is queued on the GPU for
+        this memory (CPU stores reach it through the mapping; copy_to fences
+        them).  A legacy capsule is returned whatever `max_version` asks,
+        which the DLPack protocol allows and every consumer reads.
+        """
+        self._live()
+        if copy:
+            raise BufferError("gdrcopy exports mapped GPU memory without copying; copy=True cannot be honoured")
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(f"the memory is on DLPack device {device}, not {tuple(dl_device)}; copy it yourself")
+        return _interchange.dlpack_capsule(
+            self._gpu_address(), self.nbytes, device[1], lambda: _acquire_view(self._node)
+        )
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, object]:
+        self._live()
+        return {
+            "version": 3,
+            "shape": (self.nbytes,),
+            "typestr": "|u1",
+            "data": (self._gpu_address(), False),
+            "strides": None,
+            "stream": None,
+        }
+
+    def _window(self) -> Any:
+        self._live()
+        return _interchange.cpu_window(self._cpu_address(), self.nbytes, lambda: _acquire_view(self._node))
+
+    @property
+    def __array_interface__(self) -> dict[str, object]:
+        # The data object is the window: NumPy keeps it as the array's base, so the
+        # array counts as a live view for as long as it lives.
+        return {"version": 3, "shape": (self.nbytes,), "typestr": "|u1", "data": self._window(), "strides": None}
+
+    def memoryview(self) -> builtins.memoryview:
+        """A writable memoryview of the CPU mapping (format "B"; a live view until released)."""
+        return memoryview(self._window()).cast("B")
+
+    def __buffer__(self, flags: int) -> builtins.memoryview:
+        return self.memoryview()
+
+    def ndarray(self, dtype: Any = "uint8", shape: Any = None, offset: int = 0) -> Any:
+        """A NumPy array over the CPU mapping itself (no copy; see the class notes)."""
+        self._live()
+        return _ndarray(self._node, self, self._cpu_address(), self.nbytes, dtype, shape, offset)
+
+
 def _fast_copy(fn: Any) -> Any:
     """The same C function, called with the GIL held: for small copies, where
     releasing and retaking the GIL would cost more than the copy itself."""
@@ -574,15 +737,18 @@ _GIL_KEPT_MAX = 64 * 1024
 _NO_BUFFER: tuple[object, object, Any, int] = (object(), None, None, 0)
 
 
-class Mapping(_Resource):
+class Mapping(_Exchange):
     """A CPU mapping of a pinned GPU buffer.
 
     `copy_to()` and `copy_from()` are the fast path: they use the library's
     copy routines for the mapping type (streaming stores and loads with
-    fences for write-combined memory).  `ndarray()` gives a zero-copy NumPy
-    view; reads through a write-combined mapping are uncached and 10-20 times
-    slower than copy_from(), and the order of writes is only guaranteed after
-    a fence, so use views for convenience and the copy functions for speed.
+    fences for write-combined memory), called from compiled code
+    (gdrcopy._fastcopy) where it is built, else through ctypes.  The mapping
+    also hands its memory to other libraries without a copy (see _Exchange):
+    the GPU side to PyTorch and CuPy, the CPU side to NumPy.  Reads through a
+    write-combined view are uncached and 10-20 times slower than copy_from(),
+    and the order of plain stores is only guaranteed after a fence, so use
+    views for convenience and the copy functions for speed.
     """
 
     def __init__(self, pin: Pin, flags: int, owns_pin: bool) -> None:
@@ -623,6 +789,29 @@ class Mapping(_Resource):
         self._dst: tuple[object, object, Any, int] = _NO_BUFFER
         raw = _lib_info(gdr, mh)
         self.mapping_type = MappingType(raw.mapping_type)
+        self._copier: Any = None
+        if fast_path() == "compiled":
+            lib = gdr._lib
+            self._copier = _fastcopy.Copier(
+                lib.address_of("gdr_copy_to_mapping"), lib.address_of("gdr_copy_from_mapping"), mh, self.ptr,
+                pin.nbytes,
+            )  # fmt: skip
+            # Instance attributes shadow the ctypes methods: a copy is then one C call.
+            vars(self).update(copy_to=self._copier.copy_to, copy_from=self._copier.copy_from)
+
+    @property
+    def copy_path(self) -> str:
+        """ "compiled" or "ctypes": which code this mapping's copy_to/copy_from run."""
+        return "compiled" if self._copier is not None else "ctypes"
+
+    def _gpu_address(self) -> int:
+        return self.pin.gpu_ptr
+
+    def _cpu_address(self) -> int:
+        return self.ptr
+
+    def _known_device(self) -> Optional[int]:
+        return self.pin._device
 
     def close(self) -> None:
         """Unmap (and unpin, for a mapping made by Gdr.map or Allocation.map)."""
@@ -634,6 +823,8 @@ class Mapping(_Resource):
         # A closed mapping fails every range check of the fast path.
         self._size = -1
         self._src = self._dst = _NO_BUFFER
+        if self._copier is not None:
+            self._copier.close(f"{self._node.what} is {self._node.closed_why}")
 
     def _range_error(self, what: str, offset: int, n: int) -> None:
         self._live()
@@ -692,13 +883,11 @@ class Mapping(_Resource):
             size = self.nbytes - offset
         out = bytearray(max(size, 0))
         self.copy_from(out, offset, size)
-        self._dst = _NO_BUFFER  # do not keep the temporary exported
+        # Do not keep the temporary exported.
+        self._dst = _NO_BUFFER
+        if self._copier is not None:
+            self._copier.forget()
         return bytes(out)
-
-    def ndarray(self, dtype: Any = "uint8", shape: Any = None, offset: int = 0) -> Any:
-        """A NumPy array over the mapped GPU memory itself (no copy; see the class notes)."""
-        self._live()
-        return _ndarray(self._node, self, self.ptr, self.nbytes, dtype, shape, offset)
 
     def info(self) -> Info:
         return self.pin.info()
@@ -718,15 +907,16 @@ class Mapping(_Resource):
 # ---- Vulkan allocations ----------------------------------------------------
 
 
-class Allocation(_Resource):
+class Allocation(_Exchange):
     """GPU memory from gdr_alloc_mapped(): a CUDA pointer and a CPU mapping of it.
 
-    `__cuda_array_interface__` lets CuPy, Numba or PyTorch wrap the GPU side
-    (keep this object alive while they use it); `ndarray()` views the CPU
-    side; `map()` gives a Mapping with the library's fast copy functions.
+    DLPack and `__cuda_array_interface__` let PyTorch, CuPy or Numba wrap the
+    GPU side, `__array_interface__` and `ndarray()` give NumPy the CPU side
+    (see _Exchange); `map()` gives a Mapping with the library's fast copy
+    functions.
     """
 
-    def __init__(self, gdr: Gdr, nbytes: int) -> None:
+    def __init__(self, gdr: Gdr, nbytes: int, device: Optional[int] = None) -> None:
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"alloc_mapped: nbytes must be a positive int, got {nbytes!r}")
         fn = gdr._lib.fn
@@ -753,6 +943,7 @@ class Allocation(_Resource):
         self.gpu_ptr = gpu.value
         self.cpu_ptr = cpu.value or 0
         self.nbytes = nbytes
+        self._device = device
         g, gpu_ptr = gdr._g, self.gpu_ptr
 
         def release() -> None:
@@ -767,22 +958,14 @@ class Allocation(_Resource):
             raise
         self._adopt(node)
 
-    @property
-    def __cuda_array_interface__(self) -> dict[str, object]:
-        self._live()
-        return {
-            "version": 3,
-            "shape": (self.nbytes,),
-            "typestr": "|u1",
-            "data": (self.gpu_ptr, False),
-            "strides": None,
-            "stream": None,
-        }
+    def _gpu_address(self) -> int:
+        return self.gpu_ptr
 
-    def ndarray(self, dtype: Any = "uint8", shape: Any = None, offset: int = 0) -> Any:
-        """A NumPy view of the CPU mapping (write-combined: reads are slow)."""
-        self._live()
-        return _ndarray(self._node, self, self.cpu_ptr, self.nbytes, dtype, shape, offset)
+    def _cpu_address(self) -> int:
+        return self.cpu_ptr
+
+    def _known_device(self) -> Optional[int]:
+        return self._device
 
     def map(self, mapping: str = "default") -> Mapping:
         """Pin and map the allocation: a Mapping (closing it unpins)."""
@@ -790,3 +973,12 @@ class Allocation(_Resource):
 
     def free(self) -> None:
         self.close()
+
+
+if _fastcopy is not None:
+
+    def _host_buffer_error(obj: object, writable: bool, what: str) -> None:
+        # Raises the same clear error the ctypes path would.
+        _host_buffer(obj, writable, what)
+
+    _fastcopy.configure(ClosedError, GdrError, _host_buffer_error)

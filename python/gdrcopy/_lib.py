@@ -2,7 +2,15 @@
 
 Nothing is loaded at import: the first call that needs the library loads it,
 so that `import gdrcopy` works (and says what is missing) on a host without
-it.  GDRCOPY_LIBRARY=/path/to/libgdrapi.so.2 overrides the search.
+it.  Which library (`choose()`):
+
+1. GDRCOPY_LIBRARY=/path/to/libgdrapi.so.2, when set;
+2. the system's (the libgdrapi/gdrcopy package: LD_LIBRARY_PATH, then
+   ld.so.cache) when GDRCOPY_PREFER_SYSTEM_LIBRARY=1, or when it is newer
+   than the one a bundled wheel carries (gdrcopy/lib);
+3. else the bundled one, else the system's.
+
+`gdrcopy.library_info()` says which was loaded and why.
 """
 
 from __future__ import annotations
@@ -14,12 +22,19 @@ import errno
 import os
 import sys
 import tempfile
+import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 LIBRARY_ENV = "GDRCOPY_LIBRARY"
+PREFER_SYSTEM_ENV = "GDRCOPY_PREFER_SYSTEM_LIBRARY"
 SONAME = "libgdrapi.so.2"
+# Where a bundled wheel keeps its library (python/setup.py, GDRCOPY_WHEEL=bundled).
+PACKAGE_DIR = Path(__file__).resolve().parent
+BUNDLED_LIBRARY = PACKAGE_DIR / "lib" / SONAME
 LOG_ENV = "GDRCOPY_ENABLE_LOGGING"
 # The library's log line prefixes (libgdrapi/src/log.c).
 _LOG_PREFIXES = ("ERR:  ", "WARN: ", "INFO: ", "DBG:  ")
@@ -101,6 +116,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 }
 _EXTENSIONS: dict[str, tuple[Any, list[Any]]] = {
     "gdr_get_backend_name": (ctypes.c_char_p, [_P]),
+    "gdr_get_backend_list": (ctypes.c_char_p, []),
+    "gdr_get_open_failure": (ctypes.c_char_p, []),
     "gdr_alloc_mapped": (_I, [_P, _SZ, ctypes.POINTER(_U64), ctypes.POINTER(_P)]),
     "gdr_free_mapped": (_I, [_P, _U64]),
     "gdr_copy_to_mapping_parallel": (_I, [MH, _P, _P, _SZ, ctypes.c_uint]),
@@ -108,19 +125,29 @@ _EXTENSIONS: dict[str, tuple[Any, list[Any]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Choice:
+    """A library to load: its name or path, where it comes from, and why it was chosen."""
+
+    path: str
+    source: str  # "GDRCOPY_LIBRARY", "bundled" or "system"
+    why: str
+
+
 class Library:
     """The bound functions of one loaded libgdrapi.so.2."""
 
-    def __init__(self, cdll: ctypes.CDLL, path: str) -> None:
+    def __init__(self, cdll: ctypes.CDLL, choice: Choice) -> None:
         self.cdll = cdll
-        self.path = path
+        self.choice = choice
+        self.path = _file_of(cdll) or choice.path
         self.fn: dict[str, Any] = {}
         for name, (restype, argtypes) in _SIGNATURES.items():
             try:
                 func = getattr(cdll, name)
             except AttributeError:
                 raise LibraryNotFound(
-                    f"{path} has no {name}: it is not a GDRCopy 2.x libgdrapi; point {LIBRARY_ENV} at libgdrapi.so.2"
+                    f"{choice.path} has no {name}: it is not a GDRCopy 2.x libgdrapi; point {LIBRARY_ENV} at libgdrapi.so.2"
                 ) from None
             func.restype = restype
             func.argtypes = argtypes
@@ -135,22 +162,132 @@ class Library:
     def has(self, name: str) -> bool:
         return self.fn.get(name) is not None
 
+    def address_of(self, name: str) -> int:
+        """The C function's address (for the compiled copy calls)."""
+        address = ctypes.cast(self.fn[name], ctypes.c_void_p).value
+        if not address:
+            raise LibraryNotFound(f"{self.path}: {name} has no address")
+        return address
+
+    def backends(self) -> tuple[str, ...]:
+        """The library's backends in the order gdr_open() tries them (gdr_get_backend_list)."""
+        listing = self.fn["gdr_get_backend_list"]
+        if listing is None:
+            # GDRCopy 2.6 itself: its only backend is gdrdrv (dma-buf mmap is a mode of it).
+            return ("gdrdrv",)
+        return tuple(str(listing().decode()).split())
+
+    def open_failure(self) -> dict[str, str]:
+        """Why each backend declined in this thread's last failed gdr_open() (gdr_get_open_failure)."""
+        report = self.fn["gdr_get_open_failure"]
+        if report is None:
+            return {}
+        reasons = {}
+        for line in report().decode(errors="replace").splitlines():
+            name, _, why = line.partition(": ")
+            if name:
+                reasons[name] = why
+        return reasons
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]  # fmt: skip
+
+
+def _file_of(cdll: ctypes.CDLL) -> Optional[str]:
+    """The file dlopen() loaded (dladdr of one of its functions), for the report."""
+    for libc in (None, "libdl.so.2"):
+        try:
+            dladdr = ctypes.CDLL(libc).dladdr
+        except (OSError, AttributeError):
+            continue
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        if dladdr(ctypes.cast(cdll.gdr_open, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.path.realpath(str(info.dli_fname.decode()))
+    return None
+
+
+def _elf_machine(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as elf:
+            head = elf.read(20)
+    except OSError:
+        return None
+    return head[18:20] if head[:4] == b"\x7fELF" else None
+
+
+def version_of(path: str) -> tuple[int, ...]:
+    """The version in a library's real file name (libgdrapi.so.2.6.1 -> (2, 6, 1)); () if none."""
+    name = os.path.basename(os.path.realpath(path))
+    tail = name[len("libgdrapi.so.") :] if name.startswith("libgdrapi.so.") else ""
+    parts = tail.split(".")
+    return tuple(int(p) for p in parts) if tail and all(p.isdigit() for p in parts) else ()
+
+
+def system_library() -> Optional[str]:
+    """The system's libgdrapi.so.2 as dlopen() would find it, without loading it."""
+    machine = _elf_machine(sys.executable)
+    candidates = [
+        os.path.join(directory, SONAME) for directory in os.environ.get("LD_LIBRARY_PATH", "").split(":") if directory
+    ]
+    for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig"):
+        if os.access(ldconfig, os.X_OK):
+            try:
+                listing = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10).stdout
+            except (OSError, subprocess.SubprocessError):
+                break
+            candidates += [line.split(" => ")[1].strip() for line in listing.splitlines()
+                           if line.strip().startswith(SONAME + " ") and " => " in line]  # fmt: skip
+            break
+    for path in candidates:
+        if os.path.isfile(path) and _elf_machine(path) == machine:
+            return path
+    return None
+
+
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version)) if version else "unknown version"
+
+
+def choose() -> list[Choice]:
+    """The libraries to try, in order (see the module's notes)."""
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        return [Choice(override, "GDRCOPY_LIBRARY", f"{LIBRARY_ENV} names it")]
+    bundled = str(BUNDLED_LIBRARY) if BUNDLED_LIBRARY.is_file() else None
+    if bundled is None:
+        # dlopen's own search (LD_LIBRARY_PATH, ld.so.cache) first; find_library
+        # adds the ldconfig name where the soname alone is not found.
+        names = [SONAME]
+        found = ctypes.util.find_library("gdrapi")
+        if found and found not in names:
+            names.append(found)
+        return [Choice(name, "system", "the package carries no library of its own") for name in names]
+    from gdrcopy._version import __version__
+
+    ours = tuple(int(p) for p in __version__.split(".") if p.isdigit())
+    system = system_library()
+    theirs = version_of(system) if system else ()
+    bundled_choice = Choice(
+        bundled,
+        "bundled",
+        f"the wheel's own {__version__}"
+        + (f" (the system's {system} is {_version_text(theirs)}, not newer)" if system else " (no system libgdrapi)"),
+    )
+    if system is None:
+        return [bundled_choice]
+    if os.environ.get(PREFER_SYSTEM_ENV, "") not in ("", "0"):
+        return [Choice(system, "system", f"{PREFER_SYSTEM_ENV} asks for it"), bundled_choice]
+    if theirs > ours:
+        why = f"{_version_text(theirs)} is newer than the bundled {__version__}"
+        return [Choice(system, "system", why), bundled_choice]
+    return [bundled_choice, Choice(system, "system", "the bundled library did not load")]
+
 
 _loaded: Optional[Library] = None
 _load_lock = threading.Lock()
-
-
-def _candidates() -> list[str]:
-    override = os.environ.get(LIBRARY_ENV)
-    if override:
-        return [override]
-    # dlopen's own search (LD_LIBRARY_PATH, ld.so.cache) first; find_library
-    # adds the ldconfig name where the soname alone is not found.
-    names = [SONAME]
-    found = ctypes.util.find_library("gdrapi")
-    if found and found not in names:
-        names.append(found)
-    return names
 
 
 def library() -> Library:
@@ -163,17 +300,20 @@ def library() -> Library:
         if _loaded is not None:
             return _loaded
         failures = []
-        for name in _candidates():
+        for choice in choose():
             try:
-                cdll = ctypes.CDLL(name, use_errno=True)
+                cdll = ctypes.CDLL(choice.path, use_errno=True)
             except OSError as error:
-                failures.append(f"{name}: {error}")
+                failures.append(f"{choice.path}: {error}")
                 continue
-            _loaded = Library(cdll, name)
+            _loaded = Library(cdll, choice)
+            if os.environ.get(LOG_ENV):
+                print(f"gdrcopy: loaded {_loaded.path} ({choice.source}: {choice.why})", file=sys.stderr)
             return _loaded
         raise LibraryNotFound(
             "cannot load libgdrapi.so.2 (" + "; ".join(failures) + "): install the libgdrapi package "
-            f"(Debian/Ubuntu) or gdrcopy (RPM), or set {LIBRARY_ENV}=/path/to/libgdrapi.so.2"
+            f"(Debian/Ubuntu) or gdrcopy (RPM), pip install a gdrcopy wheel that carries it, "
+            f"or set {LIBRARY_ENV}=/path/to/libgdrapi.so.2"
         )
 
 

@@ -35,7 +35,10 @@ echo "python3 $(python3 -c 'import sys; print(sys.version.split()[0])'): $got"
 [ "$got" = "$version $api_version" ] || fail "python3 reported '$got', expected '$version $api_version'"
 module=$(python3 -c 'import gdrcopy; print(gdrcopy.__file__)')
 dpkg -S "$module" | grep -q '^python3-gdrcopy:' || fail "$module is not python3-gdrcopy's file"
-[ "$(python3 -c 'import gdrcopy; print(gdrcopy.library_path())')" = libgdrapi.so.2 ] || fail "the library was not found by its soname"
+read -r source library < <(python3 -c 'import gdrcopy; i = gdrcopy.library_info(); print(i["source"], i["path"])')
+echo "library: $source $library"
+[ "$source" = system ] || fail "the package's bindings loaded a '$source' library, not the system's"
+dpkg -S "$(basename "$library")" | grep -q '^libgdrapi:' || fail "$library (found by its soname) is not libgdrapi's file"
 
 check "without gdrdrv or a GPU, open() raises GdrError saying what is missing"
 python3 - <<'EOF'

@@ -144,6 +144,43 @@ def fakes(fake_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     _lib.reset_for_tests()
 
 
+@pytest.fixture(scope="session")
+def fastcopy_module(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """gdrcopy._fastcopy built from python/src with this Python's headers (as pip would build it)."""
+    import importlib.util
+    import sysconfig
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler: gdrcopy._fastcopy is built from C (apt-get install gcc)")
+    if sys.version_info < (3, 11):
+        pytest.skip(f"gdrcopy._fastcopy needs the stable ABI of Python 3.11; this is {sys.version.split()[0]}")
+    out = tmp_path_factory.mktemp("fastcopy") / "_fastcopy.abi3.so"
+    argv = [cc, "-O2", "-fPIC", "-shared", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wstrict-prototypes",
+            "-Wmissing-prototypes", f"-I{sysconfig.get_paths()['include']}", "-o", str(out),
+            str(REPO / "python" / "src" / "gdrcopy_fastcopy.c")]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True)
+    assert result.returncode == 0, f"building gdrcopy._fastcopy failed:\n{result.stderr[-4000:]}"
+    spec = importlib.util.spec_from_file_location("gdrcopy._fastcopy", out)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from gdrcopy import _core
+
+    module.configure(gdrcopy.ClosedError, gdrcopy.GdrError, _core._host_buffer)
+    return module
+
+
+@pytest.fixture
+def fastcopy(fastcopy_module: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Mappings made in the test copy through the compiled calls."""
+    from gdrcopy import _core
+
+    monkeypatch.setattr(_core, "_fastcopy", fastcopy_module)
+    monkeypatch.delenv(_core.FAST_PATH_ENV, raising=False)
+    return fastcopy_module
+
+
 def pattern(n: int, seed: int = 1) -> bytes:
     return bytes((i * 131 + seed * 7 + (i >> 8)) & 0xFF for i in range(n))
 
@@ -158,14 +195,17 @@ def test_version_is_the_projects() -> None:
     assert gdrcopy.__version__ == ".".join(parts)
 
 
-def test_backends_are_the_librarys_in_its_order() -> None:
-    """gdrcopy.BACKENDS is GDR_BACKENDS of libgdrapi/src/backend.h, the order gdr_open() tries them in."""
+def test_backends_are_the_librarys_in_its_order(fakes: ctypes.CDLL) -> None:
+    """gdrcopy.backends() asks the library (gdr_get_backend_list): GDR_BACKENDS of backend.h, in its order."""
     from gdrcopy import _core
 
     header = (REPO / "libgdrapi" / "src" / "backend.h").read_text()
     macro = re.search(r"#define GDR_BACKENDS\(X\)((?:.*\\\n)*.*)", header)
     assert macro is not None, "backend.h no longer defines GDR_BACKENDS(X)"
-    assert _core.BACKENDS == tuple(re.findall(r"X\((\w+)\)", macro.group(1)))
+    assert gdrcopy.backends() == tuple(re.findall(r"X\((\w+)\)", macro.group(1)))
+    assert gdrcopy.BACKENDS == gdrcopy.backends()
+    # No list of its own: nothing in the bindings' source names a backend to accept.
+    assert "BACKENDS = (" not in Path(_core.__file__).read_text()
 
 
 def test_library_version_and_backend(fakes: ctypes.CDLL) -> None:
@@ -382,9 +422,9 @@ def test_ndarray_view_and_close_refusal(fakes: ctypes.CDLL) -> None:
             m.ndarray(numpy.uint8, GPU_PAGE + 1)
         part = view[1:]
         del view
-        with pytest.raises(BufferError, match="NumPy view"):
+        with pytest.raises(BufferError, match=r"view\(s\) of its mapped memory"):
             m.close()
-        with pytest.raises(BufferError, match="NumPy view"):
+        with pytest.raises(BufferError, match=r"view\(s\) of its mapped memory"):
             g.close()
         del part
         m.close()
@@ -524,8 +564,9 @@ class HostCuda:
         return 0
 
 
+@needs_numpy
 def test_bench_prints_a_table_and_json_lines(
-    fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fakes: ctypes.CDLL, fastcopy: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import json
 
@@ -535,35 +576,16 @@ def test_bench_prints_a_table_and_json_lines(
     assert bench.main(["--rounds", "3", "--calls", "50"]) == 0
     out = capsys.readouterr().out.splitlines()
     records = [json.loads(line) for line in out if line.startswith("{")]
+    methods = ("fast", "ctypes", "cuMemcpy", "numpy")
     assert {(r["method"], r["direction"], r["size"]) for r in records} == {
-        (m, d, s) for m in ("gdrcopy", "cuMemcpy") for d in ("write", "read") for s in (64, 4096)
+        (m, d, s) for m in methods for d in ("write", "read") for s in (64, 4096)
     }
+    assert {r["copy_path"] for r in records} == {"compiled"}
     assert all(r["min_us"] <= r["median_us"] <= r["max_us"] and r["backend"] == "gdrdrv" for r in records)
     table = [line for line in out if line.lstrip().startswith(("64 ", "4096 "))]
-    assert len(table) == 4 and all(line.rstrip().endswith("x") for line in table)
-    assert out[-1].startswith("target: 64 B write <= 1.0 us")
+    assert len(table) == 4 and all(line.count("[") == len(methods) for line in table)
+    assert out[-1].startswith("target: 64 B write <= 0.3 us through the fast path")
     assert fakes.fake_live_mappings() == 0 and fakes.fake_live_pins() == 0
-
-
-def test_wheel_is_pure_python_and_carries_the_description(tmp_path: Path) -> None:
-    import zipfile
-
-    sys.path.insert(0, str(REPO))
-    from gdrkit.packaging import build, wheel
-
-    path = wheel.build_wheel(build.source_at("HEAD"), tmp_path)
-    assert path.name == f"gdrcopy-{gdrcopy.__version__}-py3-none-any.whl"
-    with zipfile.ZipFile(path) as archive:
-        names = archive.namelist()
-        meta = archive.read(f"gdrcopy-{gdrcopy.__version__}.dist-info/METADATA").decode()
-        record = archive.read(f"gdrcopy-{gdrcopy.__version__}.dist-info/RECORD").decode()
-    assert "gdrcopy/__init__.py" in names and "gdrcopy/py.typed" in names
-    assert not [n for n in names if n.endswith((".so", ".pyc"))]
-    assert "Requires-Python: >=3.8" in meta and "libgdrapi.so.2" in meta
-    assert all(line.split(",")[0] in names for line in record.splitlines())
-    # Reproducible: the same commit gives the same bytes.
-    again = wheel.build_wheel(build.source_at("HEAD"), tmp_path / "again")
-    assert again.read_bytes() == path.read_bytes()
 
 
 def test_a_repeated_copy_from_the_same_buffer_exports_it_once(
@@ -590,3 +612,282 @@ def test_a_repeated_copy_from_the_same_buffer_exports_it_once(
         other = bytearray(64)
         m.copy_from(other)
         assert exports == [src, dst, other] and other == src
+
+
+# ---- the compiled copy calls ---------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [0, 1, 63, GPU_PAGE + 17])
+def test_compiled_copies_round_trip(fakes: ctypes.CDLL, fastcopy: Any, offset: int) -> None:
+    assert gdrcopy.fast_path() == "compiled"
+    with gdrcopy.open() as g, g.map((FAKE_VA, 2 * GPU_PAGE)) as m:
+        assert m.copy_path == "compiled"
+        for size in (1, 7, 64, 4096, 70000):
+            if offset + size > m.nbytes:
+                continue
+            data = pattern(size, seed=size)
+            m.copy_to(data, offset)
+            out = bytearray(size)
+            m.copy_from(out, offset)
+            assert bytes(out) == data, (size, offset)
+        # Keywords and a partial size, as the ctypes path takes them.
+        m.copy_to(src=b"abcdef", offset=offset, size=3)
+        out = bytearray(6)
+        m.copy_from(dst=out, offset=offset, size=3)
+        assert bytes(out[:3]) == b"abc" and m.read(offset, 3) == b"abc"
+
+
+def test_compiled_copies_say_what_is_wrong_as_ctypes_does(
+    fakes: ctypes.CDLL, fastcopy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = []
+    for path in ("compiled", "ctypes"):
+        if path == "ctypes":
+            monkeypatch.setenv(gdrcopy.FAST_PATH_ENV, "1")
+        with gdrcopy.open() as g:
+            m = g.map((FAKE_VA, GPU_PAGE))
+            assert m.copy_path == path
+            got = []
+            calls: list[tuple[Any, tuple[Any, ...]]] = [
+                (m.copy_to, (b"x" * 10, GPU_PAGE - 5)),
+                (m.copy_to, (b"x" * 10, -1)),
+                (m.copy_to, (b"x" * 10, 0, 11)),
+                (m.copy_from, (b"read-only",)),
+                (m.copy_to, (12345,)),
+            ]
+            for function, args in calls:
+                with pytest.raises((ValueError, TypeError)) as caught:
+                    function(*args)
+                got.append((type(caught.value), str(caught.value)))
+            m.close()
+            with pytest.raises(gdrcopy.ClosedError, match="closed"):
+                m.copy_to(b"x")
+            messages.append(got)
+    assert messages[0] == messages[1]
+    assert "do not fit the 65536-byte mapping" in messages[0][0][1]
+    assert "bytes are read-only" in messages[0][3][1] and "not a host buffer" in messages[0][4][1]
+
+
+def test_no_fast_path_env_and_missing_extension_fall_back_to_ctypes(
+    fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gdrcopy import _core
+
+    monkeypatch.setattr(_core, "_fastcopy", None)
+    assert gdrcopy.fast_path().startswith("ctypes (gdrcopy._fastcopy is not built")
+    with gdrcopy.open() as g, g.map((FAKE_VA, GPU_PAGE)) as m:
+        assert m.copy_path == "ctypes"
+        m.copy_to(b"ctypes")
+        assert m.read(0, 6) == b"ctypes"
+
+
+# ---- errors that say why -------------------------------------------------------
+
+
+def test_open_failure_carries_every_backends_reason_without_logging(
+    fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GDRCOPY_ENABLE_LOGGING")
+    cfg = fakes.fake_gdrdrv_default()
+    cfg.open_errno = 13  # EACCES
+    fakes.fake_reset(ctypes.byref(cfg))
+    with pytest.raises(gdrcopy.OpenError) as caught:
+        gdrcopy.open()
+    error = caught.value
+    assert isinstance(error, gdrcopy.GdrError) and error.errno == 13 and error.function == "gdr_open"
+    assert tuple(error.reasons) == gdrcopy.backends()
+    assert all(error.reasons.values()), error.reasons
+    assert "Vulkan" in error.reasons["vulkan"] or "vulkan" in error.reasons["vulkan"].lower()
+    for name in gdrcopy.backends():
+        assert f"{name}: " in str(error)
+    # A backend asked for: the others were skipped, and say so.
+    with pytest.raises(gdrcopy.OpenError) as caught:
+        gdrcopy.open("gdrdrv")
+    assert "GDRCOPY_BACKEND selects another backend" in caught.value.reasons["vulkan"]
+    with pytest.raises(ValueError, match="unknown backend 'cuda': .* has gdrdrv, dmabuf, vulkan"):
+        gdrcopy.open("cuda")
+
+
+# ---- zero-copy interchange -----------------------------------------------------
+
+
+@needs_numpy
+def test_numpy_takes_the_cpu_side_without_copying(fakes: ctypes.CDLL, fastcopy: Any) -> None:
+    with gdrcopy.open() as g:
+        m = g.map((FAKE_VA + 64, GPU_PAGE - 64), device=0)
+        array = numpy.asarray(m)
+        assert array.dtype == numpy.uint8 and array.shape == (GPU_PAGE - 64,)
+        assert array.__array_interface__["data"][0] == m.ptr
+        array[:5] = numpy.frombuffer(b"numpy", numpy.uint8)
+        assert m.read(0, 5) == b"numpy"
+        m.copy_to(b"mapping", 100)
+        assert array[100:107].tobytes() == b"mapping"
+        view = m.memoryview()
+        assert view.format == "B" and view.nbytes == m.nbytes and not view.readonly
+        view[200:203] = b"mvw"
+        assert m.read(200, 3) == b"mvw"
+        with pytest.raises(BufferError, match=r"2 view\(s\)"):
+            m.close()
+        del array
+        view.release()
+        del view
+        gc.collect()
+        m.close()
+    assert fakes.fake_live_mappings() == 0
+
+
+def _consume(capsule: Any) -> tuple[int, int, Any]:
+    """What a DLPack consumer does: read the tensor, rename the capsule, later call the deleter."""
+    from gdrcopy import _gpubuf, _interchange
+
+    pointer, nbytes = _gpubuf._from_capsule(capsule, "test")
+    address = _interchange._capsule_get_pointer(id(capsule), ctypes.addressof(_interchange._DLTENSOR_NAME))
+    managed = _interchange._DLManagedTensor.from_address(address)
+    assert managed.dl_tensor.device.device_type == 2 and managed.dl_tensor.ndim == 1
+    ctypes.pythonapi.PyCapsule_SetName(ctypes.py_object(capsule), b"used_dltensor")
+    deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(managed.deleter)
+    return pointer, nbytes, lambda: deleter(address)
+
+
+def test_gpu_side_dlpack_and_cuda_array_interface(fakes: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gdrcopy import _interchange
+
+    monkeypatch.setattr(_interchange, "device_of", lambda pointer: None)  # no CUDA to ask here
+    with gdrcopy.open() as g:
+        m = g.map((FAKE_VA + 16, 4096), device=3)
+        assert m.__dlpack_device__() == (2, 3)
+        cai = m.__cuda_array_interface__
+        assert cai["data"] == (FAKE_VA + 16, False) and cai["shape"] == (4096,) and cai["typestr"] == "|u1"
+        # Consumed: the view lives until the consumer's deleter runs.
+        capsule = m.__dlpack__(stream=7, max_version=(1, 0))
+        pointer, nbytes, delete = _consume(capsule)
+        assert (pointer, nbytes) == (FAKE_VA + 16, 4096)
+        del capsule
+        gc.collect()
+        with pytest.raises(BufferError, match="DLPack"):
+            m.close()
+        delete()
+        assert _interchange.live_exports() == 0
+        # Never consumed: the capsule's own destructor releases it.
+        capsule = m.__dlpack__()
+        assert _interchange.live_exports() == 1
+        del capsule
+        gc.collect()
+        assert _interchange.live_exports() == 0
+        with pytest.raises(BufferError, match="copy=True"):
+            m.__dlpack__(copy=True)
+        with pytest.raises(BufferError, match="not \\(2, 0\\)"):
+            m.__dlpack__(dl_device=(2, 0))
+        m.close()
+        # Without device= and with no CUDA to ask, it says what to do.
+        with g.map((FAKE_VA, 4096)) as unknown:
+            with pytest.raises(BufferError, match="pass device=N"):
+                unknown.__dlpack_device__()
+        # A producer that names its device is believed.
+
+        class Producer:
+            __cuda_array_interface__ = {"data": (FAKE_VA, False), "shape": (64,), "typestr": "|u1", "version": 3}
+
+            def __dlpack_device__(self) -> tuple[int, int]:
+                return (2, 5)
+
+        with g.map(Producer()) as known:
+            assert known.device_id == 5
+
+
+# ---- which library -------------------------------------------------------------
+
+
+def test_library_choice_bundled_system_and_override(
+    fake_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundled = tmp_path / "bundled" / "libgdrapi.so.2"
+    bundled.parent.mkdir()
+    shutil.copyfile(fake_library, bundled)
+    system = tmp_path / "system"
+    system.mkdir()
+    monkeypatch.setattr(_lib, "BUNDLED_LIBRARY", bundled)
+    monkeypatch.delenv("GDRCOPY_LIBRARY", raising=False)
+    monkeypatch.delenv(gdrcopy.PREFER_SYSTEM_ENV, raising=False)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(system))
+
+    def install_system(version: str) -> None:
+        for old in system.iterdir():
+            old.unlink()
+        shutil.copyfile(fake_library, system / f"libgdrapi.so.{version}")
+        (system / "libgdrapi.so.2").symlink_to(f"libgdrapi.so.{version}")
+
+    install_system("2.6.0")
+    first = _lib.choose()[0]
+    assert first.source == "bundled" and "2.6.0, not newer" in first.why
+    install_system("2.7.0")
+    first = _lib.choose()[0]
+    assert first.source == "system" and "2.7.0 is newer than the bundled" in first.why
+    install_system("2.6.0")
+    monkeypatch.setenv(gdrcopy.PREFER_SYSTEM_ENV, "1")
+    first = _lib.choose()[0]
+    assert first.source == "system" and gdrcopy.PREFER_SYSTEM_ENV in first.why
+    _lib.reset_for_tests()
+    try:
+        info = gdrcopy.library_info()
+        assert info["source"] == "system" and info["path"] == str(system / "libgdrapi.so.2.6.0")
+    finally:
+        _lib.reset_for_tests()
+    monkeypatch.setenv("GDRCOPY_LIBRARY", str(fake_library))
+    assert _lib.choose() == [_lib.Choice(str(fake_library), "GDRCOPY_LIBRARY", "GDRCOPY_LIBRARY names it")]
+
+
+def test_python_m_gdrcopy_says_what_it_loads_and_where_files_are(fake_library: Path) -> None:
+    env = {**os.environ, "GDRCOPY_LIBRARY": str(fake_library), "PYTHONPATH": str(REPO / "python")}
+    info = subprocess.run([sys.executable, "-m", "gdrcopy"], capture_output=True, text=True, env=env, cwd="/")
+    assert info.returncode == 0, info.stderr
+    import json
+
+    report = json.loads(info.stdout)
+    assert report["source"] == "GDRCOPY_LIBRARY" and report["path"] == str(fake_library.resolve())
+    assert report["version"] == "2.6" and report["bundled_library"] is None
+    # The source tree carries no library: the flags say so instead of printing a wrong path.
+    flags = subprocess.run([sys.executable, "-m", "gdrcopy", "--includes"], capture_output=True, text=True, env=env)
+    assert flags.returncode == 1 and "carries no library of its own" in flags.stderr
+
+
+# ---- types ---------------------------------------------------------------------
+
+USER_CODE = """
+from __future__ import annotations
+
+import gdrcopy
+
+
+def roundtrip(pointer: int, nbytes: int) -> bytes:
+    with gdrcopy.open() as g, g.map((pointer, nbytes)) as m:
+        backend: str = g.backend_name
+        m.copy_to(b"hello", 0)
+        out = bytearray(5)
+        m.copy_from(out)
+        kind: gdrcopy.MappingType = m.mapping_type
+        device: tuple[int, int] = m.__dlpack_device__()
+        print(backend, kind, device, m.copy_path, gdrcopy.library_info()["source"])
+        return m.read(0, 5) + bytes(out)
+
+
+try:
+    gdrcopy.open("vulkan").close()
+except gdrcopy.OpenError as error:
+    reasons: dict[str, str] = error.reasons
+"""
+
+
+def test_mypy_strict_accepts_user_code(tmp_path: Path) -> None:
+    snippet = tmp_path / "user.py"
+    snippet.write_text(USER_CODE)
+    bad = tmp_path / "bad.py"
+    # The check can fail: `g` is a Gdr, not Any, so a wrong attribute is an error.
+    bad.write_text("import gdrcopy\nwith gdrcopy.open() as g:\n    g.no_such_method()\n")
+    env = {**os.environ, "MYPYPATH": str(REPO / "python")}
+    # One run for both files (mypy's start-up is most of the cost): only bad.py may be reported.
+    args = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", os.devnull]
+    result = subprocess.run([*args, str(snippet), str(bad)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert result.returncode == 1 and len(errors) == 1, result.stdout + result.stderr
+    assert errors[0].startswith("bad.py:") and '"Gdr" has no attribute "no_such_method"' in errors[0], errors

@@ -53,7 +53,7 @@ def source() -> build.Source:
 @pytest.fixture(scope="module")
 def wheel_dir(source: build.Source, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    wheel.build_wheel(source, out)
+    wheel.build_wheels(source, out, ("pure",))
     return out
 
 

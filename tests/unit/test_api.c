@@ -206,6 +206,35 @@ static void test_open_permission_denied(void **state)
 	assert_contains(log, "chmod 666");
 }
 
+/* The backend list and the failure report: what callers that do their own reporting read. */
+static void test_open_failure_report_and_backend_list(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	const char *report;
+	gdr_t g;
+
+	(void)state;
+	assert_string_equal(gdr_get_backend_list(), "gdrdrv\ndmabuf\nvulkan\n");
+	cfg.open_errno = EACCES;
+	use_config(&cfg);
+	sandbox_write(sandbox.device, "");
+	open_must_fail(EACCES);
+	report = gdr_get_open_failure();
+	/* One line per backend, in order, each with its reason, logged or not. */
+	assert_true(strncmp(report, "gdrdrv: ", 8) == 0);
+	assert_contains(report, "permission denied");
+	assert_contains(report, "\ndmabuf: ");
+	assert_contains(report, "\nvulkan: ");
+	assert_int_equal(report[strlen(report) - 1], '\n');
+	/* A later success clears it. */
+	cfg = fake_gdrdrv_default();
+	use_config(&cfg);
+	g = gdr_open();
+	assert_non_null(g);
+	assert_string_equal(gdr_get_open_failure(), "");
+	gdr_close(g);
+}
+
 static void test_open_eperm_reported_as_eacces(void **state)
 {
 	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
@@ -1277,6 +1306,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_misc_file_garbled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_module_registered_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_permission_denied, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_failure_report_and_backend_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_eperm_reported_as_eacces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_no_driver_behind_node, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_stale_major, setup, teardown),

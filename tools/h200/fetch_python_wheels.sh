@@ -1,11 +1,14 @@
 #!/bin/bash
 # Run HERE (a machine that reaches PyPI and a Debian mirror), before
 # python_bindings.sh on the H200 machine, which reaches neither.  Fills
-#   .device/wheels/  gdrcopy's own wheel (./toolkit build-wheel) and, from PyPI,
-#                    numpy and cuda-python (with cuda-bindings, cuda-pathfinder)
-#                    for the H200's Python (PYVER, default 3.12: Ubuntu 24.04)
+#   .device/wheels/  gdrcopy's own wheels (./toolkit build-wheel: the pure one and
+#                    the manylinux_2_28 one that carries libgdrapi, cp311-abi3, so
+#                    it installs on the H200's 3.12) and, from PyPI, numpy and
+#                    cuda-python (with cuda-bindings, cuda-pathfinder) for the
+#                    H200's Python (PYVER, default 3.12: Ubuntu 24.04), used there
+#                    only where its Python lacks them
 #   .device/debs/    the Vulkan loader packages (as for tools/h200/run.sh), if empty
-# About 30 MiB in all; carry `.device` to the machine.
+# About 35 MiB in all; carry `.device` to the machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYVER=${PYVER:-3.12}
