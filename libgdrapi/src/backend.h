@@ -58,6 +58,13 @@ struct gdr_memh {
 	size_t map_size;
 	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
 	_Atomic int revocable;		/* a legacy pin (freeing the memory revokes the mapping); -1 not asked yet */
+	/*
+	 * The application munmapped map_va itself: seen when another mapping
+	 * landed on it, or when the backend reported it gone.  map_va stays
+	 * set (the caller still holds that pointer) but nothing is copied to
+	 * or unmapped at it.
+	 */
+	_Atomic bool unmapped_behind;
 };
 
 struct gdr {
