@@ -205,8 +205,10 @@ def write(output: Path = OUTPUT_DIR, files: Mapping[str, str] | None = None) -> 
         if relative not in wanted and path.read_text().startswith(GENERATED_MARK):
             path.unlink()
             removed.append(path)
-            if not any(path.parent.iterdir()):
-                path.parent.rmdir()
+            parent = path.parent
+            while parent != output and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
     return written, removed
 
 
