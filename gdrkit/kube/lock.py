@@ -42,7 +42,7 @@ LOCK_HEADER = """\
 #   skopeo copy --preserve-digests oci-archive:FILE docker://<the image's name>
 # Edit with build-image (--repository names your registry), not by hand.
 """
-PUSH_HINT = "push the OCI archive build-image wrote with skopeo copy --preserve-digests"
+PUSH_HINT = "push the OCI archive it writes with skopeo copy --preserve-digests"
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,8 @@ class Rendering:
 
 def _no_digest(tag: str, build: str) -> str:
     return (
-        f"no digest of {tag} in {lock.LOCK_PATH.relative_to(REPO_ROOT)}: run ./toolkit build-image {build}, push"
-        f" the archive it writes ({lock.PUSH_HINT}), then ./toolkit k8s-manifests"
+        f"no digest of {tag} in {lock.LOCK_PATH.relative_to(REPO_ROOT)}: run ./toolkit build-image {build},"
+        f" {lock.PUSH_HINT}, then ./toolkit k8s-manifests"
     )
 
 
