@@ -436,8 +436,13 @@ def build_image(
     if archives is None:
         return row
     archive = archive_path(spec, archives)
-    engine.save_image(spec.tag, archive)
-    return replace(row, digest=lock.oci_digest(archive), archive=str(archive))
+    saved = archive.with_name(archive.name + ".docker-save")
+    engine.save_image(spec.tag, saved)
+    try:
+        digest = lock.oci_archive(saved, archive)
+    finally:
+        saved.unlink(missing_ok=True)
+    return replace(row, digest=digest, archive=str(archive))
 
 
 def module_build_command(kver: str, headers_package: str, source_package: str) -> list[str]:

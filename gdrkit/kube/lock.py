@@ -7,8 +7,9 @@ privileged loader runs.  So every image the manifests name is fully
 qualified and pinned by digest: `<registry>/<path>:<tag>@sha256:<hex>`.
 
 The digest comes from `./toolkit build-image`: it saves each image it built
-as an OCI archive and takes the manifest digest from the archive's
-index.json (checked against the blob).  Pushing that archive unchanged
+as an OCI archive (oci_archive(): from `docker save`'s output, legacy or OCI)
+and takes the manifest digest from the archive's index.json (checked against
+the blob).  Pushing that archive unchanged
 (`skopeo copy --preserve-digests oci-archive:FILE docker://REF`) makes the
 registry serve the same digest.  build-image writes the digests into
 deploy/kubernetes/images.lock (LOCK_PATH); `./toolkit k8s-manifests`
@@ -19,8 +20,10 @@ registry or no digest (reference_problem()).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
+import shutil
 import tarfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -165,6 +168,63 @@ def record(new: Iterable[LockedImage], path: Path = LOCK_PATH) -> list[LockedIma
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump(locked))
     return written
+
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
+
+
+def oci_archive(saved: Path, archive: Path) -> str:
+    """`saved` (what `docker save` wrote) as an OCI archive at `archive`; returns its manifest digest.
+
+    Docker writes the OCI layout only when asked through API 1.44 or newer;
+    older clients get the legacy layout (manifest.json, <id>.json,
+    <dir>/layer.tar).  Either way the image is its config and its
+    uncompressed layers, so the OCI manifest made from them here is the
+    same for the same image, whatever Docker saved it, and a registry serves
+    that digest when the archive is pushed with --preserve-digests.
+    """
+    with tarfile.open(saved) as tar:
+        names = set(tar.getnames())
+        oci = "index.json" in names
+        if not oci:
+            try:
+                (entry,) = json.load(_member(tar, "manifest.json"))
+            except (KeyError, ValueError) as error:
+                raise die(f"{saved} is neither an OCI nor a docker save archive of one image ({error})") from None
+    if oci:
+        shutil.copyfile(saved, archive)
+        return oci_digest(archive)
+    with tarfile.open(saved) as tar:
+        blobs: dict[str, bytes] = {}
+
+        def blob(data: bytes, media_type: str) -> dict[str, Any]:
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            blobs[digest] = data
+            return {"mediaType": media_type, "digest": digest, "size": len(data)}
+
+        config = blob(_member(tar, entry["Config"]).read(), OCI_CONFIG)
+        layers = [blob(_member(tar, layer).read(), OCI_LAYER) for layer in entry["Layers"]]
+    manifest = json.dumps(
+        {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config, "layers": layers},
+        separators=(",", ":"),
+        sort_keys=True,
+    ).encode()
+    described = blob(manifest, OCI_MANIFEST)
+    index = {"schemaVersion": 2, "manifests": [described]}
+    with tarfile.open(archive, "w") as out:
+        files = {
+            "oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode(),
+            "index.json": json.dumps(index, sort_keys=True).encode(),
+            **{f"blobs/sha256/{digest.removeprefix('sha256:')}": data for digest, data in sorted(blobs.items())},
+        }
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            out.addfile(info, io.BytesIO(data))
+    return oci_digest(archive)
 
 
 def oci_digest(archive: Path) -> str:

@@ -190,9 +190,20 @@ class FakeEngine:
         self.flattened.append({"tag": tag, "changes": list(changes), "drop": list(drop)})
 
     def save_image(self, tag: str, archive: Path) -> None:
+        """What docker save writes through an API older than 1.44: the legacy layout."""
         assert any(f["tag"] == tag for f in self.flattened)
         archive.parent.mkdir(parents=True, exist_ok=True)
-        write_oci_archive(archive, json.dumps({"config": tag}).encode())
+        config = json.dumps({"config": tag}).encode()
+        write_tar(
+            archive,
+            {
+                "manifest.json": json.dumps(
+                    [{"Config": "c.json", "RepoTags": [tag], "Layers": ["l/layer.tar"]}]
+                ).encode(),
+                "c.json": config,
+                "l/layer.tar": LAYER,
+            },
+        )
 
     def remove(self, container: FakeContainer) -> None:
         self.removed += 1
@@ -220,15 +231,26 @@ def test_build_image_runs_the_setup_offline_and_flattens_without_the_mounts(tmp_
     assert engine.removed == 1
 
 
-def write_oci_archive(archive: Path, manifest: bytes, index_digest: str = "") -> str:
-    """An OCI archive as docker save writes one: index.json naming one manifest blob; returns its digest."""
-    digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
-    index = {"schemaVersion": 2, "manifests": [{"digest": index_digest or digest, "size": len(manifest)}]}
+LAYER = b"a layer's tar bytes"
+
+
+def sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def write_tar(archive: Path, files: dict[str, bytes]) -> None:
     with tarfile.open(archive, "w") as tar:
-        for name, data in (("index.json", json.dumps(index).encode()), (f"blobs/sha256/{digest[7:]}", manifest)):
+        for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+
+
+def write_oci_archive(archive: Path, manifest: bytes, index_digest: str = "") -> str:
+    """An OCI archive: index.json naming one manifest blob; returns the manifest's digest."""
+    digest = sha256(manifest)
+    index = {"schemaVersion": 2, "manifests": [{"digest": index_digest or digest, "size": len(manifest)}]}
+    write_tar(archive, {"index.json": json.dumps(index).encode(), f"blobs/sha256/{digest[7:]}": manifest})
     return digest
 
 
@@ -239,29 +261,40 @@ def test_a_built_image_is_saved_and_its_digest_is_the_archives_manifest(tmp_path
     spec = images.ImageSpec("driver", images.node_os("debian12"), "")
     row = images.build_image(engine, spec, "base:1", [deb], archives=tmp_path / "oci")  # type: ignore[arg-type]
     archive = tmp_path / "oci" / f"gdrdrv_{V}-debian12.oci.tar"
-    assert row.archive == str(archive)
-    assert row.digest == "sha256:" + hashlib.sha256(json.dumps({"config": spec.tag}).encode()).hexdigest()
+    assert row.archive == str(archive) and sorted(p.name for p in archive.parent.iterdir()) == [archive.name]
     assert lock.oci_digest(archive) == row.digest
+    # The OCI manifest names docker save's config and layer, uncompressed, by their digests.
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile(f"blobs/sha256/{row.digest[7:]}"))  # type: ignore[arg-type]
+        assert "oci-layout" in tar.getnames()
+    config = json.dumps({"config": spec.tag}).encode()
+    assert manifest["config"] == {"mediaType": lock.OCI_CONFIG, "digest": sha256(config), "size": len(config)}
+    assert manifest["layers"] == [{"mediaType": lock.OCI_LAYER, "digest": sha256(LAYER), "size": len(LAYER)}]
+    # The same image saved again gives the same digest.
+    again = images.build_image(engine, spec, "base:1", [deb], archives=tmp_path / "again")  # type: ignore[arg-type]
+    assert again.digest == row.digest
     locked = row.locked("c" * 40)
     assert locked.pinned == f"registry.example.org/gdrcopy/gdrdrv:{V}-debian12@{row.digest}"
     assert (locked.kind, locked.os, locked.kernel) == ("driver", "debian12", "")
     assert images.summary_lines([row])[-1] == f"{locked.pinned}  {archive}"
 
 
-def test_an_archive_whose_manifest_does_not_hash_to_its_digest_is_refused(tmp_path: Path) -> None:
-    archive = tmp_path / "a.oci.tar"
-    write_oci_archive(archive, b"{}", index_digest="sha256:" + "0" * 64)
+def test_an_oci_save_is_kept_and_a_damaged_archive_refused(tmp_path: Path) -> None:
+    saved = tmp_path / "saved.tar"
+    digest = write_oci_archive(saved, b"{}")
+    assert lock.oci_archive(saved, tmp_path / "a.oci.tar") == digest
+    write_oci_archive(saved, b"{}", index_digest="sha256:" + "0" * 64)
     with pytest.raises(UserError, match="lacks the blob"):
-        lock.oci_digest(archive)
-    digest = write_oci_archive(archive, b"{}")
-    with tarfile.open(archive, "w") as tar:  # index.json names a blob whose bytes changed
-        index = json.dumps({"manifests": [{"digest": digest}]}).encode()
-        for name, data in (("index.json", index), (f"blobs/sha256/{digest[7:]}", b"{ }")):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+        lock.oci_digest(saved)
+    write_tar(
+        saved,
+        {"index.json": json.dumps({"manifests": [{"digest": digest}]}).encode(), f"blobs/sha256/{digest[7:]}": b"{ }"},
+    )
     with pytest.raises(UserError, match="does not hash"):
-        lock.oci_digest(archive)
+        lock.oci_digest(saved)
+    write_tar(saved, {"other": b""})
+    with pytest.raises(UserError, match="neither an OCI nor a docker save"):
+        lock.oci_archive(saved, tmp_path / "b.oci.tar")
 
 
 def test_a_failed_setup_says_why_and_leaves_no_container(tmp_path: Path) -> None:
