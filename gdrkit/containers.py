@@ -274,6 +274,13 @@ class Engine:
                     out.addfile(member, source.extractfile(member) if member.isfile() else None)
             self.client.api.import_image_from_file(str(flat), repository=repository, tag=version, changes=list(changes))
 
+    def save_image(self, tag: str, archive: Path) -> None:
+        """Write image `tag` to `archive` as `docker save` does (an OCI layout from Docker 25 on)."""
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open("wb") as out:
+            for chunk in self.client.images.get(tag).save(named=True):
+                out.write(chunk)
+
     def export_image(self, tag: str, directory: Path) -> None:
         """Unpack image `tag`'s filesystem into `directory` (through a container that never starts)."""
         container = self.client.containers.create(tag, ["true"], entrypoint=[])

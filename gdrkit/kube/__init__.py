@@ -6,8 +6,13 @@
              Operator's gdrcopy sidecar contract; image_setup.sh lays each
              image out.  The images carry the packages' CDI spec
              (templates/system/cdi.yaml.j2) under the name nvidia.com/gdrcopy=all.
+`lock`       the image lock, deploy/kubernetes/images.lock: the digest of each
+             image build-image made (from the OCI archive it saves), and the
+             rule every manifest's image reference follows: fully qualified
+             and pinned by digest.
 `manifests`  the standalone loader DaemonSet with its kustomize overlays, the
              KMM `Module`, an example pod and the operator's values, rendered
-             from templates/kube/ into deploy/kubernetes/ (`./toolkit
-             k8s-manifests`) and validated offline against the Kubernetes schemas.
+             from templates/kube/ and the lock into deploy/kubernetes/
+             (`./toolkit k8s-manifests`) and validated offline against the
+             Kubernetes schemas.
 """

@@ -2,6 +2,12 @@
 
 Three kinds, each built from our packages (never from the tree):
 
+`<repository>` is fully qualified (a registry host, then a path): by default
+registry.example.org/gdrcopy, a domain reserved for examples, so that an image
+never pushed anywhere cannot be pulled from someone else's namespace.  Each
+built image is also saved as an OCI archive whose manifest digest goes into
+the image lock (gdrkit.kube.lock) that the manifests pin.
+
 `driver`       `<repository>/gdrdrv:<version>-<os>`, the tag the GPU Operator
                forms from `gdrcopy.repository`, `gdrcopy.image` and
                `gdrcopy.version`.  Holds the gdrdrv-dkms sources, a compiler and
@@ -39,6 +45,7 @@ from gdrkit import version
 from gdrkit.containers import Engine, ImageRecipe
 from gdrkit.distro import debian
 from gdrkit.distro.families import DebianFamily, Family, family, families_of_type
+from gdrkit.kube import lock
 from gdrkit.packaging import model
 from gdrkit.packaging import pipeline
 from gdrkit.packaging import render as pkg_render
@@ -55,7 +62,11 @@ ENTRYPOINT = "nvidia-gdrcopy-driver"
 # gdrcopy.repository and gdrcopy.version change.
 DRIVER_IMAGE = "gdrdrv"
 KMM_IMAGE = "gdrdrv-kmm"
-DEFAULT_REPOSITORY = "gdrcopy"
+# Fully qualified, and under a domain reserved for examples (RFC 2606): an
+# image nobody pushed resolves to nothing rather than to a stranger's.
+DEFAULT_REPOSITORY = "registry.example.org/gdrcopy"
+# Where build-image writes each image's OCI archive (the file to push).
+DEFAULT_ARCHIVES = version.REPO_ROOT / "dist" / "kube-images"
 KINDS = ("driver", "precompiled", "kmm")
 BASE_IMAGE_NAME = "gdrkit-kube-base"
 
@@ -218,6 +229,13 @@ class Row:
     status: str  # "built", "skipped", "planned"
     detail: str = ""
     size_bytes: int = 0
+    digest: str = ""  # built and saved: the manifest digest of its OCI archive
+    archive: str = ""
+
+    def locked(self, commit: str) -> lock.LockedImage:
+        return lock.LockedImage(
+            self.spec.tag, self.digest, self.spec.kind, self.spec.node.tag, self.spec.kernel, commit
+        )
 
 
 def plan(
@@ -351,10 +369,25 @@ def image_files(spec: ImageSpec, package_files: Sequence[Path], module: Path | N
     return files, ""
 
 
+def archive_path(spec: ImageSpec, archives: Path) -> Path:
+    """Where `spec`'s OCI archive goes below `archives` (pure)."""
+    name, tag, _ = lock.split_reference(spec.tag)
+    return archives / f"{name.rpartition('/')[2]}_{tag}.oci.tar"
+
+
 def build_image(
-    engine: Engine, spec: ImageSpec, base: str, package_files: Sequence[Path], module: Path | None = None
+    engine: Engine,
+    spec: ImageSpec,
+    base: str,
+    package_files: Sequence[Path],
+    module: Path | None = None,
+    archives: Path | None = None,
 ) -> Row:
-    """Build one image on `base` from `package_files` (the built packages of its release) or `module`."""
+    """Build one image on `base` from `package_files` (the built packages of its release) or `module`.
+
+    With `archives`, the image is saved there as an OCI archive and the row
+    carries its manifest digest (what the image lock records).
+    """
     fam = spec.node.family
     files, why = image_files(spec, package_files, module)
     if not files:
@@ -399,7 +432,17 @@ def build_image(
         finally:
             engine.remove(container)
     steps = [line for line in result.output.splitlines() if line.startswith("image-setup:")]
-    return Row(spec, "built", steps[-2] if len(steps) >= 2 else "", image_size(engine, spec.tag))
+    row = Row(spec, "built", steps[-2] if len(steps) >= 2 else "", image_size(engine, spec.tag))
+    if archives is None:
+        return row
+    archive = archive_path(spec, archives)
+    saved = archive.with_name(archive.name + ".docker-save")
+    engine.save_image(spec.tag, saved)
+    try:
+        digest = lock.oci_archive(saved, archive)
+    finally:
+        saved.unlink(missing_ok=True)
+    return replace(row, digest=digest, archive=str(archive))
 
 
 def module_build_command(kver: str, headers_package: str, source_package: str) -> list[str]:
@@ -502,6 +545,9 @@ def summary_lines(rows: Sequence[Row]) -> list[str]:
         size = f"{row.size_bytes / 1e6:.0f} MB" if row.size_bytes else "-"
         detail = f": {row.detail}" if row.detail else ""
         lines.append(f"{row.spec.tag:<{width}}  {size:>8}  {row.status}{detail}")
+    for row in rows:
+        if row.digest:
+            lines.append(f"{row.spec.tag}@{row.digest}  {row.archive}")
     return lines
 
 
@@ -523,6 +569,7 @@ def _build_node(
     ref: str,
     nvidia_src_dir: Path | None,
     shared: _Shared | None = None,
+    archives: Path | None = None,
 ) -> list[Row]:
     """The rows of one node OS: its bases first (a base that cannot be had skips
     its images before any package is built), then the packages, then each image."""
@@ -554,7 +601,7 @@ def _build_node(
             if module is None:
                 rows.append(Row(spec, "skipped", why))
                 continue
-        rows.append(build_image(engine, spec, bases[spec][0], files, module))
+        rows.append(build_image(engine, spec, bases[spec][0], files, module, archives))
     return rows
 
 
@@ -565,6 +612,7 @@ def build_images(
     ref: str = "HEAD",
     nvidia_src_dir: Path | None = None,
     engine: Engine | None = None,
+    archives: Path | None = None,
 ) -> list[Row]:
     """Build every buildable image of `specs`, rows for all, in the order of `specs`.
 
@@ -590,7 +638,7 @@ def build_images(
     try:
         for node, node_specs in buildable.items():
             assert engine is not None
-            rows += _build_node(engine, node, node_specs, packages_dir, ref, nvidia_src_dir, shared)
+            rows += _build_node(engine, node, node_specs, packages_dir, ref, nvidia_src_dir, shared, archives)
     finally:
         if own and engine is not None:
             engine.cleanup()

@@ -2,9 +2,13 @@
 
 `render()` returns every file (path below deploy/kubernetes/ -> text) from the
 one set of facts: the version (gdrkit.version), the image names and tags
-(gdrkit.kube.images), the CDI name and the module options
-(packages/gdrcopy.yaml).  `./toolkit k8s-manifests` writes them; the test
-suite fails when the committed files differ from a fresh render.
+(gdrkit.kube.images), their digests (the image lock, gdrkit.kube.lock), the
+CDI name and the module options (packages/gdrcopy.yaml).  Every image is
+named fully qualified and pinned by the digest build-image recorded; a file
+whose image has no digest in the lock is left out, with what to do
+(`render_all()`).  `./toolkit k8s-manifests` writes them; the test suite
+fails when the committed files differ from a fresh render, and
+`unpinned()` finds any image reference without registry or digest.
 
 `validate()` checks each Kubernetes object against the schemas of the
 Kubernetes release given, offline, with kubernetes-validate (PyPI), in
@@ -25,7 +29,7 @@ import yaml
 
 from gdrkit import version
 from gdrkit.distro import debian
-from gdrkit.kube import images
+from gdrkit.kube import images, lock
 from gdrkit.packaging import model
 from gdrkit.packaging import render as pkg_render
 from gdrkit.system import die
@@ -41,7 +45,8 @@ GPU_NODE_LABELS = (("nvidia.com/gpu.present", "true"), ("feature.node.kubernetes
 # The Kubernetes release the manifests are validated against: the oldest
 # still supported upstream when written; kubernetes-validate ships its schemas.
 KUBERNETES_VERSION = "1.32.0"
-EXAMPLE_IMAGE = "registry.example.org/cuda-app-with-libgdrapi:latest"
+# What the example pod runs in the driver image: the device CDI gave it.
+EXAMPLE_COMMAND = ("sh", "-c", "ls -l /dev/gdrdrv && test -c /dev/gdrdrv")
 
 
 def default_node() -> images.NodeOs:
@@ -54,6 +59,21 @@ def driver_image(node: images.NodeOs, repository: str = images.DEFAULT_REPOSITOR
     return images.ImageSpec("driver", node, "", repository).tag
 
 
+@dataclass(frozen=True)
+class Rendering:
+    """The rendered files, and those left out because an image they need has no digest in the lock (path -> why)."""
+
+    files: dict[str, str]
+    left_out: dict[str, str]
+
+
+def _no_digest(tag: str, build: str) -> str:
+    return (
+        f"no digest of {tag} in {lock.LOCK_PATH.relative_to(REPO_ROOT)}: run ./toolkit build-image {build},"
+        f" {lock.PUSH_HINT}, then ./toolkit k8s-manifests"
+    )
+
+
 def _environment() -> Any:
     return pkg_render.environment()
 
@@ -64,13 +84,34 @@ def module_options(description: model.Description) -> list[str]:
     return [*options, f"node_mode={description.device_node.mode.rjust(4, '0')}"]
 
 
-def render(kmm_kernels: Sequence[str] = (), repository: str = images.DEFAULT_REPOSITORY) -> dict[str, str]:
-    """Every manifest, by path below deploy/kubernetes/ (pure but for reading the description)."""
+def render(
+    kmm_kernels: Sequence[str] = (),
+    repository: str = images.DEFAULT_REPOSITORY,
+    locked: Mapping[str, lock.LockedImage] | None = None,
+) -> dict[str, str]:
+    """Every manifest whose images the lock pins, by path below deploy/kubernetes/."""
+    return render_all(kmm_kernels, repository, locked).files
+
+
+def render_all(
+    kmm_kernels: Sequence[str] = (),
+    repository: str = images.DEFAULT_REPOSITORY,
+    locked: Mapping[str, lock.LockedImage] | None = None,
+) -> Rendering:
+    """The manifests of `repository`'s images with the digests of `locked` (default: the lock file).
+
+    The loader, its example pod and the operator's values need the default
+    node OS's driver image; an overlay also its own OS's; the KMM Module one
+    literal mapping per locked KMM image (`kmm_kernels`: only those, each
+    required).  KMM's generic `${KERNEL_FULL_VERSION}` mapping cannot name a
+    digest, so there is none: each kernel of the fleet gets its image.
+    """
+    locked = lock.load() if locked is None else locked
     desc = model.load()
     env = _environment()
     node = default_node()
     image = driver_image(node, repository)
-    image_name = image.rpartition(":")[0]
+    image_name = lock.split_reference(image)[0]
     labels = "\n".join(
         f"{key}: {value}"
         for key, value in (
@@ -85,52 +126,95 @@ def render(kmm_kernels: Sequence[str] = (), repository: str = images.DEFAULT_REP
         "cdi": desc.device_node.kubernetes_cdi,
         "node_name": desc.device_node.name,
     }
-    files = {
-        "loader/namespace.yaml": env.get_template("kube/namespace.yaml.j2").render(common),
-        "loader/daemonset.yaml": env.get_template("kube/daemonset.yaml.j2").render(
+    files: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    base = locked.get(image)
+    if base is None:
+        why = _no_digest(image, f"--os {node.tag} --kind driver --repository {repository}")
+        for path in ("loader/", "examples/pod-cdi.yaml", "gpu-operator/values.yaml", "overlays/"):
+            left_out[path] = why
+    else:
+        files["loader/namespace.yaml"] = env.get_template("kube/namespace.yaml.j2").render(common)
+        files["loader/daemonset.yaml"] = env.get_template("kube/daemonset.yaml.j2").render(
             common,
             name=LOADER_NAME,
             labels=labels,
-            image=image,
+            image=base.pinned,
             validator=VALIDATOR_CHECK,
             gpu_node_labels=GPU_NODE_LABELS,
-        ),
-        "loader/kustomization.yaml": env.get_template("kube/kustomization-base.yaml.j2").render(common),
-        "examples/pod-cdi.yaml": env.get_template("kube/pod-cdi.yaml.j2").render(common, example_image=EXAMPLE_IMAGE),
-        "gpu-operator/values.yaml": env.get_template("kube/gpu-operator-values.yaml.j2").render(
-            common, repository=repository, image_name_short=images.DRIVER_IMAGE
-        ),
-    }
-    for other in images.node_oses():
-        if other == node:
-            continue
-        tag = driver_image(other, repository).rpartition(":")[2]
-        files[f"overlays/{other.tag}/kustomization.yaml"] = env.get_template(
-            "kube/kustomization-overlay.yaml.j2"
-        ).render(common, os_tag=other.tag, image_name=image_name, tag=tag)
-    kmm_images = [(kver, images.ImageSpec("kmm", node, kver, repository).tag) for kver in kmm_kernels]
-    # Any other kernel: KMM puts the node's kernel into the tag (right where it needs no `+` -> `_`).
-    generic = images.ImageSpec("kmm", node, "${KERNEL_FULL_VERSION}", repository).tag
-    files["kmm/module.yaml"] = env.get_template("kube/kmm-module.yaml.j2").render(
-        common, module_options=module_options(desc), kmm_images=kmm_images, generic_image=generic
-    )
-    return files
+        )
+        files["loader/kustomization.yaml"] = env.get_template("kube/kustomization-base.yaml.j2").render(common)
+        files["examples/pod-cdi.yaml"] = env.get_template("kube/pod-cdi.yaml.j2").render(
+            common, example_image=base.pinned, example_command=EXAMPLE_COMMAND
+        )
+        files["gpu-operator/values.yaml"] = env.get_template("kube/gpu-operator-values.yaml.j2").render(
+            common,
+            repository=repository,
+            image_name_short=images.DRIVER_IMAGE,
+            digest=base.digest,
+            os_tag=node.tag,
+            tag=image,
+        )
+        for other in images.node_oses():
+            if other == node:
+                continue
+            other_image = driver_image(other, repository)
+            entry = locked.get(other_image)
+            path = f"overlays/{other.tag}/kustomization.yaml"
+            if entry is None:
+                left_out[path] = _no_digest(other_image, f"--os {other.tag} --kind driver --repository {repository}")
+                continue
+            files[path] = env.get_template("kube/kustomization-overlay.yaml.j2").render(
+                common, os_tag=other.tag, image_name=image_name, digest=entry.digest, tag=other_image
+            )
+    mappings = kmm_images(kmm_kernels, repository, locked)
+    missing = [kver for kver in kmm_kernels if kver not in mappings]
+    for kver in missing:
+        kmm_tag = images.ImageSpec("kmm", node, kver, repository).tag
+        left_out[f"kmm/module.yaml ({kver})"] = _no_digest(
+            kmm_tag, f"--kind kmm --kernel {kver} --repository {repository}"
+        )
+    if mappings:
+        files["kmm/module.yaml"] = env.get_template("kube/kmm-module.yaml.j2").render(
+            common, module_options=module_options(desc), kmm_images=sorted(mappings.items())
+        )
+    elif not missing:
+        left_out["kmm/module.yaml"] = (
+            f"no KMM image of {repository} in {lock.LOCK_PATH.relative_to(REPO_ROOT)}: run ./toolkit build-image"
+            f" --kind kmm --kernel <each kernel of your nodes> --repository {repository}, push the archives, then"
+            " ./toolkit k8s-manifests"
+        )
+    return Rendering(files, left_out)
 
 
-def write(output: Path = OUTPUT_DIR, files: Mapping[str, str] | None = None) -> list[Path]:
-    """Write the rendered manifests below `output`; returns the paths written."""
+GENERATED_MARK = "# Generated by gdrkit"
+
+
+def write(output: Path = OUTPUT_DIR, files: Mapping[str, str] | None = None) -> tuple[list[Path], list[Path]]:
+    """Write the rendered manifests below `output`, remove generated ones no longer rendered; (written, removed)."""
+    wanted = render() if files is None else files
     written = []
-    for relative, text in (files or render()).items():
+    for relative, text in wanted.items():
         path = output / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         written.append(path)
-    return written
+    removed = []
+    for path in sorted(output.rglob("*.yaml")) if output.exists() else []:
+        relative = str(path.relative_to(output))
+        if relative not in wanted and path.read_text().startswith(GENERATED_MARK):
+            path.unlink()
+            removed.append(path)
+            parent = path.parent
+            while parent != output and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
+    return written, removed
 
 
-def stale(output: Path = OUTPUT_DIR) -> list[str]:
+def stale(output: Path = OUTPUT_DIR, wanted: Mapping[str, str] | None = None) -> list[str]:
     """The committed manifests that differ from a fresh render (or are missing, or left over)."""
-    wanted = render()
+    wanted = render() if wanted is None else wanted
     found = []
     for relative, text in wanted.items():
         path = output / relative
@@ -217,11 +301,23 @@ def validate(files: Mapping[str, str], kubernetes_version: str = KUBERNETES_VERS
     return verdicts
 
 
-def kmm_images(kmm_kernels: Sequence[str] = (), repository: str = images.DEFAULT_REPOSITORY) -> dict[str, str]:
-    """The kernel -> image mappings the KMM Module should have (literal ones, then the generic regexp)."""
+def kmm_images(
+    kmm_kernels: Sequence[str] = (),
+    repository: str = images.DEFAULT_REPOSITORY,
+    locked: Mapping[str, lock.LockedImage] | None = None,
+) -> dict[str, str]:
+    """kernel -> pinned image of the KMM images of `repository` and this version that the lock has.
+
+    `kmm_kernels`: only these kernels (those not locked are absent).
+    """
+    locked = lock.load() if locked is None else locked
     node = default_node()
-    found = {kver: images.ImageSpec("kmm", node, kver, repository).tag for kver in kmm_kernels}
-    found["^.+$"] = images.ImageSpec("kmm", node, "${KERNEL_FULL_VERSION}", repository).tag
+    found = {}
+    for entry in locked.values():
+        if entry.kind != "kmm" or (kmm_kernels and entry.kernel not in kmm_kernels):
+            continue
+        if entry.reference == images.ImageSpec("kmm", node, entry.kernel, repository).tag:
+            found[entry.kernel] = entry.pinned
     return found
 
 
@@ -237,6 +333,8 @@ def check_kmm_module(doc: Mapping[str, Any], expected_images: Mapping[str, str])
         str(m.get("literal") or m.get("regexp")): str(m.get("containerImage"))
         for m in container.get("kernelMappings") or []
     }
+    if not mappings:
+        problems.append("no kernelMappings: KMM would load gdrdrv nowhere")
     if mappings != dict(expected_images):
         problems.append(f"kernelMappings {mappings} are not the KMM images build-image makes {dict(expected_images)}")
     if not (doc.get("spec") or {}).get("selector"):
@@ -293,14 +391,25 @@ def _normalize(path: str) -> str:
 
 
 def _retag(text: str, image: Mapping[str, str]) -> str:
-    """`text`'s objects with kustomize's `images` entry applied to their pod templates."""
+    """`text`'s objects with kustomize's `images` entry applied to their pod templates.
+
+    As kustomize: a `digest` replaces tag and digest (`newName@digest`),
+    else `newTag` replaces the tag.
+    """
     docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     for doc in docs:
         pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or doc.get("spec") or {}
         for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
-            name = str(container.get("image", "")).rpartition(":")[0] or container.get("image")
-            if name == image["name"]:
-                container["image"] = f"{image.get('newName', name)}:{image['newTag']}"
+            name, tag, digest = lock.split_reference(str(container.get("image", "")))
+            if name != image["name"]:
+                continue
+            new_name = image.get("newName", name)
+            if image.get("digest"):
+                container["image"] = f"{new_name}@{image['digest']}"
+            elif image.get("newTag"):
+                container["image"] = f"{new_name}:{image['newTag']}"
+            else:
+                container["image"] = f"{new_name}{':' + tag if tag else ''}{'@' + digest if digest else ''}"
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
@@ -328,3 +437,56 @@ def _images(text: str) -> list[str]:
         pod = (((doc or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
         found += [str(c.get("image")) for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]]
     return sorted(set(found))
+
+
+def image_references(files: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(path, reference) of every image `files` name: containers' `image`, KMM's `containerImage`,
+    kustomize `images` entries as they render, and the GPU Operator's repository/image/version."""
+    found: list[tuple[str, str]] = []
+    for path, doc in documents(files):
+        found += [(path, reference) for reference in _references_in(doc)]
+    return found
+
+
+def _references_in(node: Any) -> Iterable[str]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _references_in(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if {"repository", "image", "version"} <= node.keys():
+        # The GPU Operator's form: a digest as version joins with @, a tag with :.
+        version_ = str(node["version"])
+        joiner = "@" if version_.startswith("sha256:") else ":"
+        yield f"{node['repository']}/{node['image']}{joiner}{version_}"
+        return
+    for key, value in node.items():
+        if key in ("image", "containerImage") and isinstance(value, str):
+            yield value
+        elif key == "images" and isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value):
+            for entry in value:
+                name = str(entry.get("newName") or entry["name"])
+                if entry.get("digest"):
+                    yield f"{name}@{entry['digest']}"
+                else:
+                    yield f"{name}:{entry['newTag']}" if entry.get("newTag") else name
+        else:
+            yield from _references_in(value)
+
+
+def unpinned(files: Mapping[str, str]) -> list[str]:
+    """Every image reference of `files` that names no registry or no digest, with what to do (pure)."""
+    problems: list[str] = []
+    for path, reference in image_references(files):
+        problem = lock.reference_problem(reference)
+        if problem and f"{path}: {problem}" not in problems:
+            problems.append(f"{path}: {problem}")
+    return problems
+
+
+def committed(output: Path = OUTPUT_DIR) -> dict[str, str]:
+    """The manifests as they are below `output` (path -> text)."""
+    if not output.exists():
+        return {}
+    return {str(p.relative_to(output)): p.read_text() for p in sorted(output.rglob("*.yaml"))}

@@ -55,6 +55,13 @@ struct gdr_memh {
 	unsigned int refs;		/* under the table lock; see memh_get() */
 	bool unpinned;			/* under the table lock */
 	_Atomic int revocable;		/* a legacy pin (freeing the memory revokes the mapping); -1 not asked yet */
+	/*
+	 * The application munmapped map_va itself: seen when another mapping
+	 * landed on it, or when the backend reported it gone.  map_va stays
+	 * set (the caller still holds that pointer) but mapping_type is NONE,
+	 * so no copy goes there, and gdr_unmap leaves the address alone.
+	 */
+	_Atomic bool unmapped_behind;
 
 	pthread_mutex_t lock;		/* serialises state changes of this buffer */
 

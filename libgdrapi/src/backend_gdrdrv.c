@@ -320,7 +320,8 @@ static void gdrdrv_close(struct gdr *g)
 	g->backend_priv = NULL;
 }
 
-enum buffer_op { OP_PIN, OP_MAP, OP_OTHER };
+/* OP_PIN_TOKENS: a legacy PIN_BUFFER that passed a non-zero p2p_token or va_space. */
+enum buffer_op { OP_PIN, OP_PIN_TOKENS, OP_MAP, OP_OTHER };
 
 /* What an errno from a gdrdrv ioctl or mmap on a buffer usually means. */
 static void log_buffer_error(const char *what, enum buffer_op op, const struct gdr_memh *mh, unsigned long addr,
@@ -332,11 +333,24 @@ static void log_buffer_error(const char *what, enum buffer_op op, const struct g
 	case EACCES:
 		hint = ": this gdr_t was opened by another process (a fork parent, or the fd came over a socket); call gdr_open in this process";
 		break;
+	case EPERM:
+		/* gdrdrv's allow_p2p_tokens: the NVIDIA driver resolves a token in any process. */
+		if (op == OP_PIN_TOKENS)
+			hint = ": gdrdrv refuses non-zero P2P tokens (p2p_token/va_space), because the NVIDIA driver would honour another process's token, unless the administrator loads it with the module parameter allow_p2p_tokens=1 (off in the packages); pin with tokens 0, which pins this process's own memory";
+		break;
+	case ENOSPC:
+		if (op == OP_PIN || op == OP_PIN_TOKENS)
+			hint = ": this gdr_t holds as many pins as gdrdrv allows one open file (module parameter max_pins_per_file, see /proc/driver/gdrdrv/params); unpin buffers no longer needed, or ask the administrator to raise the limit";
+		break;
+	case EDQUOT:
+		if (op == OP_PIN || op == OP_PIN_TOKENS)
+			hint = ": this user's processes hold as many pins as gdrdrv allows one user (module parameter max_pins_per_user, see /proc/driver/gdrdrv/params); unpin buffers no longer needed, or ask the administrator to raise the limit";
+		break;
 	case ENOMEM:
-		hint = ": BAR1 space or the driver's handle space is exhausted; unpin buffers no longer needed and check BAR1 usage with 'nvidia-smi -q -d MEMORY'";
+		hint = ": BAR1 space or the driver's handle space is exhausted, or the caller's memory cgroup is at its limit (gdrdrv charges each pin's kernel memory to it); unpin buffers no longer needed and check BAR1 usage with 'nvidia-smi -q -d MEMORY'";
 		break;
 	case EINVAL:
-		if (op == OP_PIN)
+		if (op == OP_PIN || op == OP_PIN_TOKENS)
 			hint = ": the NVIDIA driver would not pin the range; it must be GPU memory from cuMemAlloc or cuMemCreate (gpuDirectRDMACapable) on a GPU with GPUDirect RDMA; P2P tokens must be 0 when gdrdrv uses persistent mapping, and FORCE_PCIE needs a driver and platform that support it";
 		else if (op == OP_MAP && (mh->pinned_addr & GPU_PAGE_OFFSET))
 			hint = ": gdrdrv maps whole GPU pages only and this buffer does not start on a 64 KiB boundary; pin from an aligned address and add the offset to the mapped pointer";
@@ -434,7 +448,8 @@ static int gdrdrv_pin(struct gdr *g, struct gdr_memh *mh, const struct gdr_pin_r
 		if (ioctl(inst->fd, GDRDRV_IOC_PIN_BUFFER, &pin) < 0) {
 			int err = errno;
 
-			log_buffer_error("gdrdrv PIN_BUFFER", OP_PIN, NULL, req->addr, req->size, err);
+			log_buffer_error("gdrdrv PIN_BUFFER", req->p2p_token || req->va_space ? OP_PIN_TOKENS : OP_PIN, NULL,
+					 req->addr, req->size, err);
 			return err;
 		}
 		handle = pin.handle;

@@ -228,6 +228,7 @@ static struct gdr_memh *memh_alloc(void)
 		atomic_store(&mh->map_va, NULL);
 		mh->map_size = 0;
 		atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
+		atomic_store(&mh->unmapped_behind, false);
 	}
 	pthread_mutex_unlock(&handle_lock);
 	if (!mh)
@@ -356,6 +357,24 @@ static bool mapping_still_there(struct gdr *g, struct gdr_memh *mh)
 	return info.mapping_type != GDR_MAPPING_TYPE_NONE;
 }
 
+/*
+ * Caller holds mh->lock.  The application unmapped the buffer's mapping
+ * itself: from now on copies fail with EFAULT and gdr_unmap leaves the
+ * address alone, for whatever is (or will be) mapped there is not ours.
+ */
+static void mark_unmapped_behind(struct gdr_memh *mh, const char *found_by)
+{
+	gdr_mapping_type_t type = atomic_load(&mh->mapping_type);
+
+	if (!atomic_load(&mh->map_va) || atomic_load(&mh->unmapped_behind))
+		return;
+	atomic_store(&mh->unmapped_behind, true);
+	atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
+	gdr_mapping_count_add(type, -1);
+	gdr_warn("%s: the mapping of the buffer at %#lx (%p) was unmapped behind the library's back; copies to it now fail with EFAULT",
+		 found_by, mh->pinned_addr, atomic_load(&mh->map_va));
+}
+
 /* Caller holds mh->lock. */
 static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 {
@@ -365,6 +384,15 @@ static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 
 	if (!va)
 		return 0;
+	if (atomic_load(&mh->unmapped_behind)) {
+		/* Counted out when it was found (mark_unmapped_behind). */
+		gdr_err("gdr_unmap: the mapping of the buffer at %#lx (%p) was unmapped behind the library's back (munmap of gdr_map's pointer?) and something else is mapped there now; leaving that address range alone",
+			mh->pinned_addr, va);
+		atomic_store(&mh->map_va, NULL);
+		mh->map_size = 0;
+		atomic_store(&mh->unmapped_behind, false);
+		return EFAULT;
+	}
 	/* Copies that start from now on see an unmapped buffer. */
 	atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
 	if (!mapping_still_there(g, mh)) {
@@ -560,6 +588,9 @@ int gdr_get_info_common(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info, bool v1)
 			rc = g->ops->get_info_v1(g, mh, info);
 		else
 			rc = g->ops->get_info(g, mh, info);
+		/* The driver knows when the last VMA went: a munmap we did not do. */
+		if (rc == 0 && info->mapping_type == GDR_MAPPING_TYPE_NONE && atomic_load(&mh->map_va))
+			mark_unmapped_behind(mh, "gdr_get_info");
 		pthread_mutex_unlock(&mh->lock);
 	}
 	memh_put(g, mh);
@@ -573,6 +604,42 @@ int gdr_get_info_common(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info, bool v1)
 GDR_EXPORT int gdr_get_info_v2(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info)
 {
 	return gdr_get_info_common(g, handle, info, false);
+}
+
+/*
+ * A new mapping at [va, +size): the kernel hands out only free addresses, so
+ * any other buffer whose recorded mapping overlaps it was unmapped behind
+ * our back.  Mark those so that their copies fail instead of writing into
+ * the new mapping.  One pass over the table per gdr_map, nothing on the
+ * copy path; the lock-free look at map_va only picks candidates, each
+ * confirmed under its own lock with a reference held.
+ */
+static void forget_mappings_under(const struct gdr_memh *mapped, const void *va, size_t size)
+{
+	const char *start = va, *end = start + size;
+	unsigned long slot;
+
+	pthread_mutex_lock(&handle_lock);
+	for (slot = 0; slot < handle_slots_used; slot++) {
+		unsigned int k = chunk_of(slot);
+		struct gdr_memh *mh = atomic_load_explicit(&handle_chunks[k], memory_order_relaxed) +
+				      (slot - chunk_first_slot(k));
+		unsigned long h = atomic_load(&mh->handle);
+		const char *base = atomic_load(&mh->map_va);
+
+		if (mh == mapped || !h || mh->unpinned || !base || base >= end || base + mh->map_size <= start)
+			continue;
+		mh->refs++;
+		pthread_mutex_unlock(&handle_lock);
+		pthread_mutex_lock(&mh->lock);
+		base = atomic_load(&mh->map_va);
+		if (atomic_load(&mh->handle) == h && base && base < end && base + mh->map_size > start)
+			mark_unmapped_behind(mh, "gdr_map");
+		pthread_mutex_unlock(&mh->lock);
+		memh_put(mh->owner, mh);
+		pthread_mutex_lock(&handle_lock);
+	}
+	pthread_mutex_unlock(&handle_lock);
 }
 
 GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, int flags)
@@ -613,6 +680,12 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 		memh_put(g, mh);
 		return rc;
 	}
+	if (atomic_load(&mh->map_va) && atomic_load(&mh->unmapped_behind)) {
+		/* Its old address is not ours any more: forget it and map anew. */
+		atomic_store(&mh->map_va, NULL);
+		mh->map_size = 0;
+		atomic_store(&mh->unmapped_behind, false);
+	}
 	if (atomic_load(&mh->map_va)) {
 		gdr_err("gdr_map: buffer at %#lx is already mapped at %p; a buffer can be mapped once at a time (unmap it first)",
 			mh->pinned_addr, atomic_load(&mh->map_va));
@@ -629,6 +702,8 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 	*ptr_va = va;
 out:
 	pthread_mutex_unlock(&mh->lock);
+	if (rc == 0)
+		forget_mappings_under(mh, va, gdr_round_up_to_page(size));
 	memh_put(g, mh);
 	return rc;
 }
@@ -688,6 +763,11 @@ static int mapped_range_check(const struct gdr_memh *mh, const void *map_ptr, si
 
 	*type = atomic_load(&((struct gdr_memh *)mh)->mapping_type);
 	if (!base || *type == GDR_MAPPING_TYPE_NONE) {
+		if (base && atomic_load(&((struct gdr_memh *)mh)->unmapped_behind)) {
+			gdr_err("gdr_copy: the mapping of the buffer at %#lx (%p) was unmapped behind the library's back and something else may be mapped there; nothing copied: gdr_unmap the buffer (or gdr_map it again)",
+				mh->pinned_addr, (const void *)base);
+			return EFAULT;
+		}
 		gdr_err("gdr_copy: buffer at %#lx is not mapped; call gdr_map first", mh->pinned_addr);
 		return EINVAL;
 	}

@@ -6,6 +6,10 @@ edge is a fake engine that records what would be asked of the daemon.
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +19,7 @@ import yaml
 
 from gdrkit import version
 from gdrkit.containers import RunResult
-from gdrkit.kube import images
+from gdrkit.kube import images, lock
 from gdrkit.system import UserError
 
 V = version.VERSION
@@ -56,13 +60,16 @@ def test_rpm_node_oses_take_the_operators_tag(tag: str, family: str, major: str,
         base,
         build_base,
     )
-    assert images.ImageSpec("driver", node, "").tag == f"gdrcopy/gdrdrv:{V}-{tag}"
+    assert images.ImageSpec("driver", node, "").tag == f"registry.example.org/gdrcopy/gdrdrv:{V}-{tag}"
 
 
 def test_tags_fit_the_operators_repository_image_version_os() -> None:
     node = images.node_os("debian12")
-    assert images.ImageSpec("driver", node, "").tag == f"gdrcopy/gdrdrv:{V}-debian12"
-    assert images.ImageSpec("precompiled", node, "6.1.0-57-amd64").tag == f"gdrcopy/gdrdrv:{V}-6.1.0-57-amd64-debian12"
+    assert images.ImageSpec("driver", node, "").tag == f"registry.example.org/gdrcopy/gdrdrv:{V}-debian12"
+    assert (
+        images.ImageSpec("precompiled", node, "6.1.0-57-amd64").tag
+        == f"registry.example.org/gdrcopy/gdrdrv:{V}-6.1.0-57-amd64-debian12"
+    )
     # Image tags cannot carry `+`.
     assert (
         images.ImageSpec("kmm", node, "6.12.57+deb13-amd64", "r.example/x").tag
@@ -78,7 +85,7 @@ def test_plan_makes_kernel_images_for_this_hosts_release_only() -> None:
     assert {s.node.tag for s in specs if s.kind == "driver"} == {n.tag for n in images.node_oses()}
     # Named explicitly, another release's kernel images are planned, to be skipped with why.
     named = images.plan(["debian13"], ["6.1.0-57-amd64"], "bookworm", kinds=("precompiled",))
-    assert [s.tag for s in named] == [f"gdrcopy/gdrdrv:{V}-6.1.0-57-amd64-debian13"]
+    assert [s.tag for s in named] == [f"registry.example.org/gdrcopy/gdrdrv:{V}-6.1.0-57-amd64-debian13"]
     assert "build debian13's on a trixie host" in images.skip_reason(named[0], "bookworm")
     with pytest.raises(UserError, match="unknown image kind"):
         images.plan([], [], "bookworm", kinds=("helm",))
@@ -182,6 +189,22 @@ class FakeEngine:
     def flatten(self, container: FakeContainer, tag: str, *, changes: Any = (), drop: Any = ()) -> None:
         self.flattened.append({"tag": tag, "changes": list(changes), "drop": list(drop)})
 
+    def save_image(self, tag: str, archive: Path) -> None:
+        """What docker save writes through an API older than 1.44: the legacy layout."""
+        assert any(f["tag"] == tag for f in self.flattened)
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        config = json.dumps({"config": tag}).encode()
+        write_tar(
+            archive,
+            {
+                "manifest.json": json.dumps(
+                    [{"Config": "c.json", "RepoTags": [tag], "Layers": ["l/layer.tar"]}]
+                ).encode(),
+                "c.json": config,
+                "l/layer.tar": LAYER,
+            },
+        )
+
     def remove(self, container: FakeContainer) -> None:
         self.removed += 1
 
@@ -208,11 +231,77 @@ def test_build_image_runs_the_setup_offline_and_flattens_without_the_mounts(tmp_
     assert engine.removed == 1
 
 
+LAYER = b"a layer's tar bytes"
+
+
+def sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def write_tar(archive: Path, files: dict[str, bytes]) -> None:
+    with tarfile.open(archive, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def write_oci_archive(archive: Path, manifest: bytes, index_digest: str = "") -> str:
+    """An OCI archive: index.json naming one manifest blob; returns the manifest's digest."""
+    digest = sha256(manifest)
+    index = {"schemaVersion": 2, "manifests": [{"digest": index_digest or digest, "size": len(manifest)}]}
+    write_tar(archive, {"index.json": json.dumps(index).encode(), f"blobs/sha256/{digest[7:]}": manifest})
+    return digest
+
+
+def test_a_built_image_is_saved_and_its_digest_is_the_archives_manifest(tmp_path: Path) -> None:
+    deb = tmp_path / f"gdrdrv-dkms_{V}-1_all.deb"
+    deb.touch()
+    engine = FakeEngine()
+    spec = images.ImageSpec("driver", images.node_os("debian12"), "")
+    row = images.build_image(engine, spec, "base:1", [deb], archives=tmp_path / "oci")  # type: ignore[arg-type]
+    archive = tmp_path / "oci" / f"gdrdrv_{V}-debian12.oci.tar"
+    assert row.archive == str(archive) and sorted(p.name for p in archive.parent.iterdir()) == [archive.name]
+    assert lock.oci_digest(archive) == row.digest
+    # The OCI manifest names docker save's config and layer, uncompressed, by their digests.
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile(f"blobs/sha256/{row.digest[7:]}"))  # type: ignore[arg-type]
+        assert "oci-layout" in tar.getnames()
+    config = json.dumps({"config": spec.tag}).encode()
+    assert manifest["config"] == {"mediaType": lock.OCI_CONFIG, "digest": sha256(config), "size": len(config)}
+    assert manifest["layers"] == [{"mediaType": lock.OCI_LAYER, "digest": sha256(LAYER), "size": len(LAYER)}]
+    # The same image saved again gives the same digest.
+    again = images.build_image(engine, spec, "base:1", [deb], archives=tmp_path / "again")  # type: ignore[arg-type]
+    assert again.digest == row.digest
+    locked = row.locked("c" * 40)
+    assert locked.pinned == f"registry.example.org/gdrcopy/gdrdrv:{V}-debian12@{row.digest}"
+    assert (locked.kind, locked.os, locked.kernel) == ("driver", "debian12", "")
+    assert images.summary_lines([row])[-1] == f"{locked.pinned}  {archive}"
+
+
+def test_an_oci_save_is_kept_and_a_damaged_archive_refused(tmp_path: Path) -> None:
+    saved = tmp_path / "saved.tar"
+    digest = write_oci_archive(saved, b"{}")
+    assert lock.oci_archive(saved, tmp_path / "a.oci.tar") == digest
+    write_oci_archive(saved, b"{}", index_digest="sha256:" + "0" * 64)
+    with pytest.raises(UserError, match="lacks the blob"):
+        lock.oci_digest(saved)
+    write_tar(
+        saved,
+        {"index.json": json.dumps({"manifests": [{"digest": digest}]}).encode(), f"blobs/sha256/{digest[7:]}": b"{ }"},
+    )
+    with pytest.raises(UserError, match="does not hash"):
+        lock.oci_digest(saved)
+    write_tar(saved, {"other": b""})
+    with pytest.raises(UserError, match="neither an OCI nor a docker save"):
+        lock.oci_archive(saved, tmp_path / "b.oci.tar")
+
+
 def test_a_failed_setup_says_why_and_leaves_no_container(tmp_path: Path) -> None:
     deb = tmp_path / f"gdrdrv-dkms_{V}-1_all.deb"
     deb.touch()
     engine = FakeEngine(status=1)
-    with pytest.raises(UserError, match="setting up gdrcopy/gdrdrv:.* failed"):
+    with pytest.raises(UserError, match="setting up registry.example.org/gdrcopy/gdrdrv:.* failed"):
         images.build_image(engine, images.ImageSpec("driver", images.node_os("debian12"), ""), "base:1", [deb])  # type: ignore[arg-type]
     assert engine.removed == 1 and not engine.flattened
 
@@ -231,7 +320,7 @@ def test_summary_has_tags_sizes_and_reasons() -> None:
         images.Row(images.ImageSpec("driver", images.node_os("rhel9.4"), ""), "skipped", "why"),
     ]
     lines = images.summary_lines(rows)
-    assert lines[1].split() == [f"gdrcopy/gdrdrv:{V}-debian12", "358", "MB", "built:", "ok"]
+    assert lines[1].split() == [f"registry.example.org/gdrcopy/gdrdrv:{V}-debian12", "358", "MB", "built:", "ok"]
     assert lines[2].endswith("-  skipped: why")
     images.check_rows(rows)
     with pytest.raises(UserError, match="no image was built"):

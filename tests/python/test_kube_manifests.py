@@ -1,26 +1,51 @@
-"""The Kubernetes manifests: committed = rendered, valid against the Kubernetes schemas (offline), consistent.
+"""The Kubernetes manifests: committed = rendered, valid against the Kubernetes schemas (offline), consistent,
+every image fully qualified and pinned by the digest of the image lock.
 
 kubernetes-validate (PyPI) holds the Kubernetes OpenAPI schemas; strict mode
 makes an unknown field an error.  The kustomize overlays are rendered (the
-kustomize subset they use) and what they render validated too.
+kustomize subset they use) and what they render validated too.  Most tests
+render from a lock that has every image (LOCKED, digests made up here), so
+that every file exists; the committed files come from deploy/kubernetes/images.lock.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+from pathlib import Path
 
 import pytest
 import yaml
 
 from gdrkit import version
-from gdrkit.kube import images, manifests
+from gdrkit.kube import images, lock, manifests
 from gdrkit.packaging import model
 from gdrkit.system import UserError
+
+KMM_KERNELS = ("6.1.0-57-amd64", "6.12.57+deb13-amd64")
+
+
+def fake_digest(reference: str) -> str:
+    return "sha256:" + hashlib.sha256(reference.encode()).hexdigest()
+
+
+def locked_images(specs: list[images.ImageSpec]) -> dict[str, lock.LockedImage]:
+    return {
+        spec.tag: lock.LockedImage(spec.tag, fake_digest(spec.tag), spec.kind, spec.node.tag, spec.kernel, "c" * 40)
+        for spec in specs
+    }
+
+
+# Every node OS's driver image and two KMM images.
+LOCKED = locked_images(
+    [images.ImageSpec("driver", node, "") for node in images.node_oses()]
+    + [images.ImageSpec("kmm", manifests.default_node(), kver) for kver in KMM_KERNELS]
+)
 
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, str]:
-    return manifests.render()
+    return manifests.render(locked=LOCKED)
 
 
 def objects(files: dict[str, str], path: str) -> list[dict]:  # type: ignore[type-arg]
@@ -29,6 +54,111 @@ def objects(files: dict[str, str], path: str) -> list[dict]:  # type: ignore[typ
 
 def test_committed_manifests_are_the_rendered_ones() -> None:
     assert manifests.stale() == [], "run ./toolkit k8s-manifests and commit deploy/kubernetes/"
+
+
+def test_every_committed_image_is_fully_qualified_and_pinned_by_digest() -> None:
+    committed = manifests.committed()
+    references = manifests.image_references(committed)
+    print("\n".join(f"{path}: {reference}" for path, reference in references))
+    if not references:
+        pytest.skip(
+            f"deploy/kubernetes/ names no image: {lock.LOCK_PATH.name} has no digest yet (./toolkit build-image,"
+            " then ./toolkit k8s-manifests)"
+        )
+    assert manifests.unpinned(committed) == []
+    # Each pinned digest is the one build-image recorded for that image.
+    digests = {entry.digest for entry in lock.load().values()}
+    assert {lock.split_reference(reference)[2] for _, reference in references} <= digests
+
+
+def test_the_lock_holds_what_build_image_records() -> None:
+    locked = lock.load()
+    if not locked:
+        pytest.skip(f"{lock.LOCK_PATH} has no image yet: ./toolkit build-image records them")
+    for reference, entry in locked.items():
+        assert lock.reference_problem(entry.pinned) == "", reference
+        assert entry.kind in images.KINDS and entry.os
+
+
+def test_references_without_registry_or_digest_are_refused_with_what_to_do() -> None:
+    digest = "sha256:" + "a" * 64
+    assert lock.reference_problem(f"registry.example.org/gdrcopy/gdrdrv:2.6.1-debian12@{digest}") == ""
+    assert lock.reference_problem(f"localhost:5000/gdrdrv@{digest}") == ""
+    unqualified = lock.reference_problem(f"gdrcopy/gdrdrv:2.6.1-debian12@{digest}")
+    assert (
+        "names no registry" in unqualified and "docker.io" in unqualified and "build-image --repository" in unqualified
+    )
+    assert "names no registry" in lock.reference_problem(f"gdrdrv@{digest}")
+    undigested = lock.reference_problem("registry.example.org/gdrcopy/gdrdrv:2.6.1-debian12")
+    assert "not pinned by digest" in undigested and "k8s-manifests" in undigested
+    assert "not pinned by digest" in lock.reference_problem("registry.example.org/x:1@sha256:abc")
+
+
+def test_check_finds_every_unpinned_image_in_todays_form(files: dict[str, str]) -> None:
+    """What the manifests named before the lock: a tag without registry, in every kind of file."""
+    old = {
+        "loader/daemonset.yaml": files["loader/daemonset.yaml"].replace(
+            LOCKED[manifests.driver_image(manifests.default_node())].pinned, "gdrcopy/gdrdrv:2.6.1-debian12"
+        ),
+        "overlays/debian13/kustomization.yaml": "images:\n  - name: gdrcopy/gdrdrv\n    newName: gdrcopy/gdrdrv\n"
+        '    newTag: "2.6.1-debian13"\n',
+        "gpu-operator/values.yaml": 'gdrcopy:\n  repository: gdrcopy\n  image: gdrdrv\n  version: "2.6.1"\n',
+        "kmm/module.yaml": "spec:\n  kernelMappings:\n    - containerImage: registry.example.org/g/gdrdrv-kmm:2.6.1-x\n",
+        "examples/pod-cdi.yaml": "spec:\n  containers:\n    - image: registry.example.org/app:latest\n",
+    }
+    problems = manifests.unpinned(old)
+    assert [p.split(":")[0] for p in problems] == list(old), problems
+    assert manifests.unpinned(files) == []
+
+
+def test_rendering_leaves_out_what_the_lock_does_not_pin() -> None:
+    driver = manifests.driver_image(manifests.default_node())
+    only_base = {driver: LOCKED[driver]}
+    rendering = manifests.render_all(locked=only_base)
+    assert sorted(rendering.files) == [
+        "examples/pod-cdi.yaml",
+        "gpu-operator/values.yaml",
+        "loader/daemonset.yaml",
+        "loader/kustomization.yaml",
+        "loader/namespace.yaml",
+    ]
+    assert "overlays/debian13/kustomization.yaml" in rendering.left_out
+    assert "build-image --os debian13 --kind driver" in rendering.left_out["overlays/debian13/kustomization.yaml"]
+    assert "--kind kmm" in rendering.left_out["kmm/module.yaml"]
+    nothing = manifests.render_all(locked={})
+    assert nothing.files == {} and "no digest of " + driver in nothing.left_out["loader/"]
+    # A kernel asked for without its image in the lock is named.
+    asked = manifests.render_all(["5.14.0-1.el9.x86_64"], locked=LOCKED)
+    assert "kmm/module.yaml (5.14.0-1.el9.x86_64)" in asked.left_out
+
+
+def test_write_removes_generated_files_no_longer_rendered(tmp_path: Path, files: dict[str, str]) -> None:
+    manifests.write(tmp_path, files)
+    (tmp_path / "mine.yaml").write_text("kind: Mine\n")
+    kept = {path: text for path, text in files.items() if not path.startswith("overlays/")}
+    _, removed = manifests.write(tmp_path, kept)
+    assert sorted(str(p.relative_to(tmp_path)) for p in removed) == sorted(
+        p for p in files if p.startswith("overlays/")
+    )
+    assert (tmp_path / "mine.yaml").exists() and not (tmp_path / "overlays").exists()
+    assert manifests.stale(tmp_path, kept) == ["mine.yaml"]
+
+
+def test_lock_round_trip_and_refusals(tmp_path: Path) -> None:
+    path = tmp_path / "images.lock"
+    assert lock.load(path) == {}
+    lock.record(LOCKED.values(), path)
+    assert lock.load(path) == LOCKED
+    assert path.read_text().startswith("# The Kubernetes images' digests")
+    unqualified = lock.LockedImage("gdrcopy/gdrdrv:1", "sha256:" + "a" * 64, "driver", "debian12", "", "")
+    with pytest.raises(UserError, match="names no registry"):
+        lock.record([unqualified], path)
+    path.write_text("images:\n  registry.example.org/g/gdrdrv:1:\n    digest: sha256:abc\n    kind: driver\n")
+    with pytest.raises(UserError, match="not sha256:<64 hex digits>"):
+        lock.load(path)
+    path.write_text(f"images:\n  gdrcopy/gdrdrv:1:\n    digest: sha256:{'a' * 64}\n    kind: driver\n")
+    with pytest.raises(UserError, match="not a fully qualified"):
+        lock.load(path)
 
 
 def test_every_object_validates_against_the_kubernetes_schemas(files: dict[str, str]) -> None:
@@ -73,7 +203,8 @@ def test_loader_daemonset_contract(files: dict[str, str]) -> None:
     assert manifests.VALIDATOR_CHECK == "lsmod | grep -E '^gdrdrv\\s'"
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert [t["matchExpressions"][0]["key"] for t in terms] == [key for key, _ in manifests.GPU_NODE_LABELS]
-    assert init["image"] == main["image"] == f"gdrcopy/gdrdrv:{version.VERSION}-debian12"
+    image = f"registry.example.org/gdrcopy/gdrdrv:{version.VERSION}-debian12"
+    assert init["image"] == main["image"] == LOCKED[image].pinned
     env = {e["name"]: e["value"] for e in init["env"]}
     assert env["NVIDIA_DRIVER_ROOT"] == "/host" and env["GDRCOPY_CDI_DIR"] == "/var/run/cdi"
 
@@ -87,21 +218,29 @@ def test_cdi_name_is_the_descriptions(files: dict[str, str]) -> None:
     assert model.load().device_node.cdi[0] != kind
 
 
-def test_operator_values_give_the_tag_build_image_makes(files: dict[str, str]) -> None:
+def test_operator_values_pin_the_image_build_image_made(files: dict[str, str]) -> None:
     values = yaml.safe_load(files["gpu-operator/values.yaml"])["gdrcopy"]
-    node = images.node_os("ubuntu22.04")
-    # The operator's image: <repository>/<image>:<version>-<os>.
-    operator_tag = f"{values['repository']}/{values['image']}:{values['version']}-{node.tag}"
+    spec = images.ImageSpec("driver", manifests.default_node(), "")
+    # A digest as version: the operator pulls <repository>/<image>@<version> as it is.
     assert values["enabled"] is True
-    assert operator_tag == images.ImageSpec("driver", node, "").tag
+    assert f"{values['repository']}/{values['image']}" == lock.split_reference(spec.tag)[0]
+    assert values["version"] == LOCKED[spec.tag].digest
 
 
-def test_kmm_module_maps_kernels_to_the_kmm_images() -> None:
-    rendered = manifests.render(["6.12.57+deb13-amd64"])
-    module = objects(rendered, "kmm/module.yaml")[0]
-    expected = manifests.kmm_images(["6.12.57+deb13-amd64"])
+def test_kmm_module_maps_kernels_to_the_kmm_images(files: dict[str, str]) -> None:
+    module = objects(files, "kmm/module.yaml")[0]
+    expected = manifests.kmm_images(locked=LOCKED)
+    assert sorted(expected) == sorted(KMM_KERNELS)
     assert manifests.check_kmm_module(module, expected) == []
-    assert expected["6.12.57+deb13-amd64"].endswith(f"gdrdrv-kmm:{version.VERSION}-6.12.57_deb13-amd64")
+    tag = f"registry.example.org/gdrcopy/gdrdrv-kmm:{version.VERSION}-6.12.57_deb13-amd64"
+    assert expected["6.12.57+deb13-amd64"] == LOCKED[tag].pinned
+    one = manifests.render(["6.1.0-57-amd64"], locked=LOCKED)
+    assert (
+        manifests.check_kmm_module(
+            objects(one, "kmm/module.yaml")[0], manifests.kmm_images(["6.1.0-57-amd64"], locked=LOCKED)
+        )
+        == []
+    )
     params = module["spec"]["moduleLoader"]["container"]["modprobe"]["parameters"]
     assert "node_mode=0660" in params and "use_persistent_mapping=1" in params
     wrong = copy.deepcopy(module)

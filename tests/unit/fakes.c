@@ -65,6 +65,7 @@ static unsigned int ioctl_counts[256];
 static unsigned int open_count;
 static int last_open_flags;
 static uint64_t last_token;
+static void *next_map_at;	/* fake_gdrdrv_next_map_at() */
 static uint32_t last_va_space, last_flags;
 static unsigned int attr_queries[8];
 
@@ -106,6 +107,7 @@ void fake_reset(const struct fake_gdrdrv_config *c)
 	open_count = 0;
 	last_open_flags = 0;
 	last_token = 0;
+	next_map_at = NULL;
 	last_va_space = last_flags = 0;
 	memset(&cuda_cfg, 0, sizeof(cuda_cfg));
 	last_export_flags = 0;
@@ -236,6 +238,8 @@ static int fake_ioctl_locked(struct fake_file *f, unsigned long request, void *a
 		last_flags = 0;
 		if (cfg.persistent && (p->p2p_token || p->va_space))
 			return EINVAL;	/* tokens are deprecated in persistent mode */
+		if (cfg.refuse_p2p_tokens && (p->p2p_token || p->va_space))
+			return EPERM;
 		return do_pin(f, p->addr, p->size, &p->handle);
 	}
 	case GDRDRV_IOC_PIN_BUFFER_V2: {
@@ -402,7 +406,9 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 		goto fail;
 	}
 	/* One inaccessible page after the mapping, so that a copy running past it faults. */
-	va = __real_mmap(NULL, len + gdr_host_page()->size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	va = __real_mmap(next_map_at, len + gdr_host_page()->size, prot,
+			 MAP_PRIVATE | MAP_ANONYMOUS | (next_map_at ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+	next_map_at = NULL;
 	if (va == MAP_FAILED) {
 		err = errno;
 		goto fail;
@@ -535,6 +541,13 @@ unsigned int fake_attr_queries(uint32_t attr)
 	n = attr < 8 ? attr_queries[attr] : 0;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+void fake_gdrdrv_next_map_at(void *addr)
+{
+	pthread_mutex_lock(&lock);
+	next_map_at = addr;
+	pthread_mutex_unlock(&lock);
 }
 
 void fake_gdrdrv_invalidate(unsigned long addr)

@@ -30,6 +30,7 @@ struct fake_gdrdrv_config {
 	int force_pcie_refused_errno;	/* the NVIDIA driver refuses FORCE_PCIE pins with this */
 	bool knows_vma_attr;		/* answers GDRDRV_ATTR_VMA_INHERITED_ON_FORK (else EINVAL) */
 	bool vma_inherited;		/* ... with this */
+	bool refuse_p2p_tokens;		/* legacy PIN_BUFFER with tokens -> EPERM (our gdrdrv without allow_p2p_tokens) */
 	uint32_t tsc_khz;
 };
 
@@ -54,6 +55,11 @@ uint32_t fake_last_pin_va_space(void);
 uint32_t fake_last_pin_flags(void);
 /* How often GET_ATTR was asked for attr. */
 unsigned int fake_attr_queries(uint32_t attr);
+/*
+ * The next gdrdrv mmap lands at addr (MAP_FIXED_NOREPLACE), as the kernel
+ * may put a new mapping where the application unmapped an old one.
+ */
+void fake_gdrdrv_next_map_at(void *addr);
 /* Fire the "GPU memory freed" callback for the pin covering addr. */
 void fake_gdrdrv_invalidate(unsigned long addr);
 

@@ -1227,6 +1227,129 @@ static void test_unmapped_behind_the_library(void **state)
 	munmap(other, GPU_PAGE);
 }
 
+/*
+ * The application munmapped buffer A's mapping and the kernel put buffer B's
+ * new mapping at the same address: a copy to A must not write into B.  The
+ * library sees it at gdr_map (the new range overlaps A's record), not on
+ * the copy path.
+ */
+static void test_copy_after_unmap_behind_fails_once_a_new_mapping_lands_there(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t a, b;
+	void *va, *vb;
+	unsigned char buf[64];
+	const char *log;
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &a), 0);
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA + GPU_PAGE, GPU_PAGE, 0, &b), 0);
+	assert_int_equal(gdr_map(g, a, &va, GPU_PAGE), 0);
+	assert_int_equal(munmap(va, GPU_PAGE), 0);	/* behind the library */
+	fake_gdrdrv_next_map_at(va);
+	log_capture_begin();
+	assert_int_equal(gdr_map(g, b, &vb, GPU_PAGE), 0);
+	log = log_capture_end();
+	assert_ptr_equal(vb, va);
+	assert_non_null(strstr(log, "unmapped behind"));
+	memset(vb, 0x44, 64);
+
+	memset(buf, 0x55, sizeof(buf));
+	log_capture_begin();
+	assert_int_equal(gdr_copy_to_mapping(a, va, buf, sizeof(buf)), EFAULT);
+	assert_int_equal(gdr_copy_from_mapping(a, buf, va, sizeof(buf)), EFAULT);
+	assert_non_null(strstr(log_capture_end(), "unmapped behind"));
+	assert_int_equal(((unsigned char *)vb)[0], 0x44);	/* B untouched */
+	assert_int_equal(buf[0], 0x55);
+	/* A's unmap leaves B's mapping alone; B works as before. */
+	assert_int_equal(gdr_unmap(g, a, va, GPU_PAGE), EFAULT);
+	assert_int_equal(msync(vb, GPU_PAGE, MS_ASYNC), 0);
+	assert_int_equal(gdr_copy_to_mapping(b, vb, buf, sizeof(buf)), 0);
+	assert_int_equal(((unsigned char *)vb)[0], 0x55);
+	assert_int_equal(gdr_unmap(g, b, vb, GPU_PAGE), 0);
+	assert_int_equal(gdr_close(g), 0);
+	assert_int_equal(fake_live_mappings(), 0);
+}
+
+/*
+ * gdr_get_info is the other point where the library learns it: gdrdrv says
+ * the buffer has no mapping while the library still holds one.  From then
+ * on copies fail, and the buffer can be mapped again.
+ */
+static void test_get_info_finds_a_mapping_unmapped_behind(void **state)
+{
+	gdr_t g = open_default();
+	gdr_mh_t mh;
+	gdr_info_v2_t info;
+	void *va, *other, *again;
+	unsigned char buf[64];
+
+	(void)state;
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
+	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
+	assert_int_equal(munmap(va, GPU_PAGE), 0);
+	other = mmap(va, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	assert_ptr_equal(other, va);
+	memset(other, 0x33, GPU_PAGE);
+	assert_int_equal(gdr_get_info_v2(g, mh, &info), 0);
+	assert_int_equal(info.mapped, 0);
+	memset(buf, 0x66, sizeof(buf));
+	assert_int_equal(gdr_copy_to_mapping(mh, va, buf, sizeof(buf)), EFAULT);
+	assert_int_equal(((unsigned char *)other)[0], 0x33);
+	/* Mapped anew, it is a buffer like any other. */
+	assert_int_equal(gdr_map(g, mh, &again, GPU_PAGE), 0);
+	assert_int_equal(gdr_copy_to_mapping(mh, again, buf, sizeof(buf)), 0);
+	assert_int_equal(gdr_unmap(g, mh, again, GPU_PAGE), 0);
+	assert_int_equal(((unsigned char *)other)[0], 0x33);
+	assert_int_equal(gdr_close(g), 0);
+	munmap(other, GPU_PAGE);
+}
+
+/* A pin that gdrdrv refuses says which module parameter is behind the refusal. */
+static void test_pin_refusals_name_gdrdrvs_parameters(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	gdr_mh_t mh;
+	gdr_t g;
+	const char *log;
+
+	(void)state;
+	/* A driver that takes tokens only through the legacy PIN_BUFFER, and refuses them. */
+	cfg.version = FAKE_VERSION(2, 3);
+	cfg.persistent = false;
+	cfg.refuse_p2p_tokens = true;
+	use_config(&cfg);
+	g = gdr_open();
+	assert_non_null(g);
+	log_capture_begin();
+	assert_int_equal(gdr_pin_buffer(g, FAKE_GPU_VA, GPU_PAGE, 0x1234, 7, &mh), EPERM);
+	log = log_capture_end();
+	assert_non_null(strstr(log, "allow_p2p_tokens=1"));
+	assert_non_null(strstr(log, "tokens 0"));
+	/* Without tokens the same driver pins. */
+	assert_int_equal(gdr_pin_buffer(g, FAKE_GPU_VA, GPU_PAGE, 0, 0, &mh), 0);
+	assert_int_equal(gdr_close(g), 0);
+
+	cfg = fake_gdrdrv_default();
+	cfg.pin_errno = ENOSPC;
+	use_config(&cfg);
+	g = gdr_open();
+	assert_non_null(g);
+	log_capture_begin();
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), ENOSPC);
+	assert_non_null(strstr(log_capture_end(), "max_pins_per_file"));
+	assert_int_equal(gdr_close(g), 0);
+
+	cfg.pin_errno = EDQUOT;
+	use_config(&cfg);
+	g = gdr_open();
+	assert_non_null(g);
+	log_capture_begin();
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), EDQUOT);
+	assert_non_null(strstr(log_capture_end(), "max_pins_per_user"));
+	assert_int_equal(gdr_close(g), 0);
+}
+
 static pid_t copy_caller_tid;
 static sigjmp_buf copy_fault_jmp;
 
@@ -1298,6 +1421,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_succeeds_with_cloexec, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_child_gets_eperm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unmapped_behind_the_library, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy_after_unmap_behind_fails_once_a_new_mapping_lands_there, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_get_info_finds_a_mapping_unmapped_behind, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pin_refusals_name_gdrdrvs_parameters, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoked_legacy_pin_faults_on_the_calling_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_module_not_loaded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_node_missing_chrdev_loaded, setup, teardown),
