@@ -291,10 +291,12 @@ def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Pa
 
     rocky = next(e for e in model.load() if e.name == "rockylinux-9")
     engine = FakeEngine()
-    offline = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=True, refresh=False).run()  # type: ignore[arg-type]
+    plan = runner.plan_entry(rocky, offline=True)
+    offline = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == [] and offline.skipped
     assert offline.skip_reason() == "needs an image registry (--offline given)"
-    online = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=False, refresh=False).run()  # type: ignore[arg-type]
+    plan = runner.plan_entry(rocky, offline=False)
+    online = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == ["rockylinux:9"] and online.skipped
     assert "no registry reachable here" in online.skip_reason()
 
@@ -389,21 +391,21 @@ def test_a_driver_package_that_does_not_build_for_the_kernel_is_a_named_skip(
         runner.DRIVER_DOES_NOT_BUILD,
         f"noise\nnvidia_layer: nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64: {error}\n",
     )
-    run = runner.EntryRun(entry, engine, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
     run.abi, run.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert run.nvidia_layer(0.0) is False and engine.removed == 1
     assert run.result.skipped and not run.result.failed
     assert error in run.result.skip_reason() and "nothing of ours ran" in run.result.skip_reason()
     # A layer script that exits 3 without its reason line still skips, naming the package and the output.
     terse = LayerEngine(runner.DRIVER_DOES_NOT_BUILD, f"{error}\n")
-    quiet = runner.EntryRun(entry, terse, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    quiet = runner.EntryRun(runner.plan_entry(entry, offline=True), terse, runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
     quiet.abi, quiet.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert quiet.nvidia_layer(0.0) is False and quiet.result.skipped and not quiet.result.failed
     reason = quiet.result.skip_reason()
     assert "nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64" in reason and error in reason
     # Any other failure of the layer stays a failure.
     failing = LayerEngine(1, "E: Unable to locate package\n")
-    other = runner.EntryRun(entry, failing, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    other = runner.EntryRun(runner.plan_entry(entry, offline=True), failing, runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
     other.abi, other.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert other.nvidia_layer(0.0) is False and other.result.failed
 
@@ -457,7 +459,7 @@ def real_nvidia_step(tmp_path: Path, output: str) -> tuple[report.EntryResult, S
         "gdrcopy_2.6.1-1_all.deb",
     ):
         (workspace.dist / name).write_text("")
-    entry_run = runner.EntryRun(entry, engine, workspace, offline=True, refresh=False)  # type: ignore[arg-type]
+    entry_run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, workspace, refresh=False)  # type: ignore[arg-type]
     entry_run.abi = "6.1.0-57-amd64"
     entry_run.test_image = "gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms:x"
     entry_run.driver = DriverPackage(
@@ -525,6 +527,34 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     assert "rockylinux-9: install each with dnf install -y and compile gdrdrv against /usr/src/kernels/*" in out
     tasks.lint_workflow(MockContext(), dry_run=True)
     assert capsys.readouterr().out.splitlines()[-1].startswith("[dry-run] run actionlint")
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_an_entry_run_walks_the_steps_its_dry_run_prints(offline: bool, tmp_path: Path) -> None:
+    """EntryRun carries out its EntryPlan's steps in order, each once, and stops where a step says so."""
+    from gdrkit.matrix import runner
+
+    for entry in model.load():
+        plan = runner.plan_entry(entry, offline=offline)
+        assert plan.lines() == runner.entry_plan(entry, offline=offline)
+        walked: list[str] = []
+        entry_run = runner.EntryRun(plan, FakeEngine(), runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
+        for step in plan.steps:
+            assert callable(getattr(entry_run, f"step_{step.action}")), step
+            setattr(entry_run, f"step_{step.action}", lambda action=step.action, log=walked: log.append(action) or True)
+        entry_run.run()
+        assert walked == [step.action for step in plan.steps], entry.name
+        # A step that says stop ends the walk there.
+        stopped: list[str] = []
+        first = runner.EntryRun(plan, FakeEngine(), runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
+        for step in plan.steps:
+            setattr(first, f"step_{step.action}", lambda action=step.action, log=stopped: bool(log.append(action)))
+        first.run()
+        assert stopped == [plan.steps[0].action]
+    rocky = runner.plan_entry(next(e for e in model.load() if e.name == "rockylinux-9"), offline=True)
+    assert [s.action for s in rocky.steps] == ["image"]
+    nvidia = runner.plan_entry(next(e for e in model.load() if e.name == "debian-bookworm-nvidia"), offline=True)
+    assert [s.action for s in nvidia.steps] == ["image", "build", "real_nvidia"]
 
 
 def test_matrix_and_sweep_execute_the_plan_their_dry_run_prints(
