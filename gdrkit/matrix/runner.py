@@ -45,7 +45,7 @@ from gdrkit.containers import Engine, RunResult
 from gdrkit.distro.arch import arch
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
-from gdrkit.packaging import pipeline
+from gdrkit.packaging import build, pipeline
 from gdrkit.distro.families import family
 from gdrkit.stage import image as stage_image
 from gdrkit.stage.image import script_command
@@ -197,18 +197,6 @@ def install_script(family_name: str, files: Sequence[str], abi: str) -> str:
     fam = family(family_name)
     args = [abi, "--refresh", " ".join(fam.refresh_command), "--install", " ".join(fam.install_files_command)]
     return script_command(INSTALL_SCRIPT, [*args, "--", *files])
-
-
-_RPM_FILE = re.compile(r"^.+-(?P<version>[^-]+-[^-]+)\.[^.]+\.rpm$")
-
-
-def package_file_version(path: Path) -> str:
-    """The version-release a package file's name carries (name_version_arch.deb, name-version-release.arch.rpm)."""
-    if path.suffix == ".deb":
-        parts = path.name.split("_")
-        return parts[1] if len(parts) == 3 else ""
-    match = _RPM_FILE.match(path.name)
-    return match.group("version") if match else ""
 
 
 @dataclass(frozen=True)
@@ -366,7 +354,7 @@ class EntryRun:
 
     def note_version(self, files: Sequence[Path]) -> None:
         """Record the version of the built packages (the publish manifest matches results by it)."""
-        versions = {package_file_version(f) for f in files}
+        versions = {build.package_fields(f).version for f in files}
         if len(versions) == 1:
             self.result.facts["package.version"] = versions.pop()
 

@@ -10,6 +10,7 @@ import pytest
 
 from gdrkit.matrix import model, report, workflow
 from gdrkit.stage.packages import built_files
+from pkgkit.empty import empty_package
 from gdrkit.system import UserError
 
 
@@ -168,9 +169,11 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "gdrcopy_2.6.1-1_all.deb",
         "gdrdrv-modules-6.1.0-56-amd64_2.6.1-1_amd64.deb",
-        "gdrcopy-2.6.1-1.x86_64.rpm",
     ):
-        (tmp_path / name).write_text("")
+        empty_package(tmp_path / name)
+    (tmp_path / "gdrcopy-2.6.1-1.x86_64.rpm").write_text("")  # not a .deb: never read
+    # The package a file holds is read from it, not from its name.
+    empty_package(tmp_path / "python3-gdrcopy_2.6.1-1_all.deb").rename(tmp_path / "renamed.deb")
     entries = {e.name: e for e in model.load()}
     # The installed set is packages/gdrcopy.yaml's: every package but the prebuilt-module ones.
     assert set(runner.install_set(entries["debian-trixie"])) == {
@@ -192,6 +195,7 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrcopy_2.6.1-1_all.deb",
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "libgdrapi_2.6.1-1_amd64.deb",
+        "renamed.deb",
     ]
     script = runner.install_script("debian", ["/src/dist/a.deb"], "6.12.57+deb13-amd64")
     first = script.splitlines()[0]
@@ -458,7 +462,7 @@ def real_nvidia_step(tmp_path: Path, output: str) -> tuple[report.EntryResult, S
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "gdrcopy_2.6.1-1_all.deb",
     ):
-        (workspace.dist / name).write_text("")
+        empty_package(workspace.dist / name)
     entry_run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, workspace, refresh=False)  # type: ignore[arg-type]
     entry_run.abi = "6.1.0-57-amd64"
     entry_run.test_image = "gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms:x"
