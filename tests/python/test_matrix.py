@@ -561,6 +561,59 @@ def test_an_entry_run_walks_the_steps_its_dry_run_prints(offline: bool, tmp_path
     assert [s.action for s in nvidia.steps] == ["image", "build", "real_nvidia"]
 
 
+class InstallEngine:
+    """The install container's run: its script's step marks; counts the containers removed and exported."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+        self.removed = 0
+        self.exported: list[Path] = []
+
+    def run(self, image: str, script: str, **_: object) -> tuple[object, object]:
+        from gdrkit.containers import RunResult
+
+        return RunResult(0, self.output), "container"
+
+    def remove(self, container: object) -> None:
+        self.removed += 1
+
+    def export_to(self, container: object, directory: Path) -> None:
+        self.exported.append(directory)
+        raise UserError("export stopped here (the boot is not part of this test)")
+
+
+@pytest.mark.parametrize(
+    ("name", "marks", "outcomes"),
+    [
+        # No boot here: the install container goes, the rest is skipped with why.
+        ("ubuntu-24.04", "install 0\ndkms 0\n", {"dkms": "pass", "load": "skip", "sanity": "skip"}),
+        # softgpu did not build: the boot step says so before exporting anything.
+        ("debian-trixie", "install 0\ndkms 0\nsoftgpu 1\n", {"dkms": "pass", "load": "FAIL"}),
+        # The boot step exports the install container's filesystem (the export raising stands for the boot).
+        ("debian-trixie", "install 0\ndkms 0\nsoftgpu 0\n", {"dkms": "pass", "load": "FAIL"}),
+        ("debian-trixie", "install 0\ndkms 1\n", {"dkms": "FAIL", "load": "skip"}),
+    ],
+)
+def test_the_install_step_hands_its_container_to_the_next_step_and_it_is_removed_once(
+    tmp_path: Path, name: str, marks: str, outcomes: dict[str, str]
+) -> None:
+    from gdrkit.matrix import runner
+
+    entry = next(e for e in model.load() if e.name == name)
+    plan = runner.plan_entry(entry, offline=False)
+    rest = runner.EntryPlan(entry, False, tuple(s for s in plan.steps if s.action not in ("image", "build")))
+    workspace = runner.Workspace(tmp_path)
+    empty_package(workspace.dist / "gdrdrv-dkms_2.6.1-1_all.deb")
+    engine = InstallEngine("".join(f"GDRKIT-STEP {line}\n" for line in marks.splitlines()))
+    entry_run = runner.EntryRun(rest, engine, workspace, refresh=False)  # type: ignore[arg-type]
+    for step in ("image", "build"):  # as their steps would have
+        entry_run.result.record(step, report.Outcome.PASSED)
+    result = entry_run.run()
+    assert {step: result.outcome(step).value for step in outcomes} == outcomes, result.steps
+    assert engine.removed == 1
+    assert engine.exported == ([workspace.rootfs] if marks.endswith("softgpu 0\n") else [])
+
+
 def test_matrix_and_sweep_execute_the_plan_their_dry_run_prints(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
