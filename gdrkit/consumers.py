@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gdrkit.packaging.build import package_fields
 from gdrkit.system import cache_dir, die, ensure_debian_packages, file_sha256, log, run, run_step
 from gdrkit.version import REPO_ROOT
 from gdrkit.vm.suites import SUITES, AptLists, suite_lists
@@ -198,7 +199,7 @@ def cuda_prefix() -> CudaPrefix:
     """Debian's CUDA 11.8 headers and runtime, unpacked once (nvidia-cuda-dev is a 775 MB download)."""
     lists = suite_lists(SUITES[CUDA_SUITE])
     debs = [lists.download(package) for package in CUDA_PACKAGES]
-    versions = tuple(deb.name.split("_")[0] + "=" + deb.name.split("_")[1] for deb in debs)
+    versions = tuple(f"{fields.name}={fields.version}" for fields in map(package_fields, debs))
     unpacked = cache_dir() / "consumers" / "cuda" / _digest(*versions)[:16]
     if not (unpacked / ".unpacked").exists():
         shutil.rmtree(unpacked, ignore_errors=True)

@@ -39,13 +39,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gdrkit.containers import Engine, RunResult
 from gdrkit.distro.arch import arch
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
-from gdrkit.packaging import pipeline
+from gdrkit.packaging import build, pipeline
 from gdrkit.distro.families import family
 from gdrkit.stage import image as stage_image
 from gdrkit.stage.image import script_command
@@ -199,27 +199,83 @@ def install_script(family_name: str, files: Sequence[str], abi: str) -> str:
     return script_command(INSTALL_SCRIPT, [*args, "--", *files])
 
 
-_RPM_FILE = re.compile(r"^.+-(?P<version>[^-]+-[^-]+)\.[^.]+\.rpm$")
+@dataclass(frozen=True)
+class PlannedStep:
+    """One step of an entry's plan: what a dry run prints for it, and the EntryRun method that carries it out."""
+
+    action: str  # EntryRun.step_<action>
+    says: tuple[str, ...]
 
 
-def package_file_version(path: Path) -> str:
-    """The version-release a package file's name carries (name_version_arch.deb, name-version-release.arch.rpm)."""
-    if path.suffix == ".deb":
-        parts = path.name.split("_")
-        return parts[1] if len(parts) == 3 else ""
-    match = _RPM_FILE.match(path.name)
-    return match.group("version") if match else ""
+@dataclass(frozen=True)
+class EntryPlan:
+    """What `matrix` does for one entry: a dry run prints its lines, EntryRun walks its steps."""
+
+    entry: Entry
+    offline: bool
+    steps: tuple[PlannedStep, ...]
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    def lines(self) -> list[str]:
+        return [f"{self.entry.name}: {line}" for step in self.steps for line in step.says]
+
+
+def plan_entry(entry: Entry, *, offline: bool) -> EntryPlan:
+    """The steps of one entry (pure but for reading files)."""
+    fam = family(entry.family)
+    if entry.registry_image is not None:
+        if offline:
+            # The image step records this skip (stage_image.prepare) and stops the row.
+            return EntryPlan(entry, offline, (PlannedStep("image", (f"skipped: {stage_image.OFFLINE_SKIP}",)),))
+        base = f"pull {entry.registry_image}"
+    else:
+        base = f"import the {entry.local_suite} {entry.arch} VM root (built with mmdebstrap if not cached)"
+    packages = " ".join(install_set(entry))
+    if entry.foreign:
+        how = f"cross-build here (build-deb --arch {entry.arch} --no-kmod --suite {entry.local_suite})"
+    else:
+        how = build_command(entry, "<kernel>" if entry.kernel_suite else "")
+    image = [f"image: {base}, then set it up (setup_image.sh: {' '.join(image_packages(entry))})"]
+    install = f"install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv"
+    if entry.nvidia is not None:
+        image.append(f"image: add Debian's NVIDIA {entry.nvidia} driver DKMS-built (nvidia_layer.sh)")
+    steps = [PlannedStep("image", tuple(image)), PlannedStep("build", (f"build from a clean clone of HEAD: {how}",))]
+    if entry.nvidia is not None:
+        real = "check gdrdrv against the real driver (real_nvidia.sh); load and sanity: skipped"
+        steps.append(PlannedStep("real_nvidia", (install, real)))
+    else:
+        steps.append(PlannedStep("install", (install,)))
+        if entry.boot:
+            steps.append(
+                PlannedStep("boot", ("boot its kernel under qemu, load softgpu and gdrdrv, run gdrcopy_sanity",))
+            )
+        else:
+            steps.append(PlannedStep("no_boot", ("load and sanity: skipped (boot: false)",)))
+    return EntryPlan(entry, offline, tuple(steps))
+
+
+def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
+    """What `matrix` does for one entry, one line per step (pure but for reading files)."""
+    return plan_entry(entry, offline=offline).lines()
 
 
 class EntryRun:
-    """One entry's run; each step records its outcome and returns False to stop."""
+    """One entry's run: walks its plan's steps; each records its outcome and returns False to stop."""
 
-    def __init__(self, entry: Entry, engine: Engine, workspace: Workspace, *, offline: bool, refresh: bool) -> None:
-        self.entry = entry
+    def __init__(self, plan: EntryPlan, engine: Engine, workspace: Workspace, *, refresh: bool) -> None:
+        self.plan = plan
+        self.entry = entry = plan.entry
         self.engine = engine
         self.ws = workspace
-        self.offline = offline
+        self.offline = plan.offline
         self.refresh = refresh
+        # The container the install step leaves for the boot step, with what its script said.
+        self.installed: Any = None
+        self.install_detail = ""
+        self.softgpu_status: int | None = None
         self.result = EntryResult(entry.name)
         if entry.nvidia is None:
             self.result.record("nvidia", Outcome.NOT_RUN)  # a stand-in (softgpu) row
@@ -298,7 +354,7 @@ class EntryRun:
 
     def note_version(self, files: Sequence[Path]) -> None:
         """Record the version of the built packages (the publish manifest matches results by it)."""
-        versions = {package_file_version(f) for f in files}
+        versions = {build.package_fields(f).version for f in files}
         if len(versions) == 1:
             self.result.facts["package.version"] = versions.pop()
 
@@ -339,7 +395,7 @@ class EntryRun:
         partial.rename(cached)
         return self.timed("build", Outcome.PASSED, ", ".join(sorted(names)), started)
 
-    def step_real_nvidia(self) -> None:
+    def check_real_nvidia(self) -> None:
         """Install next to the real driver, check gdrdrv against it, remove and reinstall both (real_nvidia.sh)."""
         driver = self.driver
         assert driver is not None
@@ -392,10 +448,8 @@ class EntryRun:
         self.result.record("sanity", Outcome.SKIPPED, reason)
 
     def step_install(self) -> bool:
+        """Install the packages and check DKMS's build; the container stays for the boot step (self.installed)."""
         started = time.monotonic()
-        if self.entry.nvidia is not None:
-            self.step_real_nvidia()
-            return False
         files = [f"/src/dist/{f.name}" for f in self.built(self.ws.dist)]
         result, container = self.engine.run(
             self.image, install_script(self.entry.family, files, self.abi), mounts={self.ws.source: "/src"}, keep=True
@@ -411,24 +465,39 @@ class EntryRun:
         if marks.get("dkms") != 0:
             self.engine.remove(container)
             return False
-        if not self.entry.boot:
+        self.installed, self.install_detail, self.softgpu_status = container, detail, marks.get("softgpu")
+        return True
+
+    def drop_installed(self) -> None:
+        if self.installed is not None:
+            container, self.installed = self.installed, None
             self.engine.remove(container)
-            self.result.skip_rest("this entry's kernel is not booted here (boot: false)")
-            return False
-        if marks.get("softgpu") != 0:
-            self.engine.remove(container)
-            self.result.record("load", Outcome.FAILED, "building softgpu for this kernel failed:\n" + detail)
+
+    def step_no_boot(self) -> bool:
+        self.drop_installed()
+        self.result.skip_rest("this entry's kernel is not booted here (boot: false)")
+        return False
+
+    def step_real_nvidia(self) -> bool:
+        self.check_real_nvidia()
+        return False
+
+    def step_boot(self) -> bool:
+        """Boot the installed container's filesystem: softgpu and gdrdrv load, gdrcopy_sanity passes."""
+        from gdrkit.vm import boot, default_loads
+        from gdrkit.vm.initramfs import BUSYBOX
+
+        container = self.installed
+        if self.softgpu_status != 0:
+            self.drop_installed()
+            self.result.record(
+                "load", Outcome.FAILED, "building softgpu for this kernel failed:\n" + self.install_detail
+            )
             return False
         if self.ws.rootfs.exists():
             shutil.rmtree(self.ws.rootfs)
         self.engine.export_to(container, self.ws.rootfs)
-        self.engine.remove(container)
-        return True
-
-    def step_boot(self) -> None:
-        from gdrkit.vm import boot, default_loads
-        from gdrkit.vm.initramfs import BUSYBOX
-
+        self.drop_installed()
         started = time.monotonic()
         loads = default_loads()
         kernel_image = self.ws.rootfs / "boot" / f"vmlinuz-{self.abi}"
@@ -450,25 +519,30 @@ class EntryRun:
             detail = "; ".join(result.problems(loads)) or "the guest did not get to load the modules"
             self.result.record("load", Outcome.FAILED, detail + "\n" + tail(console), seconds)
             self.result.skip_rest("modules did not load")
-            return
+            return False
         self.result.record("load", Outcome.PASSED, "softgpu and the DKMS-built gdrdrv loaded")
         problems = result.problems(loads)
         if result.status == 0 and not problems:
             summary = [line for line in console.splitlines() if line.startswith("Total:")]
             self.result.record("sanity", Outcome.PASSED, summary[-1] if summary else "", seconds)
-        else:
-            why = f"gdrcopy_sanity exit status {result.status}" + (f"; {'; '.join(problems)}" if problems else "")
-            self.result.record("sanity", Outcome.FAILED, why + "\n" + tail(console), seconds)
+            return True
+        why = f"gdrcopy_sanity exit status {result.status}" + (f"; {'; '.join(problems)}" if problems else "")
+        self.result.record("sanity", Outcome.FAILED, why + "\n" + tail(console), seconds)
+        return False
 
     def run(self) -> EntryResult:
+        """Walk the plan's steps (those its dry run printed) until one says stop."""
         started = time.monotonic()
         try:
-            if self.step_image() and self.step_build() and self.step_install():
-                self.step_boot()
+            for step in self.plan.steps:
+                if not getattr(self, f"step_{step.action}")():
+                    break
         except (UserError, subprocess.SubprocessError) as error:
             # The step that was running is the first one without a result.
-            step = next((s for s in STEPS if s not in self.result.steps), STEPS[-1])
-            self.result.record(step, Outcome.FAILED, str(error))
+            step_name = next((s for s in STEPS if s not in self.result.steps), STEPS[-1])
+            self.result.record(step_name, Outcome.FAILED, str(error))
+        finally:
+            self.drop_installed()
         failed_at = self.result.first_failure()
         if failed_at:
             self.result.skip_rest(f"{failed_at[0]} failed")
@@ -480,12 +554,17 @@ class EntryRun:
 class MatrixPlan:
     """What `matrix` runs: a dry run prints it (lines), a real run executes it (execute_matrix)."""
 
-    entries: tuple[Entry, ...]
+    entries: tuple[EntryPlan, ...]
     offline: bool
     refresh: bool = False
 
     def lines(self) -> list[str]:
-        return engine_plan() + [line for e in self.entries for line in entry_plan(e, offline=self.offline)]
+        return engine_plan() + [line for e in self.entries for line in e.lines()]
+
+
+def plan_matrix(entries: Sequence[Entry], *, offline: bool, refresh: bool = False) -> MatrixPlan:
+    """Each entry's plan, made once: the dry run prints these, the real run walks them."""
+    return MatrixPlan(tuple(plan_entry(e, offline=offline) for e in entries), offline, refresh)
 
 
 @dataclass(frozen=True)
@@ -501,21 +580,21 @@ class SweepPlan:
 
 def run_entries(entries: Sequence[Entry], *, offline: bool, refresh: bool = False) -> list[EntryResult]:
     """Run every entry in turn (each in its own workspace under the cache); never stops early."""
-    return execute_matrix(MatrixPlan(tuple(entries), offline, refresh))
+    return execute_matrix(plan_matrix(entries, offline=offline, refresh=refresh))
 
 
 def execute_matrix(plan: MatrixPlan) -> list[EntryResult]:
     """Carry out a MatrixPlan: every entry in turn, each in its own workspace under the cache; never stops early."""
     from gdrkit.containers import engine as docker_engine
 
-    entries, offline, refresh = plan.entries, plan.offline, plan.refresh
+    entries = plan.entries
     results = []
     with docker_engine() as engine:
         for index, entry in enumerate(entries, 1):
             log(f"matrix [{index}/{len(entries)}] {entry.name}")
             workspace = Workspace(cache_dir() / "matrix" / entry.name)
             workspace.root.mkdir(parents=True, exist_ok=True)
-            result = EntryRun(entry, engine, workspace, offline=offline, refresh=refresh).run()
+            result = EntryRun(entry, engine, workspace, refresh=plan.refresh).run()
             results.append(result)
             log(f"matrix {entry.name}: " + ", ".join(f"{s}={result.outcome(s).value}" for s in STEPS))
     return results
@@ -553,7 +632,8 @@ def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
     with docker_engine() as engine:
         workspace = Workspace(cache_dir() / "matrix" / entry.name)
         workspace.root.mkdir(parents=True, exist_ok=True)
-        entry_run = EntryRun(entry, engine, workspace, offline=offline, refresh=False)
+        # The image step of the entry's matrix plan: the same prepared image.
+        entry_run = EntryRun(plan_entry(entry, offline=offline), engine, workspace, refresh=False)
         if not entry_run.step_image():
             log(f"{entry.name}: skipped: {entry_run.result.skip_reason()}")
             return {}
@@ -583,35 +663,6 @@ def engine_plan() -> list[str]:
     return [*steps, "start dockerd (log: /var/log/gdrkit-dockerd.log)"]
 
 
-def entry_plan(entry: Entry, *, offline: bool) -> list[str]:
-    """What `matrix` does for one entry, one line per step (pure but for reading files)."""
-    fam = family(entry.family)
-    if entry.registry_image is not None:
-        if offline:
-            return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
-        base = f"pull {entry.registry_image}"
-    else:
-        base = f"import the {entry.local_suite} {entry.arch} VM root (built with mmdebstrap if not cached)"
-    packages = " ".join(install_set(entry))
-    if entry.foreign:
-        how = f"cross-build here (build-deb --arch {entry.arch} --no-kmod --suite {entry.local_suite})"
-    else:
-        how = build_command(entry, "<kernel>" if entry.kernel_suite else "")
-    lines = [
-        f"{entry.name}: image: {base}, then set it up (setup_image.sh: {' '.join(image_packages(entry))})",
-        f"{entry.name}: build from a clean clone of HEAD: {how}",
-        f"{entry.name}: install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv",
-    ]
-    if entry.nvidia is not None:
-        lines.insert(1, f"{entry.name}: image: add Debian's NVIDIA {entry.nvidia} driver DKMS-built (nvidia_layer.sh)")
-        lines.append(f"{entry.name}: check gdrdrv against the real driver (real_nvidia.sh); load and sanity: skipped")
-    elif entry.boot:
-        lines.append(f"{entry.name}: boot its kernel under qemu, load softgpu and gdrdrv, run gdrcopy_sanity")
-    else:
-        lines.append(f"{entry.name}: load and sanity: skipped (boot: false)")
-    return lines
-
-
 def execute_sweep(plan: SweepPlan) -> dict[str, dict[str, int]]:
     """Carry out a SweepPlan: entry name -> {kernel: 0 built, 1 failed to build, 2 headers would not install}."""
     return {entry.name: compile_sweep(entry, offline=plan.offline) for entry in plan.entries}
@@ -620,7 +671,7 @@ def execute_sweep(plan: SweepPlan) -> dict[str, dict[str, int]]:
 def sweep_plan(entry: Entry, *, offline: bool) -> list[str]:
     """What `compile-sweep` does for one entry (pure)."""
     if entry.registry_image is not None and offline:
-        return [f"{entry.name}: skipped: needs an image registry (--offline given)"]
+        return [f"{entry.name}: skipped: {stage_image.OFFLINE_SKIP}"]
     if entry.foreign:
         return [f"{entry.name}: skipped: {entry.arch} images are not swept (the matrix row builds for its kernel)"]
     fam = family(entry.family)

@@ -408,10 +408,36 @@ def rpm_files(rpm: Path) -> list[str]:
     return [line.split(" ", 1)[1] for line in listing.splitlines() if line and not line.startswith("d")]
 
 
-def package_name(path: Path) -> str:
+@dataclass(frozen=True)
+class PackageFields:
+    """Who a package file is, as its package manager reads it."""
+
+    name: str
+    version: str  # deb: [epoch:]upstream[-revision]; rpm: [epoch:]version-release
+    arch: str
+
+
+def package_fields(path: Path) -> PackageFields:
+    """A .deb's or .rpm's name, version and architecture from its header (dpkg-deb, rpm), never from its file name.
+
+    The one place gdrkit asks: file names need not follow the package's
+    fields (a release's pool, a renamed download, a kernel ABI with dashes).
+    """
     if path.suffix == ".deb":
-        return run(["dpkg-deb", "--field", path, "Package"], capture=True).stdout.strip()
-    return run(["rpm", "-qp", "--qf", "%{NAME}", path], capture=True).stdout.strip()
+        out = run(["dpkg-deb", "--field", path, "Package", "Version", "Architecture"], capture=True).stdout
+        fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+        return PackageFields(fields["Package"], fields["Version"], fields["Architecture"])
+    if path.suffix != ".rpm":
+        raise die(f"{path}: not a .deb or .rpm file")
+    query = "%{NAME}\\t%{EPOCHNUM}\\t%{VERSION}\\t%{RELEASE}\\t%{ARCH}"
+    out = run(["rpm", "-qp", "--nosignature", "--qf", query, path], capture=True).stdout
+    name, epoch, version, release, architecture = out.strip().split("\t")
+    return PackageFields(name, f"{epoch + ':' if epoch != '0' else ''}{version}-{release}", architecture)
+
+
+def package_name(path: Path) -> str:
+    """The package a .deb or .rpm file holds (package_fields)."""
+    return package_fields(path).name
 
 
 def verify_contents(plan: model.Plan, built: Iterable[Path], host_arch: str = "") -> list[str]:

@@ -44,6 +44,9 @@ class Request:
     dry_run: bool = False
     # The Debian architecture the .deb packages are for ("": this host's); another one is cross-built.
     host_arch: str = ""
+    # The version the packages (module and library included) say they are; "": the tree's
+    # (gdrkit.version).  The upgrade tests build one commit as its "previous release".
+    package_version: str = ""
 
 
 OS_RELEASE = Path("/etc/os-release")
@@ -123,6 +126,7 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             source_date_epoch=src.epoch,
             device_mode=request.device_mode,
             device_group=request.device_group,
+            package_version=request.package_version,
         )
         # RPMs of different families have equal file names: keep them apart.
         out = request.output if kind == "deb" or fam.name == "rhel" else request.output / fam.name

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.distro.families import debian_release
+from gdrkit.packaging import build
 from gdrkit.publish import manifest, model
 from gdrkit.publish.model import PackageFile, Plan, Record, Target
 from gdrkit.system import die, ensure_debian_packages, file_sha256, log, run
@@ -39,15 +40,9 @@ TOOLS = {"deb": ("reprepro", "gnupg"), "rpm": ("createrepo-c", "rpm", "gnupg")}
 
 def read_package(path: Path) -> PackageFile:
     """A package file's name, version and architecture, as its package manager reads them."""
-    if path.suffix == ".deb":
-        out = run(["dpkg-deb", "-f", path, "Package", "Version", "Architecture"], capture=True).stdout
-        fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
-        return PackageFile("deb", fields["Package"], fields["Version"], fields["Architecture"], file_sha256(path), path)
-    query = "%{NAME}\\t%{EPOCHNUM}\\t%{VERSION}\\t%{RELEASE}\\t%{ARCH}"
-    out = run(["rpm", "-qp", "--nosignature", "--qf", query, path], capture=True).stdout
-    name, epoch, version, release, arch = out.strip().split("\t")
-    evr = f"{epoch + ':' if epoch != '0' else ''}{version}-{release}"
-    return PackageFile("rpm", name, evr, arch, file_sha256(path), path)
+    fields = build.package_fields(path)
+    kind = "deb" if path.suffix == ".deb" else "rpm"
+    return PackageFile(kind, fields.name, fields.version, fields.arch, file_sha256(path), path)
 
 
 def collect(dist: Path, suite: str, rpm_release: str) -> dict[Target, list[PackageFile]]:

@@ -92,6 +92,10 @@ def pull_or_why(engine: Engine, reference: str) -> str:
     return f"{' '.join(short.split())} (is a registry reachable from here?)"
 
 
+# Why a registry image is not prepared under --offline (the matrix's dry run prints it too).
+OFFLINE_SKIP = "needs an image registry (--offline given)"
+
+
 @dataclass(frozen=True)
 class Prepared:
     """The outcome: `image` (and the kernel `abi` of a suite's root), or why not (`skipped`), or `failed` output."""
@@ -106,7 +110,7 @@ def prepare(engine: Engine, spec: StageSpec, *, offline: bool, refresh: bool = F
     """The prepared image of `spec`, built (or found cached) here."""
     if spec.registry_image is not None:
         if offline:
-            return Prepared(skipped="needs an image registry (--offline given)")
+            return Prepared(skipped=OFFLINE_SKIP)
         why = pull_or_why(engine, spec.registry_image)
         if why:
             return Prepared(skipped=f"no registry reachable here: {why}")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from gdrkit.distro.families import family
-from gdrkit.packaging import pipeline
+from gdrkit.packaging import build, pipeline
 
 
 def checked_packages(plan: pipeline.BuildPlan) -> list[Path]:
@@ -21,11 +20,6 @@ def checked_packages(plan: pipeline.BuildPlan) -> list[Path]:
 
 
 def built_files(dist: Path, family_name: str, wanted: Sequence[str]) -> list[Path]:
-    """The built packages in `dist` named in `wanted`, one file each (named as dpkg and rpm name their files)."""
+    """The built packages in `dist` named in `wanted` (by their headers: build.package_name), in file name order."""
     package_type = family(family_name).package_type
-    chosen = []
-    for path in sorted(dist.glob(f"*.{package_type}")):
-        name = path.name.split("_")[0] if package_type == "deb" else re.sub(r"-\d.*$", "", path.name)
-        if name in wanted:
-            chosen.append(path)
-    return chosen
+    return [path for path in sorted(dist.glob(f"*.{package_type}")) if build.package_name(path) in wanted]

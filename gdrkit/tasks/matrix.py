@@ -76,7 +76,9 @@ def matrix(
     """Build, install, DKMS-build, boot and sanity-test the packages on every distro of ci/matrix.yaml."""
     from gdrkit.matrix import report, runner
 
-    plan = runner.MatrixPlan(tuple(model.select(model.load(), only or [], ci_local=ci_local)), offline, refresh)
+    plan = runner.plan_matrix(
+        model.select(model.load(), only or [], ci_local=ci_local), offline=offline, refresh=refresh
+    )
     if dry_run:
         print_plan(plan.lines())
         return

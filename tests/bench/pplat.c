@@ -504,41 +504,34 @@ static void explain(const struct pplat_opts *o)
 	}
 }
 
-int main(int argc, char **argv)
-{
-	struct pplat_kernel_args args;
-	struct bench_locality loc;
-	struct bench_buckets plan;
-	struct bench_record rec;
-	struct bench_stats st;
+/* One run: the options, the GPU, the buffers the CPU and the kernel share, and the kernel. */
+struct pplat_run {
 	struct pplat_opts o;
+	struct bench_buckets plan;
 	struct pplat_ctx ctx;
 	struct bench_gpu_buf gbuf;
-	double bucket_us[BENCH_MAX_BUCKETS];
-	uint64_t timestamps[PPLAT_MAX_BUCKETS + 1];
-	void *params[PPLAT_KERNEL_PARAMS];
-	CUdeviceptr host_dev = 0;
-	char *ptx;
-	void *map_ptr = NULL;
+	struct pplat_kernel_args args;
+	CUdevice dev;
+	CUdeviceptr host_dev;	/* the mapped host buffer, as the GPU sees it */
 	size_t buf_size;
-	uint32_t errors = 0;
-	unsigned int b;
-	int max_threads = 0, sm_count = 0, sm_threads = 0, fn_max_threads = 0;
-	bool need_gdr;
+	bool need_gdr;		/* something the CPU touches is in GPU memory */
+	gdr_t g;
 	gdr_info_t info;
+	void *map_ptr;
 	CUmodule module;
 	CUfunction kernel;
-	CUdevice dev;
-	gdr_t g = NULL;
-	int ret;
+};
 
-	bench_init("gdrcopy_pplat", argc, argv);
-	parse_args(argc, argv, &o);
-	plan = bench_plan_buckets(o.iters, "-t");
+/* The GPU, and whether the launch -B x -T fits it: a persistent kernel deadlocks unless every block is resident. */
+static void select_gpu(struct pplat_run *r)
+{
+	const struct pplat_opts *o = &r->o;
+	int max_threads = 0, sm_count = 0, sm_threads = 0;
+	struct bench_locality loc;
 
-	dev = bench_select_gpu(o.dev_id, false);
-	bench_print_force_pcie(o.force_pcie);
-	bench_get_locality(dev, &loc);
+	r->dev = bench_select_gpu(o->dev_id, false);
+	bench_print_force_pcie(o->force_pcie);
+	bench_get_locality(r->dev, &loc);
 	bench_print_locality(&loc);
 	if (o.line.pingpong_sizes || o.line.torn_sizes) {
 		struct pplat_line_setup setup = {
@@ -549,187 +542,241 @@ int main(int argc, char **argv)
 		return pplat_line_main(&o.line, &setup);
 	}
 
-	BENCH_CU(cuDeviceGetAttribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev));
-	if (o.threads > (unsigned int)max_threads)
-		bench_die("-T %u: GPU %d allows at most %d threads per block", o.threads, o.dev_id,
+	BENCH_CU(cuDeviceGetAttribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+				      r->dev));
+	if (o->threads > (unsigned int)max_threads)
+		bench_die("-T %u: GPU %d allows at most %d threads per block", o->threads, o->dev_id,
 			  max_threads);
-	/* A persistent kernel deadlocks unless every block is resident at once. */
-	if (cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
+	if (cuDeviceGetAttribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, r->dev) ==
 	    CUDA_SUCCESS &&
 	    cuDeviceGetAttribute(&sm_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-				 dev) == CUDA_SUCCESS && sm_count > 0 && sm_threads > 0) {
+				 r->dev) == CUDA_SUCCESS && sm_count > 0 && sm_threads > 0) {
 		unsigned long resident = (unsigned long)sm_count *
-			(sm_threads / o.threads ? sm_threads / o.threads : 1);
+			(sm_threads / o->threads ? sm_threads / o->threads : 1);
 
-		if (o.blocks > resident)
+		if (o->blocks > resident)
 			bench_die("-B %u: with -T %u at most %lu blocks are resident at once on "
-				  "GPU %d, and the kernel needs all of them running", o.blocks,
-				  o.threads, resident, o.dev_id);
+				  "GPU %d, and the kernel needs all of them running", o->blocks,
+				  o->threads, resident, o->dev_id);
 	}
+}
 
-	need_gdr = o.gpu_flag_loc == LOC_GPUMEM || o.cpu_flag_loc == LOC_GPUMEM ||
-		   (o.data_size && o.data_loc == LOC_GPUMEM);
+/* The gdrcopy mapping of the GPU buffer: ctx.gpu_map, the buffer's start as the CPU sees it. */
+static void map_gpu_buffer(struct pplat_run *r)
+{
+	int ret;
+
+	bench_pin(r->g, r->gbuf.ptr, r->buf_size, r->o.force_pcie, &r->ctx.mh);
+	ret = gdr_map_v2(r->g, r->ctx.mh, &r->map_ptr, r->buf_size, r->o.map_flag);
+	if (ret)
+		bench_die("gdr_map_v2 with -M %s: %s", map_flags_name(r->o.map_flag), strerror(ret));
+	r->ctx.mapped = true;
+	bench_say("map_d_ptr: %p\n", r->map_ptr);
+	ret = gdr_get_info(r->g, r->ctx.mh, &r->info);
+	if (ret)
+		bench_die("gdr_get_info: %s", strerror(ret));
+	bench_print_info(&r->info);
+	bench_say("page offset: %lld\n", (long long)(r->gbuf.ptr - r->info.va));
+	r->ctx.gpu_map = (unsigned char *)r->map_ptr + (r->gbuf.ptr - r->info.va);
+	bench_say("user-space pointer: %p\n", (void *)r->ctx.gpu_map);
+}
+
+/* One GPU buffer (flags, data, kernel bookkeeping) and one mapped host buffer; each object where -G, -C and -D put it. */
+static void setup_buffers(struct pplat_run *r)
+{
+	const struct pplat_opts *o = &r->o;
+	struct pplat_ctx *ctx = &r->ctx;
+	struct pplat_kernel_args *args = &r->args;
+
+	r->need_gdr = o->gpu_flag_loc == LOC_GPUMEM || o->cpu_flag_loc == LOC_GPUMEM ||
+		      (o->data_size && o->data_loc == LOC_GPUMEM);
 	/* gdr_alloc_mapped memory comes from libgdrapi itself. */
-	if (need_gdr || !o.alloc.fn)
-		g = bench_gdr_open();
+	if (r->need_gdr || !o->alloc.fn)
+		r->g = bench_gdr_open();
 	bench_say("gpu flag: %s; cpu flag: %s; data: %s, %zu bytes; %u block(s) x %u thread(s)\n",
-		  loc_name(o.gpu_flag_loc), loc_name(o.cpu_flag_loc), loc_name(o.data_loc),
-		  o.data_size, o.blocks, o.threads);
+		  loc_name(o->gpu_flag_loc), loc_name(o->cpu_flag_loc), loc_name(o->data_loc),
+		  o->data_size, o->blocks, o->threads);
 
-	/* One GPU buffer (flags, data, kernel bookkeeping) and one mapped host buffer. */
-	buf_size = (PPLAT_DATA_OFFSET + o.data_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	bench_gpu_alloc(&gbuf, dev, buf_size, &o.alloc, g);
-	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
-	bench_say("gpu alloc fn: %s\n", o.alloc.name);
-	BENCH_CU(cuMemsetD8(gbuf.ptr, 0, buf_size));
+	r->buf_size = (PPLAT_DATA_OFFSET + o->data_size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
+	bench_gpu_alloc(&r->gbuf, r->dev, r->buf_size, &r->o.alloc, r->g);
+	bench_say("device ptr: 0x%llx\n", (unsigned long long)r->gbuf.ptr);
+	bench_say("gpu alloc fn: %s\n", o->alloc.name);
+	BENCH_CU(cuMemsetD8(r->gbuf.ptr, 0, r->buf_size));
 	BENCH_CU(cuCtxSynchronize());
 
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.o = &o;
-	BENCH_CU(cuMemHostAlloc((void **)&ctx.host_buf, buf_size,
+	ctx->o = o;
+	BENCH_CU(cuMemHostAlloc((void **)&ctx->host_buf, r->buf_size,
 				CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
-	memset(ctx.host_buf, 0, buf_size);
-	BENCH_CU(cuMemHostGetDevicePointer(&host_dev, ctx.host_buf, 0));
+	memset(ctx->host_buf, 0, r->buf_size);
+	BENCH_CU(cuMemHostGetDevicePointer(&r->host_dev, ctx->host_buf, 0));
 
-	if (need_gdr) {
-		bench_pin(g, gbuf.ptr, buf_size, o.force_pcie, &ctx.mh);
-		ret = gdr_map_v2(g, ctx.mh, &map_ptr, buf_size, o.map_flag);
-		if (ret)
-			bench_die("gdr_map_v2 with -M %s: %s", map_flags_name(o.map_flag),
-				  strerror(ret));
-		ctx.mapped = true;
-		bench_say("map_d_ptr: %p\n", map_ptr);
-		ret = gdr_get_info(g, ctx.mh, &info);
-		if (ret)
-			bench_die("gdr_get_info: %s", strerror(ret));
-		bench_print_info(&info);
-		bench_say("page offset: %lld\n", (long long)(gbuf.ptr - info.va));
-		ctx.gpu_map = (unsigned char *)map_ptr + (gbuf.ptr - info.va);
-		bench_say("user-space pointer: %p\n", (void *)ctx.gpu_map);
-	} else {
-		memset(&info, 0, sizeof(info));
-		bench_say("every object the CPU touches is in host memory: no gdrcopy mapping\n");
-	}
-
-	ctx.gpu_flag = (volatile uint32_t *)((o.gpu_flag_loc == LOC_GPUMEM ? ctx.gpu_map :
-					      ctx.host_buf) + PPLAT_GPU_FLAG_OFFSET);
-	ctx.cpu_flag = (volatile uint32_t *)((o.cpu_flag_loc == LOC_GPUMEM ? ctx.gpu_map :
-					      ctx.host_buf) + PPLAT_CPU_FLAG_OFFSET);
-	ctx.data = (o.data_loc == LOC_GPUMEM ? ctx.gpu_map : ctx.host_buf) + PPLAT_DATA_OFFSET;
-	ctx.data_words = (uint32_t)(o.data_size / 4);
-	ctx.stage = calloc(ctx.data_words + 1, sizeof(uint32_t));
-	if (!ctx.stage)
-		bench_die("cannot allocate %zu bytes of host memory", o.data_size);
-	ctx.timeout_us = o.timeout_s * 1e6;
-
-	memset(&args, 0, sizeof(args));
-	args.gpu_flag = (o.gpu_flag_loc == LOC_GPUMEM ? gbuf.ptr : host_dev) + PPLAT_GPU_FLAG_OFFSET;
-	args.cpu_flag = (o.cpu_flag_loc == LOC_GPUMEM ? gbuf.ptr : host_dev) + PPLAT_CPU_FLAG_OFFSET;
-	args.data = (o.data_loc == LOC_GPUMEM ? gbuf.ptr : host_dev) + PPLAT_DATA_OFFSET;
-	args.arrive = gbuf.ptr + PPLAT_ARRIVE_OFFSET;
-	args.errors = gbuf.ptr + PPLAT_ERRORS_OFFSET;
-	args.timestamps = gbuf.ptr + PPLAT_TIMESTAMPS_OFFSET;
-	args.data_words = ctx.data_words;
-	args.iters = plan.iters;
-	args.mode = o.mode;
-	args.bucket_iters = plan.per_bucket;
-	params[0] = &args.gpu_flag;
-	params[1] = &args.cpu_flag;
-	params[2] = &args.data;
-	params[3] = &args.arrive;
-	params[4] = &args.errors;
-	params[5] = &args.timestamps;
-	params[6] = &args.data_words;
-	params[7] = &args.iters;
-	params[8] = &args.mode;
-	params[9] = &args.bucket_iters;
-
-	ptx = o.ptx_file ? read_ptx_file(o.ptx_file) : kernel_ptx(o.relaxed_poll);
-	BENCH_CU(cuModuleLoadData(&module, ptx));
-	free(ptx);
-	BENCH_CU(cuModuleGetFunction(&kernel, module, PPLAT_KERNEL_NAME));
-	if (cuFuncGetAttribute(&fn_max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-			       kernel) == CUDA_SUCCESS && fn_max_threads > 0 &&
-	    o.threads > (unsigned int)fn_max_threads)
-		bench_die("-T %u: the kernel can run at most %d threads per block on this GPU",
-			  o.threads, fn_max_threads);
-	/* Its own stream: the legacy default stream would wait on other work. */
-	BENCH_CU(cuStreamCreate(&ctx.stream, CU_STREAM_NON_BLOCKING));
-
-	explain(&o);
-	bench_say("Running %u iterations with data size %zu bytes.\n", plan.iters, o.data_size);
-
-	BENCH_CU(cuLaunchKernel(kernel, o.blocks, 1, 1, o.threads, 1, 1, 0, ctx.stream, params,
-				NULL));
-	/* Not timed: the launch and the wait until every block runs. */
-	ctx.start_us = bench_now_us();
-	wait_kernel_ready(&ctx);
-
-	ctx.start_us = bench_now_us();
-	if (o.mode == PPLAT_MODE_CPU_PRODUCES)
-		run_cpu_produces(&ctx, &plan, bucket_us);
+	if (r->need_gdr)
+		map_gpu_buffer(r);
 	else
-		run_gpu_produces(&ctx, &plan);
-	wait_kernel(&ctx);
+		bench_say("every object the CPU touches is in host memory: no gdrcopy mapping\n");
 
-	BENCH_CU(cuMemcpyDtoH(&errors, args.errors, sizeof(errors)));
+	ctx->gpu_flag = (volatile uint32_t *)((o->gpu_flag_loc == LOC_GPUMEM ? ctx->gpu_map :
+					       ctx->host_buf) + PPLAT_GPU_FLAG_OFFSET);
+	ctx->cpu_flag = (volatile uint32_t *)((o->cpu_flag_loc == LOC_GPUMEM ? ctx->gpu_map :
+					       ctx->host_buf) + PPLAT_CPU_FLAG_OFFSET);
+	ctx->data = (o->data_loc == LOC_GPUMEM ? ctx->gpu_map : ctx->host_buf) + PPLAT_DATA_OFFSET;
+	ctx->data_words = (uint32_t)(o->data_size / 4);
+	ctx->stage = calloc(ctx->data_words + 1, sizeof(uint32_t));
+	if (!ctx->stage)
+		bench_die("cannot allocate %zu bytes of host memory", o->data_size);
+	ctx->timeout_us = o->timeout_s * 1e6;
+
+	args->gpu_flag = (o->gpu_flag_loc == LOC_GPUMEM ? r->gbuf.ptr : r->host_dev) +
+			 PPLAT_GPU_FLAG_OFFSET;
+	args->cpu_flag = (o->cpu_flag_loc == LOC_GPUMEM ? r->gbuf.ptr : r->host_dev) +
+			 PPLAT_CPU_FLAG_OFFSET;
+	args->data = (o->data_loc == LOC_GPUMEM ? r->gbuf.ptr : r->host_dev) + PPLAT_DATA_OFFSET;
+	args->arrive = r->gbuf.ptr + PPLAT_ARRIVE_OFFSET;
+	args->errors = r->gbuf.ptr + PPLAT_ERRORS_OFFSET;
+	args->timestamps = r->gbuf.ptr + PPLAT_TIMESTAMPS_OFFSET;
+	args->data_words = ctx->data_words;
+	args->iters = r->plan.iters;
+	args->mode = o->mode;
+	args->bucket_iters = r->plan.per_bucket;
+}
+
+/* The kernel JIT-compiled from its PTX (-k's file, or the embedded one), and its own stream. */
+static void load_kernel(struct pplat_run *r)
+{
+	const struct pplat_opts *o = &r->o;
+	int fn_max_threads = 0;
+	char *ptx;
+
+	ptx = o->ptx_file ? read_ptx_file(o->ptx_file) : kernel_ptx(o->relaxed_poll);
+	BENCH_CU(cuModuleLoadData(&r->module, ptx));
+	free(ptx);
+	BENCH_CU(cuModuleGetFunction(&r->kernel, r->module, PPLAT_KERNEL_NAME));
+	if (cuFuncGetAttribute(&fn_max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+			       r->kernel) == CUDA_SUCCESS && fn_max_threads > 0 &&
+	    o->threads > (unsigned int)fn_max_threads)
+		bench_die("-T %u: the kernel can run at most %d threads per block on this GPU",
+			  o->threads, fn_max_threads);
+	/* Its own stream: the legacy default stream would wait on other work. */
+	BENCH_CU(cuStreamCreate(&r->ctx.stream, CU_STREAM_NON_BLOCKING));
+}
+
+/* Launch the kernel, play the ping-pong, check the data; bucket_us gets the per-bucket means. */
+static void run_pingpong(struct pplat_run *r, double *bucket_us)
+{
+	const struct pplat_opts *o = &r->o;
+	struct pplat_kernel_args *args = &r->args;
+	uint64_t timestamps[PPLAT_MAX_BUCKETS + 1];
+	void *params[PPLAT_KERNEL_PARAMS] = {
+		&args->gpu_flag, &args->cpu_flag, &args->data, &args->arrive, &args->errors,
+		&args->timestamps, &args->data_words, &args->iters, &args->mode, &args->bucket_iters,
+	};
+	uint32_t errors = 0;
+	unsigned int b;
+
+	explain(o);
+	bench_say("Running %u iterations with data size %zu bytes.\n", r->plan.iters, o->data_size);
+
+	BENCH_CU(cuLaunchKernel(r->kernel, o->blocks, 1, 1, o->threads, 1, 1, 0, r->ctx.stream,
+				params, NULL));
+	/* Not timed: the launch and the wait until every block runs. */
+	r->ctx.start_us = bench_now_us();
+	wait_kernel_ready(&r->ctx);
+
+	r->ctx.start_us = bench_now_us();
+	if (o->mode == PPLAT_MODE_CPU_PRODUCES)
+		run_cpu_produces(&r->ctx, &r->plan, bucket_us);
+	else
+		run_gpu_produces(&r->ctx, &r->plan);
+	wait_kernel(&r->ctx);
+
+	BENCH_CU(cuMemcpyDtoH(&errors, args->errors, sizeof(errors)));
 	if (errors)
 		bench_die("the GPU read %u data words that differ from what the CPU wrote: the "
 			  "data did not reach the GPU before the flag did", errors);
-	if (o.mode == PPLAT_MODE_GPU_PRODUCES) {
-		BENCH_CU(cuMemcpyDtoH(timestamps, args.timestamps,
-				      (plan.count + 1) * sizeof(timestamps[0])));
-		for (b = 0; b < plan.count; b++) {
+	if (o->mode == PPLAT_MODE_GPU_PRODUCES) {
+		BENCH_CU(cuMemcpyDtoH(timestamps, args->timestamps,
+				      (r->plan.count + 1) * sizeof(timestamps[0])));
+		for (b = 0; b < r->plan.count; b++) {
 			if (timestamps[b + 1] < timestamps[b])
 				bench_die("GPU timestamps went backwards (bucket %u)", b);
 			bucket_us[b] = (double)(timestamps[b + 1] - timestamps[b]) / 1e3 /
-				       plan.per_bucket;
+				       r->plan.per_bucket;
 		}
 	}
-	st = bench_stats(bucket_us, plan.count);
+}
+
+/* The latency line and the measurement's record (-j: JSON). */
+static void report(const struct pplat_run *r, double *bucket_us)
+{
+	const struct pplat_opts *o = &r->o;
+	struct bench_stats st = bench_stats(bucket_us, r->plan.count);
+	struct bench_record rec;
+
 	bench_say("Round-trip latency per iteration is (min) %g, (median) %g us\n", st.min,
 		  st.median);
 
 	bench_record_begin(&rec, "pplat");
-	bench_record_u64(&rec, "mode", o.mode);
-	bench_record_str(&rec, "timed_by", o.mode == PPLAT_MODE_CPU_PRODUCES ? "cpu" : "gpu");
-	bench_record_str(&rec, "gpu_flag", loc_name(o.gpu_flag_loc));
-	bench_record_str(&rec, "cpu_flag", loc_name(o.cpu_flag_loc));
-	bench_record_str(&rec, "data", loc_name(o.data_loc));
-	bench_record_str(&rec, "poll", o.ptx_file ? o.ptx_file : o.relaxed_poll ? "relaxed" : "acquire");
-	bench_record_u64(&rec, "size", o.data_size);
-	bench_record_u64(&rec, "blocks", o.blocks);
-	bench_record_u64(&rec, "threads", o.threads);
-	bench_record_u64(&rec, "iters", plan.iters);
-	bench_record_u64(&rec, "buckets", plan.count);
+	bench_record_u64(&rec, "mode", o->mode);
+	bench_record_str(&rec, "timed_by", o->mode == PPLAT_MODE_CPU_PRODUCES ? "cpu" : "gpu");
+	bench_record_str(&rec, "gpu_flag", loc_name(o->gpu_flag_loc));
+	bench_record_str(&rec, "cpu_flag", loc_name(o->cpu_flag_loc));
+	bench_record_str(&rec, "data", loc_name(o->data_loc));
+	bench_record_str(&rec, "poll", o->ptx_file ? o->ptx_file : o->relaxed_poll ? "relaxed" : "acquire");
+	bench_record_u64(&rec, "size", o->data_size);
+	bench_record_u64(&rec, "blocks", o->blocks);
+	bench_record_u64(&rec, "threads", o->threads);
+	bench_record_u64(&rec, "iters", r->plan.iters);
+	bench_record_u64(&rec, "buckets", r->plan.count);
 	bench_record_double(&rec, "min_us", st.min);
 	bench_record_double(&rec, "median_us", st.median);
 	bench_record_str(&rec, "mapping_type",
-			 need_gdr ? bench_mapping_type_name(info.mapping_type) : "none");
-	bench_record_str(&rec, "alloc_fn", o.alloc.name);
-	bench_record_u64(&rec, "gpu", (uint64_t)o.dev_id);
+			 r->need_gdr ? bench_mapping_type_name(r->info.mapping_type) : "none");
+	bench_record_str(&rec, "alloc_fn", o->alloc.name);
+	bench_record_u64(&rec, "gpu", (uint64_t)o->dev_id);
 	bench_record_end(&rec);
+}
 
-	BENCH_CU(cuStreamDestroy(ctx.stream));
-	BENCH_CU(cuModuleUnload(module));
-	if (need_gdr) {
+static void teardown(struct pplat_run *r)
+{
+	int ret;
+
+	BENCH_CU(cuStreamDestroy(r->ctx.stream));
+	BENCH_CU(cuModuleUnload(r->module));
+	if (r->need_gdr) {
 		bench_say("unmapping buffer\n");
-		ret = gdr_unmap(g, ctx.mh, map_ptr, buf_size);
+		ret = gdr_unmap(r->g, r->ctx.mh, r->map_ptr, r->buf_size);
 		if (ret)
 			bench_die("gdr_unmap: %s", strerror(ret));
 		bench_say("unpinning buffer\n");
-		ret = gdr_unpin_buffer(g, ctx.mh);
+		ret = gdr_unpin_buffer(r->g, r->ctx.mh);
 		if (ret)
 			bench_die("gdr_unpin_buffer: %s", strerror(ret));
 	}
-	BENCH_CU(cuMemFreeHost(ctx.host_buf));
-	bench_gpu_free(&gbuf);
-	if (g) {
+	BENCH_CU(cuMemFreeHost(r->ctx.host_buf));
+	bench_gpu_free(&r->gbuf);
+	if (r->g) {
 		bench_say("closing gdrdrv\n");
-		ret = gdr_close(g);
+		ret = gdr_close(r->g);
 		if (ret)
 			bench_die("gdr_close: %s", strerror(ret));
 	}
-	free(ctx.stage);
+	free(r->ctx.stage);
+}
+
+int main(int argc, char **argv)
+{
+	struct pplat_run run;
+	double bucket_us[BENCH_MAX_BUCKETS];
+
+	memset(&run, 0, sizeof(run));
+	bench_init("gdrcopy_pplat", argc, argv);
+	parse_args(argc, argv, &run.o);
+	run.plan = bench_plan_buckets(run.o.iters, "-t");
+	select_gpu(&run);
+	setup_buffers(&run);
+	load_kernel(&run);
+	run_pingpong(&run, bucket_us);
+	report(&run, bucket_us);
+	teardown(&run);
 	return EXIT_SUCCESS;
 }

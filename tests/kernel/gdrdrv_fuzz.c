@@ -124,12 +124,15 @@ static void print_env(void)
 	close(gd);
 }
 
-int main(int argc, char **argv)
+/* What the seeds (or the replay) came to: the verdict lines' counts and the work done. */
+struct tally {
+	unsigned int passed, failed;
+	uint64_t ops, calls;
+};
+
+/* The options into opt: -1 to go on, else the exit status (-h, or a usage error). */
+static int parse_options(int argc, char **argv)
 {
-	unsigned int passed = 0, failed = 0;
-	uint64_t total_ops = 0, total_calls = 0, max_ops;
-	double start = now_s(), deadline;
-	size_t replay_n = 0;
 	int c;
 
 	while ((c = getopt(argc, argv, "s:k:n:t:T:S:R:r:Cvh")) != -1) {
@@ -153,49 +156,53 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	max_ops = opt.replay_file ? 1U << 20 : opt.calls;
+	return -1;
+}
+
+/* The log the workers write and the supervisor reads (shared, so it outlives a crashed worker). */
+static bool map_shared_log(void)
+{
+	uint64_t max_ops = opt.replay_file ? 1U << 20 : opt.calls;
+
 	shm_size = sizeof(*shm) + max_ops * sizeof(struct op);
 	shm = mmap(NULL, shm_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (shm == MAP_FAILED) {
 		perror("mmap");
-		return 2;
+		return false;
 	}
 	shm->cap = max_ops;
-	sup_kmsg = kmsg_open();
-	if (opt.replay_file)
-		replay_n = load_replay(opt.replay_file);
-	print_env();
-	if (sup_kmsg < 0)
-		printf("# /dev/kmsg unreadable: the kernel log is left to the VM runner\n");
-	deadline = opt.time_cap > 0 ? start + opt.time_cap : 0;
+	return true;
+}
 
-	if (opt.replay_file) {
-		struct verdict v;
+/* -R: the file's ops, each thread its own in order, opt.repeat times over. */
+static void run_replay(size_t replay_n, struct tally *t)
+{
+	struct verdict v;
 
-		printf("# replaying %zu op(s) from %s with %u thread(s)\n", replay_n, opt.replay_file,
-		       opt.threads);
-		if (!opt.repeat)
-			opt.repeat = 1;
-		shm->nlog = replay_n;
-		shm->repeat = opt.repeat;
-		run_worker(opt.seed, opt.threads, true, 0, &v);
-		for (size_t i = 0; i < replay_n && replay_n <= 200; i++)
-			print_op(&shm->log[i], "#   ");
-		if (v.kind == F_NONE) {
-			printf("ok 1 - replay of %s\n", opt.replay_file);
-			passed++;
-		} else {
-			/* The file's ops again (the run wrote its results over them). */
-			shm->nlog = load_replay(opt.replay_file);
-			report_failure(opt.seed, opt.threads, &v, true);
-			printf("not ok 1 - replay of %s\n", opt.replay_file);
-			failed++;
-		}
-		printf("%u passed, %u failed\n", passed, failed);
-		return failed ? 1 : 0;
+	printf("# replaying %zu op(s) from %s with %u thread(s)\n", replay_n, opt.replay_file,
+	       opt.threads);
+	if (!opt.repeat)
+		opt.repeat = 1;
+	shm->nlog = replay_n;
+	shm->repeat = opt.repeat;
+	run_worker(opt.seed, opt.threads, true, 0, &v);
+	for (size_t i = 0; i < replay_n && replay_n <= 200; i++)
+		print_op(&shm->log[i], "#   ");
+	if (v.kind == F_NONE) {
+		printf("ok 1 - replay of %s\n", opt.replay_file);
+		t->passed++;
+		return;
 	}
+	/* The file's ops again (the run wrote its results over them). */
+	shm->nlog = load_replay(opt.replay_file);
+	report_failure(opt.seed, opt.threads, &v, true);
+	printf("not ok 1 - replay of %s\n", opt.replay_file);
+	t->failed++;
+}
 
+/* Seeds opt.seed.. in turn until they are done, the time cap (deadline, 0: none) or a fatal failure. */
+static void run_seeds(double deadline, struct tally *t)
+{
 	printf("# gdrdrv_fuzz: seeds %llu..%llu, %llu ops each, %u thread(s)%s\n",
 	       (unsigned long long)opt.seed, (unsigned long long)(opt.seed + opt.seeds - 1),
 	       (unsigned long long)opt.calls, opt.threads,
@@ -212,8 +219,8 @@ int main(int argc, char **argv)
 		printf("# seed %llu\n", (unsigned long long)seed);
 		shm->exit_dirty = seed % 4 == 3;
 		run_worker(seed, opt.threads, false, deadline, &v);
-		total_ops += shm->nlog;
-		total_calls += shm->calls;
+		t->ops += shm->nlog;
+		t->calls += shm->calls;
 		printf("# seed %llu: %u ops, %llu system calls, %.1f s%s\n", (unsigned long long)seed,
 		       shm->nlog, (unsigned long long)shm->calls, now_s() - t0,
 		       shm->exit_dirty ? " (exits without cleaning up)" : "");
@@ -221,19 +228,50 @@ int main(int argc, char **argv)
 			print_counts();
 		if (v.kind == F_NONE) {
 			printf("ok %u - seed %llu\n", i + 1, (unsigned long long)seed);
-			passed++;
+			t->passed++;
 			continue;
 		}
 		report_failure(seed, opt.threads, &v, false);
 		printf("not ok %u - seed %llu: %s\n", i + 1, (unsigned long long)seed, fail_names[v.kind]);
-		failed++;
+		t->failed++;
 		if (v.fatal) {
 			printf("# stopping: the kernel is not to be trusted after a fatal error\n");
 			break;
 		}
 	}
-	printf("# total: %llu ops, %llu system calls, %.1f s\n", (unsigned long long)total_ops,
-	       (unsigned long long)total_calls, now_s() - start);
-	printf("%u passed, %u failed\n", passed, failed);
-	return failed ? 1 : 0;
+}
+
+/* The closing lines (the totals after seeds, then "N passed, N failed") and the exit status. */
+static int report(const struct tally *t, double start)
+{
+	if (!opt.replay_file)
+		printf("# total: %llu ops, %llu system calls, %.1f s\n", (unsigned long long)t->ops,
+		       (unsigned long long)t->calls, now_s() - start);
+	printf("%u passed, %u failed\n", t->passed, t->failed);
+	return t->failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct tally tally = { 0 };
+	double start = now_s();
+	size_t replay_n = 0;
+	int status = parse_options(argc, argv);
+
+	if (status >= 0)
+		return status;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!map_shared_log())
+		return 2;
+	sup_kmsg = kmsg_open();
+	if (opt.replay_file)
+		replay_n = load_replay(opt.replay_file);
+	print_env();
+	if (sup_kmsg < 0)
+		printf("# /dev/kmsg unreadable: the kernel log is left to the VM runner\n");
+	if (opt.replay_file)
+		run_replay(replay_n, &tally);
+	else
+		run_seeds(opt.time_cap > 0 ? start + opt.time_cap : 0, &tally);
+	return report(&tally, start);
 }

@@ -21,6 +21,7 @@ from gdrkit import version
 from gdrkit.containers import RunResult
 from gdrkit.kube import images, lock
 from gdrkit.system import UserError
+from pkgkit.empty import empty_package
 
 V = version.VERSION
 
@@ -214,7 +215,7 @@ def test_build_image_runs_the_setup_offline_and_flattens_without_the_mounts(tmp_
         tmp_path / f"{name}_{V}-1_all.deb" for name in ("gdrdrv-dkms", "gdrdrv-modules-6.1.0-57-amd64", "libgdrapi")
     ]
     for deb in debs:
-        deb.touch()
+        empty_package(deb)
     engine = FakeEngine()
     spec = images.ImageSpec("precompiled", images.node_os("debian12"), "6.1.0-57-amd64")
     row = images.build_image(engine, spec, "base:1", debs)  # type: ignore[arg-type]
@@ -298,8 +299,7 @@ def test_an_oci_save_is_kept_and_a_damaged_archive_refused(tmp_path: Path) -> No
 
 
 def test_a_failed_setup_says_why_and_leaves_no_container(tmp_path: Path) -> None:
-    deb = tmp_path / f"gdrdrv-dkms_{V}-1_all.deb"
-    deb.touch()
+    deb = empty_package(tmp_path / f"gdrdrv-dkms_{V}-1_all.deb")
     engine = FakeEngine(status=1)
     with pytest.raises(UserError, match="setting up registry.example.org/gdrcopy/gdrdrv:.* failed"):
         images.build_image(engine, images.ImageSpec("driver", images.node_os("debian12"), ""), "base:1", [deb])  # type: ignore[arg-type]
@@ -307,8 +307,7 @@ def test_a_failed_setup_says_why_and_leaves_no_container(tmp_path: Path) -> None
 
 
 def test_missing_packages_skip_the_image_with_why(tmp_path: Path) -> None:
-    deb = tmp_path / f"libgdrapi_{V}-1_amd64.deb"
-    deb.touch()
+    deb = empty_package(tmp_path / f"libgdrapi_{V}-1_amd64.deb")
     row = images.build_image(FakeEngine(), images.ImageSpec("driver", images.node_os("debian12"), ""), "b", [deb])  # type: ignore[arg-type]
     assert row.status == "skipped" and "no built package gdrdrv-dkms" in row.detail
 
@@ -365,7 +364,7 @@ class RpmEngine(FakeEngine):
 def rpms(tmp_path: Path) -> list[Path]:
     files = [tmp_path / f"{name}-{V}-1.noarch.rpm" for name in ("gdrcopy-kmod", "gdrcopy-devel")]
     for rpm in files:
-        rpm.touch()
+        empty_package(rpm)
     return files
 
 

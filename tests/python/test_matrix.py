@@ -10,6 +10,7 @@ import pytest
 
 from gdrkit.matrix import model, report, workflow
 from gdrkit.stage.packages import built_files
+from pkgkit.empty import empty_package
 from gdrkit.system import UserError
 
 
@@ -168,9 +169,11 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "gdrcopy_2.6.1-1_all.deb",
         "gdrdrv-modules-6.1.0-56-amd64_2.6.1-1_amd64.deb",
-        "gdrcopy-2.6.1-1.x86_64.rpm",
     ):
-        (tmp_path / name).write_text("")
+        empty_package(tmp_path / name)
+    (tmp_path / "gdrcopy-2.6.1-1.x86_64.rpm").write_text("")  # not a .deb: never read
+    # The package a file holds is read from it, not from its name.
+    empty_package(tmp_path / "python3-gdrcopy_2.6.1-1_all.deb").rename(tmp_path / "renamed.deb")
     entries = {e.name: e for e in model.load()}
     # The installed set is packages/gdrcopy.yaml's: every package but the prebuilt-module ones.
     assert set(runner.install_set(entries["debian-trixie"])) == {
@@ -192,6 +195,7 @@ def test_container_step_marks_and_package_selection(tmp_path: Path) -> None:
         "gdrcopy_2.6.1-1_all.deb",
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "libgdrapi_2.6.1-1_amd64.deb",
+        "renamed.deb",
     ]
     script = runner.install_script("debian", ["/src/dist/a.deb"], "6.12.57+deb13-amd64")
     first = script.splitlines()[0]
@@ -291,10 +295,12 @@ def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Pa
 
     rocky = next(e for e in model.load() if e.name == "rockylinux-9")
     engine = FakeEngine()
-    offline = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=True, refresh=False).run()  # type: ignore[arg-type]
+    plan = runner.plan_entry(rocky, offline=True)
+    offline = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == [] and offline.skipped
     assert offline.skip_reason() == "needs an image registry (--offline given)"
-    online = runner.EntryRun(rocky, engine, runner.Workspace(tmp_path), offline=False, refresh=False).run()  # type: ignore[arg-type]
+    plan = runner.plan_entry(rocky, offline=False)
+    online = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == ["rockylinux:9"] and online.skipped
     assert "no registry reachable here" in online.skip_reason()
 
@@ -398,21 +404,21 @@ def test_a_driver_package_that_does_not_build_for_the_kernel_is_a_named_skip(
         runner.DRIVER_DOES_NOT_BUILD,
         f"noise\nnvidia_layer: nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64: {error}\n",
     )
-    run = runner.EntryRun(entry, engine, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
     run.abi, run.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert run.nvidia_layer(0.0) is False and engine.removed == 1
     assert run.result.skipped and not run.result.failed
     assert error in run.result.skip_reason() and "nothing of ours ran" in run.result.skip_reason()
     # A layer script that exits 3 without its reason line still skips, naming the package and the output.
     terse = LayerEngine(runner.DRIVER_DOES_NOT_BUILD, f"{error}\n")
-    quiet = runner.EntryRun(entry, terse, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    quiet = runner.EntryRun(runner.plan_entry(entry, offline=True), terse, runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
     quiet.abi, quiet.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert quiet.nvidia_layer(0.0) is False and quiet.result.skipped and not quiet.result.failed
     reason = quiet.result.skip_reason()
     assert "nvidia-open-kernel-dkms 535.261.03-1 does not build for 6.1.0-57-amd64" in reason and error in reason
     # Any other failure of the layer stays a failure.
     failing = LayerEngine(1, "E: Unable to locate package\n")
-    other = runner.EntryRun(entry, failing, runner.Workspace(tmp_path), offline=True, refresh=False)  # type: ignore[arg-type]
+    other = runner.EntryRun(runner.plan_entry(entry, offline=True), failing, runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
     other.abi, other.image = "6.1.0-57-amd64", "gdrkit-matrix/debian-bookworm:x"
     assert other.nvidia_layer(0.0) is False and other.result.failed
 
@@ -465,8 +471,8 @@ def real_nvidia_step(tmp_path: Path, output: str) -> tuple[report.EntryResult, S
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "gdrcopy_2.6.1-1_all.deb",
     ):
-        (workspace.dist / name).write_text("")
-    entry_run = runner.EntryRun(entry, engine, workspace, offline=True, refresh=False)  # type: ignore[arg-type]
+        empty_package(workspace.dist / name)
+    entry_run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, workspace, refresh=False)  # type: ignore[arg-type]
     entry_run.abi = "6.1.0-57-amd64"
     entry_run.test_image = "gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms:x"
     entry_run.driver = DriverPackage(
@@ -534,6 +540,87 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     assert "rockylinux-9: install each with dnf install -y and compile gdrdrv against /usr/src/kernels/*" in out
     tasks.lint_workflow(MockContext(), dry_run=True)
     assert capsys.readouterr().out.splitlines()[-1].startswith("[dry-run] run actionlint")
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_an_entry_run_walks_the_steps_its_dry_run_prints(offline: bool, tmp_path: Path) -> None:
+    """EntryRun carries out its EntryPlan's steps in order, each once, and stops where a step says so."""
+    from gdrkit.matrix import runner
+
+    for entry in model.load():
+        plan = runner.plan_entry(entry, offline=offline)
+        assert plan.lines() == runner.entry_plan(entry, offline=offline)
+        walked: list[str] = []
+        entry_run = runner.EntryRun(plan, FakeEngine(), runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
+        for step in plan.steps:
+            assert callable(getattr(entry_run, f"step_{step.action}")), step
+            setattr(entry_run, f"step_{step.action}", lambda action=step.action, log=walked: log.append(action) or True)
+        entry_run.run()
+        assert walked == [step.action for step in plan.steps], entry.name
+        # A step that says stop ends the walk there.
+        stopped: list[str] = []
+        first = runner.EntryRun(plan, FakeEngine(), runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
+        for step in plan.steps:
+            setattr(first, f"step_{step.action}", lambda action=step.action, log=stopped: bool(log.append(action)))
+        first.run()
+        assert stopped == [plan.steps[0].action]
+    rocky = runner.plan_entry(next(e for e in model.load() if e.name == "rockylinux-9"), offline=True)
+    assert [s.action for s in rocky.steps] == ["image"]
+    nvidia = runner.plan_entry(next(e for e in model.load() if e.name == "debian-bookworm-nvidia"), offline=True)
+    assert [s.action for s in nvidia.steps] == ["image", "build", "real_nvidia"]
+
+
+class InstallEngine:
+    """The install container's run: its script's step marks; counts the containers removed and exported."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+        self.removed = 0
+        self.exported: list[Path] = []
+
+    def run(self, image: str, script: str, **_: object) -> tuple[object, object]:
+        from gdrkit.containers import RunResult
+
+        return RunResult(0, self.output), "container"
+
+    def remove(self, container: object) -> None:
+        self.removed += 1
+
+    def export_to(self, container: object, directory: Path) -> None:
+        self.exported.append(directory)
+        raise UserError("export stopped here (the boot is not part of this test)")
+
+
+@pytest.mark.parametrize(
+    ("name", "marks", "outcomes"),
+    [
+        # No boot here: the install container goes, the rest is skipped with why.
+        ("ubuntu-24.04", "install 0\ndkms 0\n", {"dkms": "pass", "load": "skip", "sanity": "skip"}),
+        # softgpu did not build: the boot step says so before exporting anything.
+        ("debian-trixie", "install 0\ndkms 0\nsoftgpu 1\n", {"dkms": "pass", "load": "FAIL"}),
+        # The boot step exports the install container's filesystem (the export raising stands for the boot).
+        ("debian-trixie", "install 0\ndkms 0\nsoftgpu 0\n", {"dkms": "pass", "load": "FAIL"}),
+        ("debian-trixie", "install 0\ndkms 1\n", {"dkms": "FAIL", "load": "skip"}),
+    ],
+)
+def test_the_install_step_hands_its_container_to_the_next_step_and_it_is_removed_once(
+    tmp_path: Path, name: str, marks: str, outcomes: dict[str, str]
+) -> None:
+    from gdrkit.matrix import runner
+
+    entry = next(e for e in model.load() if e.name == name)
+    plan = runner.plan_entry(entry, offline=False)
+    rest = runner.EntryPlan(entry, False, tuple(s for s in plan.steps if s.action not in ("image", "build")))
+    workspace = runner.Workspace(tmp_path)
+    empty_package(workspace.dist / "gdrdrv-dkms_2.6.1-1_all.deb")
+    engine = InstallEngine("".join(f"GDRKIT-STEP {line}\n" for line in marks.splitlines()))
+    entry_run = runner.EntryRun(rest, engine, workspace, refresh=False)  # type: ignore[arg-type]
+    for step in ("image", "build"):  # as their steps would have
+        entry_run.result.record(step, report.Outcome.PASSED)
+    result = entry_run.run()
+    assert {step: result.outcome(step).value for step in outcomes} == outcomes, result.steps
+    assert engine.removed == 1
+    assert engine.exported == ([workspace.rootfs] if marks.endswith("softgpu 0\n") else [])
 
 
 def test_matrix_and_sweep_execute_the_plan_their_dry_run_prints(

@@ -350,7 +350,7 @@ def test_debs_built_in_a_suite_pass_that_suites_lintian(suite: str, tmp_path: Pa
     entry = next(e for e in matrix_model.load() if e.name == f"debian-{suite}")
     workspace = runner.Workspace(tmp_path)
     with engine() as docker:
-        entry_run = runner.EntryRun(entry, docker, workspace, offline=True, refresh=False)
+        entry_run = runner.EntryRun(runner.plan_entry(entry, offline=True), docker, workspace, refresh=False)
         assert entry_run.step_image(), entry_run.result.steps["image"].detail
         runner.clone_committed_tree(workspace.source)
         built = runner.build_packages(docker, entry_run.image, entry, entry_run.abi, workspace.source)

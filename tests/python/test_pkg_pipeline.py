@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 from invoke.context import MockContext
 
+from gdrkit import version
 from gdrkit.packaging import build, pipeline
 from gdrkit.system import UserError
 from gdrkit.tasks import pkg
@@ -168,6 +170,42 @@ def test_kube_builds_its_packages_through_the_pipeline(monkeypatch: pytest.Monke
         str(tmp_path),
     )
     assert deb.lint and rpm.lint
+
+
+def test_a_request_can_build_the_packages_as_another_version() -> None:
+    """The upgrade tests' "previous release": one commit packaged as another version, through the same plan."""
+    request = pipeline.Request(kinds=("deb", "rpm"), suite="bookworm", with_kmod=False, package_version="2.6.0")
+    plan = pipeline.plan_request(request, SOURCE)
+    assert [job.plan.version for job in plan.jobs] == ["2.6.0", "2.6.0"]
+    plain = pipeline.plan_request(dataclasses.replace(request, package_version=""), SOURCE)
+    assert [job.plan.version for job in plain.jobs] == [version.VERSION, version.VERSION]
+
+
+def test_the_package_test_kit_builds_through_the_pipeline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The fault and upgrade scenarios' two sets go through plan_request and execute, so through verify_contents."""
+    from pkgkit import faults, scenarios
+
+    planned: list[pipeline.BuildPlan] = []
+
+    def checked(plan: pipeline.BuildPlan) -> list[Path]:
+        planned.append(plan)
+        return []
+
+    monkeypatch.setattr(faults, "checked_packages", checked)
+    sets = faults.build_deb_sets(tmp_path / "new", tmp_path / "old")
+    new, old = planned
+    assert new.source == old.source and new.source.commit == build.source_at("HEAD").commit
+    for plan, output in ((new, tmp_path / "new"), (old, tmp_path / "old")):
+        (job,) = plan.jobs
+        assert (plan.request.kinds, plan.request.suite, plan.kernels, job.output) == (
+            ("deb",),
+            scenarios.SUITE,
+            (),
+            output,
+        )
+        assert job.plan.family == scenarios.FAMILY
+    assert (new.jobs[0].plan.version, old.jobs[0].plan.version) == (sets.version, sets.previous)
+    assert (sets.version, sets.previous) == (version.VERSION, faults.PREVIOUS_RELEASE)
 
 
 @pytest.mark.parametrize(("task", "package_type"), [(pkg.build_deb, "deb"), (pkg.build_rpm, "rpm")])

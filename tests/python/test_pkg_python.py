@@ -27,9 +27,10 @@ import pytest
 
 from gdrkit import containers, version
 from gdrkit.containers import ImageRecipe
-from gdrkit.distro.families import DebianFamily, debian_release, family
-from gdrkit.packaging import build, model, wheel
+from gdrkit.distro.families import family
+from gdrkit.packaging import build, pipeline, wheel
 from gdrkit.stage.image import pull_or_why
+from gdrkit.stage.packages import checked_packages
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +64,9 @@ def suite_debs(
 ) -> tuple[str, Path]:
     suite = str(request.param)
     out = tmp_path_factory.mktemp(f"debs-{suite}")
-    plan = model.plan(DebianFamily(release=debian_release(suite)), source_date_epoch=source.epoch)
-    build.build_debs(plan, source, out)
+    # Not linted: the host's lintian judges only its own release (test_pkg_build.py lints each in its suite).
+    wanted = pipeline.Request(kinds=("deb",), with_kmod=False, suite=suite, output=out, lint=False)
+    checked_packages(pipeline.plan_request(wanted, source))
     return suite, out
 
 
@@ -90,10 +92,9 @@ def test_deb_and_wheel_install_and_import_in_the_suites_container(
 
 @pytest.fixture(scope="module")
 def rpms(source: build.Source, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    build.ensure_build_deps((), kinds=("rpm",), lint=False)
-    return build.build_rpms(
-        model.plan(family("rhel"), source_date_epoch=source.epoch), source, tmp_path_factory.mktemp("rpms")
-    )
+    out = tmp_path_factory.mktemp("rpms")
+    request = pipeline.Request(kinds=("rpm",), with_kmod=False, rpm_family="rhel", output=out, lint=False)
+    return checked_packages(pipeline.plan_request(request, source))
 
 
 def _rpm(rpms: list[Path], name: str) -> Path:

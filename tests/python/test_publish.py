@@ -245,12 +245,28 @@ def test_collect_rejects_an_unknown_debian_release(tmp_path: Path) -> None:
         repo.collect(tmp_path, "", "")
 
 
-def test_the_matrix_names_the_version_of_the_packages_it_built() -> None:
-    from gdrkit.matrix.runner import package_file_version
+def test_the_matrix_names_the_version_of_the_packages_it_built(tmp_path: Path) -> None:
+    """From the packages' headers (build.package_fields), as publish reads them: the manifest matches by it."""
+    from gdrkit.matrix import model as matrix_model, runner
+    from gdrkit.packaging import build
+    from pkgkit.empty import empty_package
 
-    assert package_file_version(Path("gdrdrv-modules-6.1.0-57-amd64_2.6.1-1_amd64.deb")) == "2.6.1-1"
-    assert package_file_version(Path("gdrcopy-kmod-6.12.0-55.el10.x86_64-2.6.1-1.el9.x86_64.rpm")) == "2.6.1-1.el9"
-    assert package_file_version(Path("notapackage.deb")) == ""
+    deb = empty_package(tmp_path / "gdrdrv-modules-6.1.0-57-amd64_2.6.1-1_amd64.deb")
+    rpm = empty_package(tmp_path / "gdrcopy-kmod-6.12.0-55.el10.x86_64-2.6.1-1.el9.noarch.rpm")
+    assert build.package_fields(deb) == build.PackageFields("gdrdrv-modules-6.1.0-57-amd64", "2.6.1-1", "amd64")
+    assert build.package_fields(rpm) == build.PackageFields(
+        "gdrcopy-kmod-6.12.0-55.el10.x86_64", "2.6.1-1.el9", "noarch"
+    )
+    # A file name that says otherwise is not read.
+    renamed = deb.rename(tmp_path / "notapackage_9_all.deb")
+    assert build.package_fields(renamed).version == repo.read_package(renamed).version == "2.6.1-1"
+    entry = next(e for e in matrix_model.load() if e.name == "debian-trixie")
+    plan = runner.plan_entry(entry, offline=True)
+    entry_run = runner.EntryRun(plan, object(), runner.Workspace(tmp_path), refresh=False)  # type: ignore[arg-type]
+    entry_run.note_version([renamed])
+    assert entry_run.result.facts["package.version"] == "2.6.1-1"
+    entry_run.note_version([renamed, rpm])  # two versions: none recorded over the first
+    assert entry_run.result.facts["package.version"] == "2.6.1-1"
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from gdrkit import containers
-from gdrkit.packaging import build, model
+from gdrkit.packaging import build, pipeline
 from gdrkit.publish import repo
 from gdrkit.publish.model import Target
 from gdrkit.publish.serve import serve
+from gdrkit.stage.packages import checked_packages
 from gdrkit.system import ensure_debian_packages
 from pkgkit import faults, scenarios
 from test_publish_repos import make_key
@@ -40,12 +41,10 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
 def test_apt_installs_gdrcopy_from_the_published_sources_file(tmp_path: Path, served: tuple[Path, str]) -> None:
     out, url = served
     ensure_debian_packages(["reprepro", "gnupg"])
-    build.ensure_build_deps(())
-    source = build.source_at("HEAD")
-    plan = model.plan(scenarios.FAMILY, source_date_epoch=source.epoch)
     dist = tmp_path / "dist"
-    build.build_debs(plan, source, dist)
-    wanted = [p for p in sorted(dist.glob("*.deb")) if p.name.split("_")[0] in scenarios.DKMS_SET]
+    plan = pipeline.plan_request(faults.deb_request(dist))
+    built = checked_packages(plan)
+    wanted = [p for p in sorted(built) if build.package_name(p) in scenarios.DKMS_SET]
     signer = make_key(tmp_path / "gnupg")
     inputs = {Target("deb", scenarios.SUITE): [repo.read_package(p) for p in wanted]}
     repo.publish(out, inputs, signer, url)
@@ -60,7 +59,11 @@ def test_apt_installs_gdrcopy_from_the_published_sources_file(tmp_path: Path, se
     kernel = scenarios.bookworm_kernels()[0]
     image = containers.ensure_image(faults.fault_recipe(kernel))
     command = faults.script_command(
-        "apt_from_sources.sh", "/sources/gdrcopy.sources", "/sources/wrong-key.sources", plan.full_version, kernel
+        "apt_from_sources.sh",
+        "/sources/gdrcopy.sources",
+        "/sources/wrong-key.sources",
+        plan.jobs[0].plan.full_version,
+        kernel,
     )
     with containers.engine() as engine:
         result, _ = engine.run(

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from gdrkit import containers
 from gdrkit.containers import ImageRecipe
-from gdrkit.packaging import build, model
+from gdrkit.packaging import build, pipeline
 from gdrkit.packaging.build import Source
+from gdrkit.stage.packages import checked_packages
 from gdrkit.system import die
 from gdrkit.vm.rootfs import SuiteRoot
 from pkgkit import scenarios
@@ -46,15 +47,33 @@ class DebSets:
     previous: str
 
 
+def deb_request(output: Path, ref: str = "HEAD", package_version: str = "") -> pipeline.Request:
+    """The scenarios' .deb packages: the DKMS set for their suite, built through the package pipeline (pure).
+
+    Not linted: the host's lintian judges only its own release's layout
+    (test_pkg_build.py lints each suite's packages in that suite).
+    """
+    return pipeline.Request(
+        kinds=("deb",),
+        with_kmod=False,
+        suite=scenarios.SUITE,
+        output=output,
+        ref=ref,
+        lint=False,
+        package_version=package_version,
+    )
+
+
 def build_deb_sets(new: Path, old: Path, ref: str = "HEAD") -> DebSets:
-    """Build the .deb packages of `ref` twice: as this version into `new`, as PREVIOUS_RELEASE into `old`."""
-    build.ensure_build_deps(())
+    """Build the .deb packages of `ref` twice: as this version into `new`, as PREVIOUS_RELEASE into `old`.
+
+    Both through the pipeline's plan and execute, so checked against packages/gdrcopy.yaml.
+    """
     source = build.source_at(ref)
-    debian = scenarios.FAMILY
-    plan = model.plan(debian, source_date_epoch=source.epoch)
-    build.build_debs(plan, source, new)
-    build.build_debs(model.plan(debian, source_date_epoch=source.epoch, package_version=PREVIOUS_RELEASE), source, old)
-    return DebSets(new, old, plan.version, PREVIOUS_RELEASE)
+    plan = pipeline.plan_request(deb_request(new, ref), source)
+    checked_packages(plan)
+    checked_packages(pipeline.plan_request(deb_request(old, ref, PREVIOUS_RELEASE), source))
+    return DebSets(new, old, plan.jobs[0].plan.version, PREVIOUS_RELEASE)
 
 
 # The fault image is a bookworm root (scenarios.bookworm_dkms_recipe).
