@@ -522,6 +522,12 @@ struct pplat_run {
 	CUfunction kernel;
 };
 
+/* -L or -W: the line modes (pplat_line.c) run instead of the flag ping-pong. */
+static bool line_modes(const struct pplat_opts *o)
+{
+	return o->line.pingpong_sizes || o->line.torn_sizes;
+}
+
 /* The GPU, and whether the launch -B x -T fits it: a persistent kernel deadlocks unless every block is resident. */
 static void select_gpu(struct pplat_run *r)
 {
@@ -533,14 +539,8 @@ static void select_gpu(struct pplat_run *r)
 	bench_print_force_pcie(o->force_pcie);
 	bench_get_locality(r->dev, &loc);
 	bench_print_locality(&loc);
-	if (o.line.pingpong_sizes || o.line.torn_sizes) {
-		struct pplat_line_setup setup = {
-			.dev = dev, .dev_id = o.dev_id, .alloc = &o.alloc, .map_flag = o.map_flag,
-			.force_pcie = o.force_pcie, .timeout_s = o.timeout_s, .plan = plan,
-		};
-
-		return pplat_line_main(&o.line, &setup);
-	}
+	if (line_modes(o))
+		return;	/* their one-warp kernels fit any GPU */
 
 	BENCH_CU(cuDeviceGetAttribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
 				      r->dev));
@@ -773,6 +773,15 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &run.o);
 	run.plan = bench_plan_buckets(run.o.iters, "-t");
 	select_gpu(&run);
+	if (line_modes(&run.o)) {
+		struct pplat_line_setup setup = {
+			.dev = run.dev, .dev_id = run.o.dev_id, .alloc = &run.o.alloc,
+			.map_flag = run.o.map_flag, .force_pcie = run.o.force_pcie,
+			.timeout_s = run.o.timeout_s, .plan = run.plan,
+		};
+
+		return pplat_line_main(&run.o.line, &setup);
+	}
 	setup_buffers(&run);
 	load_kernel(&run);
 	run_pingpong(&run, bucket_us);
