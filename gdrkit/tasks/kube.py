@@ -81,16 +81,23 @@ def build_image(
         "output": "directory to write (default: deploy/kubernetes/, the committed copy)",
         "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render, then validate it",
         "kubernetes": "Kubernetes release whose schemas validate the objects (default: gdrkit.kube.manifests')",
+        "node_gid": "group id whose pods may open /dev/gdrdrv (supplementalGroups; default 44; docs/kubernetes.md)",
     },
 )
 def k8s_manifests(
-    c: Context, kernel: str = "", repository: str = "", output: str = "", check: bool = False, kubernetes: str = ""
+    c: Context,
+    kernel: str = "",
+    repository: str = "",
+    output: str = "",
+    check: bool = False,
+    kubernetes: str = "",
+    node_gid: int = 44,  # gdrkit.kube.manifests.NODE_GID (test_kube_manifests checks)
 ) -> None:
     """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples) and validate them offline."""
     from gdrkit.kube import images, manifests
     from gdrkit.system import die
 
-    files = manifests.render(_split(kernel), repository or images.DEFAULT_REPOSITORY)
+    files = manifests.render(_split(kernel), repository or images.DEFAULT_REPOSITORY, node_gid)
     if check:
         stale = manifests.stale()
         if stale:
