@@ -48,3 +48,22 @@ def test_role_in_the_vm_loads_gdrdrv_sets_the_node_and_doctor_passes() -> None:
     checks = "\n".join(run.checks())
     assert f"/dev/gdrdrv: 660 {vmload.NODE_GROUP} character special file" in checks
     assert "gdrcopy_doctor exit 0" in checks and "changed=0" in checks
+
+
+def test_molecule_check_mode_on_fresh_hosts_reports_changes_and_fails_nothing() -> None:
+    """`molecule check`: the role with --check on fresh bookworm and trixie hosts (nothing of ours on them).
+
+    Every host reports changes (the key, the repository, the packages it would
+    install, the node settings, the load) and none fails: the dry run an
+    operator makes before the first real run.
+    """
+    run = molecule.molecule("check")
+    assert run is not None
+    summary = run.summary()
+    print("\n".join(summary) + f"\nmolecule check: {run.seconds:.0f} s")
+    assert "check: successful" in summary, summary
+    start = summary.index("check: successful")
+    recaps = [line.split() for line in summary[start - len(HOSTS) : start]]
+    assert sorted(r[0] for r in recaps) == sorted(HOSTS), summary
+    for recap in recaps:
+        assert "failed=0" in recap and "changed=0" not in recap, recap
