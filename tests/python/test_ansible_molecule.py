@@ -63,7 +63,7 @@ def test_molecule_check_mode_on_fresh_hosts_reports_changes_and_fails_nothing() 
     print("\n".join(summary) + f"\nmolecule check: {run.seconds:.0f} s")
     assert "check: successful" in summary, summary
     start = summary.index("check: successful")
-    recaps = [line.split() for line in summary[start - len(HOSTS) : start]]
+    recaps = [line.split() for line in summary[start + 1 : start + 1 + len(HOSTS)]]
     assert sorted(r[0] for r in recaps) == sorted(HOSTS), summary
     for recap in recaps:
         assert "failed=0" in recap and "changed=0" not in recap, recap
