@@ -6,7 +6,7 @@
 
 Pure Python (ctypes): the library is loaded on first use, from the system
 (`libgdrapi.so.2`) or from GDRCOPY_LIBRARY.  NumPy is needed only for the
-ndarray views.  See the README's "Python" section.
+ndarray views.  See docs/python.md.
 """
 
 from __future__ import annotations

@@ -158,4 +158,4 @@ def test_node_gid_is_configurable_and_root_group_refused() -> None:
         manifests.render(node_gid=0)
     from gdrkit.tasks import kube
 
-    assert kube.k8s_manifests.body.__defaults__[-1] == manifests.NODE_GID  # type: ignore[attr-defined]
+    assert kube.k8s_manifests.body.__defaults__[-1] == manifests.NODE_GID
