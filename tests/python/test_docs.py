@@ -151,8 +151,10 @@ def test_developers_task_table_names_every_task() -> None:
 def test_readme_starts_with_its_two_commands_and_stays_short() -> None:
     text = (REPO_ROOT / "README.md").read_text()
     lines = text.splitlines()
-    assert lines[2] == "```sh" and lines[3].startswith("./toolkit build-packages ") and lines[4].startswith(
-        "./toolkit test "
+    assert (
+        lines[2] == "```sh"
+        and lines[3].startswith("./toolkit build-packages ")
+        and lines[4].startswith("./toolkit test ")
     ), lines[:6]
     words = len(text.split())
     print(f"README.md: {words} words")
