@@ -6,6 +6,11 @@
   packages at the published version, doctor's "no GPU" exit, DKMS, the node
   settings), and removal back to the file system the hosts started with.
   `./toolkit molecule` runs the same.
+- Check mode: `molecule check` on fresh bookworm and trixie containers from
+  the full repository (`./toolkit molecule --command check`), and on this
+  machine itself from a key-only repository (`--scenario check`, about 30 s,
+  no container: nothing of GDRCopy is on the build host, and check mode
+  changes nothing).
 - The real load: the role with a local connection inside a booted bookworm
   kernel, softgpu as the GPU: gdrdrv loaded, /dev/gdrdrv with the configured
   mode and group, gdrcopy_doctor exit 0, sanity, idempotence, removal.
@@ -13,6 +18,9 @@
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +75,21 @@ def test_molecule_check_mode_on_fresh_hosts_reports_changes_and_fails_nothing() 
     assert sorted(r[0] for r in recaps) == sorted(HOSTS), summary
     for recap in recaps:
         assert "failed=0" in recap and "changed=0" not in recap, recap
+
+
+def test_molecule_check_scenario_reports_on_this_host_and_changes_nothing() -> None:
+    """molecule/check: the role with --check on this machine (no GDRCopy here), key-only repository on loopback."""
+    watched = [
+        Path(p) for p in ("/etc/apt/sources.list.d", "/etc/apt/keyrings", "/etc/modprobe.d", "/etc/udev/rules.d")
+    ]
+    before = {p: sorted(os.listdir(p)) if p.is_dir() else None for p in watched}
+    run = molecule.molecule("check", scenario=molecule.CHECK_SCENARIO)
+    assert run is not None
+    summary = run.summary()
+    print("\n".join(summary) + f"\nmolecule check -s check: {run.seconds:.0f} s")
+    start = summary.index("check: successful")
+    (recap,) = [line.split() for line in summary[start + 1 : start + 2]]
+    assert recap[0] == "this-host" and "failed=0" in recap and "changed=0" not in recap, recap
+    for what in ("would add the repository", "would write /etc/modprobe.d/gdrdrv.conf", "would ask gdrcopy_doctor"):
+        assert what in run.output, what
+    assert {p: sorted(os.listdir(p)) if p.is_dir() else None for p in watched} == before, "check mode changed files"
