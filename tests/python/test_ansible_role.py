@@ -385,3 +385,38 @@ def test_suse_path_in_check_mode_with_a_sle_hosts_facts(tmp_path: Path) -> None:
     wanted = ", ".join(role_vars()["gdrcopy_rpm_packages"]["dkms"])
     assert f"would add the repository file://{repo_dir} and install {wanted}" in output
     assert not out.exists(), "check mode wrote files"
+
+
+def role_tasks_in_order(name: str = "main.yml") -> list[dict[str, Any]]:
+    """The role's tasks as a run meets them: imports followed, blocks opened."""
+    found: list[dict[str, Any]] = []
+    for task in yaml.safe_load((ROLE / "tasks" / name).read_text()) or []:
+        if "ansible.builtin.import_tasks" in task:
+            found += role_tasks_in_order(task["ansible.builtin.import_tasks"])
+        elif "block" in task:
+            found.append({k: v for k, v in task.items() if k != "block"})
+            for inner in task["block"]:
+                found.append(inner)
+        else:
+            found.append(task)
+    return found
+
+
+def test_every_variable_a_task_reads_is_set_before_it() -> None:
+    """A task's condition or arguments name only defaults, vars, its own vars, or results registered earlier.
+
+    (A task that registered a result once went missing from load.yml, and only a real converge showed it.)
+    """
+    known = set(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())) | set(role_vars())
+    late = []
+    for task in role_tasks_in_order():
+        # Its own result: changed_when and failed_when read it.
+        own = set(task.get("vars") or {}) | {task.get("register", "")}
+        text = json.dumps({k: v for k, v in task.items() if k not in ("register", "vars", "name")})
+        for used in sorted(set(re.findall(r"\bgdrcopy_\w+", text)) - known - own):
+            # The role's module, by its name, is not a variable.
+            if not used.startswith("gdrcopy_key_fingerprints"):
+                late.append(f"{task.get('name')}: {used}")
+        if "register" in task:
+            known.add(task["register"])
+    assert not late, late
