@@ -8,7 +8,7 @@
 #
 #   ./insmod.sh [PARAM=VALUE...]     extra module parameters, e.g. dbg_enabled=1
 #   GDRDRV_NODE_MODE=0660 ./insmod.sh   a narrower node (then give it a group:
-#                                       node_gid=<gid> and the udev rule, see README)
+#                                       node_gid=<gid> and the udev rule, see docs/nodes.md)
 #
 # The kernel creates /dev/gdrdrv itself (a misc device); the mknod below is
 # only for a /dev without devtmpfs or udev, as in some containers.

@@ -38,13 +38,16 @@ SUITES = ("bookworm", "trixie")
 HOST_PACKAGES = ("python3-apt",)
 WORK = REPO_ROOT / "build" / "molecule"
 SCENARIO = "default"
+# The role in check mode on this machine itself (molecule/check/molecule.yml): no container, no packages.
+CHECK_SCENARIO = "check"
+SCENARIOS = (SCENARIO, CHECK_SCENARIO)
 # molecule.yml's variables.
 IMAGE_VAR = "GDRCOPY_MOLECULE_IMAGE_{suite}"
 REPO_URL_VAR = "GDRCOPY_MOLECULE_REPO_URL"
 VERSION_VAR = "GDRCOPY_MOLECULE_VERSION"
 FINGERPRINT_VAR = "GDRCOPY_MOLECULE_KEY_FINGERPRINT"
 # Molecule's action lines ("INFO     [default > converge] Executed: Successful") and Ansible's recap lines.
-ACTION_LINE = re.compile(rf"^(?:INFO|ERROR)\s+\[{SCENARIO} > (\w[\w-]*)\] (Executing|Executed: \w+)")
+ACTION_LINE = re.compile(r"^(?:INFO|ERROR)\s+\[[\w-]+ > (\w[\w-]*)\] (Executing|Executed: \w+)")
 RECAP_LINE = re.compile(r"^(\S+)\s+:\s+(ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=\d+.*)$")
 
 
@@ -165,9 +168,11 @@ def summarize(output: str) -> list[str]:
     return lines
 
 
-def run_molecule(command: str, env: dict[str, str], log_file: Path, timeout_s: float = 3600) -> MoleculeRun:
+def run_molecule(
+    command: str, env: dict[str, str], log_file: Path, timeout_s: float = 3600, scenario: str = SCENARIO
+) -> MoleculeRun:
     """`molecule <command>` in the role's directory; its output kept in `log_file` (streamed with GDRKIT_VERBOSE)."""
-    argv = [str(ansible.bindir() / "molecule"), command, "-s", SCENARIO]
+    argv = [str(ansible.bindir() / "molecule"), command, "-s", scenario]
     started = time.monotonic()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("w") as handle:
@@ -192,11 +197,61 @@ def run_molecule(command: str, env: dict[str, str], log_file: Path, timeout_s: f
     return MoleculeRun(status, "".join(chunks), log_file, time.monotonic() - started)
 
 
-def molecule(command: str = "test", work: Path = WORK, ref: str = "HEAD", dry_run: bool = False) -> MoleculeRun | None:
+def key_only_repository(out: Path, work: Path) -> str:
+    """A repository holding only a throwaway signing key, in `out`; the key's fingerprint."""
+    from gdrkit.publish import repo
+
+    signer = repo.throwaway_signer(work / "gnupg", "molecule-check@invalid")
+    key_file = out / repo.KEY_FILE
+    key_file.write_text(signer.public_key())
+    return key_fingerprint(key_file)
+
+
+def check_here(command: str, work: Path, dry_run: bool) -> MoleculeRun | None:
+    """molecule/check: the role with --check on this machine, from a key-only repository on loopback HTTP."""
+    from gdrkit.publish.serve import serve
+
+    if command not in ("check", "test", "syntax"):
+        raise die(
+            f"molecule {command} with --scenario {CHECK_SCENARIO}: that scenario only checks",
+            "use --command check (it never converges this machine)",
+        )
+    if dry_run:
+        print(f"[dry-run] a throwaway key in {work}/repo, served on 127.0.0.1")
+        print(f"[dry-run] molecule {command} -s {CHECK_SCENARIO} in {ansible.ROLE_DIR}: the role with --check here")
+        return None
+    shutil.rmtree(work, ignore_errors=True)
+    out = work / "repo"
+    out.mkdir(parents=True)
+    fingerprint = key_only_repository(out, work)
+    with serve(out) as url:
+        env = ansible.environment(
+            **{REPO_URL_VAR: url, FINGERPRINT_VAR: fingerprint},
+            # Molecule validates every scenario's file: the default one's images must be strings.
+            **{IMAGE_VAR.format(suite=s.upper()): "unused-by-the-check-scenario" for s in SUITES},
+            MOLECULE_EPHEMERAL_DIRECTORY=str(work / "ephemeral"),
+        )
+        with step(
+            f"molecule {command} -s {CHECK_SCENARIO}: the role with --check on this machine", log_dir=work
+        ) as current:
+            run = run_molecule(command, env, current.log_file, scenario=CHECK_SCENARIO)
+            if run.status != 0:
+                print("\n".join(run.summary()))
+                raise die(f"molecule {command} failed (exit {run.status}); log: {run.log_file}\n{run.output[-6000:]}")
+    return run
+
+
+def molecule(
+    command: str = "test", work: Path = WORK, ref: str = "HEAD", dry_run: bool = False, scenario: str = SCENARIO
+) -> MoleculeRun | None:
     """The whole `./toolkit molecule` flow; the run (None with dry_run)."""
     from gdrkit import containers
     from gdrkit.publish.serve import serve
 
+    if scenario not in SCENARIOS:
+        raise die(f"no Molecule scenario {scenario!r}", f"use one of: {', '.join(SCENARIOS)}")
+    if scenario == CHECK_SCENARIO:
+        return check_here(command, work.with_name(work.name + "-check"), dry_run)
     if dry_run:
         for suite in SUITES:
             print(f"[dry-run] host image of {suite}: the matrix's debian-{suite} image + {host_layer_script(suite)}")

@@ -1,7 +1,7 @@
 """`gdrcopy_doctor [--json]` (installed on nodes) and `./toolkit doctor`: one command line, one set of exit statuses.
 
 Exit statuses, for node health checkers (NHC, Kubernetes probes, a cluster's
-verify step; the README's "Checking nodes" has an example of each):
+verify step; docs/nodes.md, "Checking nodes", has an example of each):
 
   0  healthy: no check failed (warnings and skipped checks allowed)
   1  at least one check failed: the findings say which and how to fix it

@@ -269,7 +269,7 @@ def check_device_node(probe: Probe) -> Finding:
     return Finding("device node", OK, f"{NODE} {node.major}:{node.minor} mode {node.mode:04o} group {group}")
 
 
-# What a world-accessible node means; the README's "The device node" says the same.
+# What a world-accessible node means; docs/nodes.md, "The device node", says the same.
 WORLD_ACCESS_MEANS = (
     "any local user can open it, reach gdrdrv's ioctls and pin and map any GPU memory it can name,"
     " that is the GPU memory of its own CUDA contexts (the reference GDRCopy's default)"

@@ -47,6 +47,15 @@ GPU_NODE_LABELS = (("nvidia.com/gpu.present", "true"), ("feature.node.kubernetes
 KUBERNETES_VERSION = "1.32.0"
 # What the example pod runs in the driver image: the device CDI gave it.
 EXAMPLE_COMMAND = ("sh", "-c", "ls -l /dev/gdrdrv && test -c /dev/gdrdrv")
+# Who may open /dev/gdrdrv on the Kubernetes paths: root, and pods whose user
+# is in this group (securityContext.supplementalGroups); other non-root pods
+# are refused.  44 is the GID Debian and Ubuntu give the video group, the
+# group the packages give the node; a GID is the same on every node, a
+# group name is not.  Render with another: ./toolkit k8s-manifests --node-gid N.
+NODE_GID = 44
+NODE_MODE = "0660"
+# The example pod's non-root user.
+EXAMPLE_UID = 1000
 
 
 def default_node() -> images.NodeOs:
@@ -78,25 +87,37 @@ def _environment() -> Any:
     return pkg_render.environment()
 
 
-def module_options(description: model.Description) -> list[str]:
-    """gdrdrv's parameters as the packages' modprobe.d file gives them (the KMM Module passes them)."""
+def module_options(description: model.Description, node_gid: int = NODE_GID) -> list[str]:
+    """gdrdrv's parameters as the packages' modprobe.d file gives them, with the pods' group (the KMM Module's)."""
     options = [f"{key}={value}" for key, value in description.kernel_module.options.items()]
-    return [*options, f"node_mode={description.device_node.mode.rjust(4, '0')}"]
+    return [*options, f"node_mode={NODE_MODE}", f"node_gid={node_gid}"]
+
+
+def check_node_gid(node_gid: int) -> int:
+    """`node_gid` if a group id a pod may be given (1..2**31-1: not root's group 0)."""
+    if not 0 < node_gid < 2**31:
+        raise die(
+            f"--node-gid {node_gid} is not a group id for pods' supplementalGroups",
+            "give a number from 1 to 2147483647 (0 is root's group: every pod running as root's group would open it)",
+        )
+    return node_gid
 
 
 def render(
     kmm_kernels: Sequence[str] = (),
     repository: str = images.DEFAULT_REPOSITORY,
     locked: Mapping[str, lock.LockedImage] | None = None,
+    node_gid: int = NODE_GID,
 ) -> dict[str, str]:
     """Every manifest whose images the lock pins, by path below deploy/kubernetes/."""
-    return render_all(kmm_kernels, repository, locked).files
+    return render_all(kmm_kernels, repository, locked, node_gid).files
 
 
 def render_all(
     kmm_kernels: Sequence[str] = (),
     repository: str = images.DEFAULT_REPOSITORY,
     locked: Mapping[str, lock.LockedImage] | None = None,
+    node_gid: int = NODE_GID,
 ) -> Rendering:
     """The manifests of `repository`'s images with the digests of `locked` (default: the lock file).
 
@@ -106,6 +127,7 @@ def render_all(
     required).  KMM's generic `${KERNEL_FULL_VERSION}` mapping cannot name a
     digest, so there is none: each kernel of the fleet gets its image.
     """
+    check_node_gid(node_gid)
     locked = lock.load() if locked is None else locked
     desc = model.load()
     env = _environment()
@@ -125,6 +147,9 @@ def render_all(
         "version": version.VERSION,
         "cdi": desc.device_node.kubernetes_cdi,
         "node_name": desc.device_node.name,
+        "node_gid": node_gid,
+        "node_mode": NODE_MODE,
+        "example_uid": EXAMPLE_UID,
     }
     files: dict[str, str] = {}
     left_out: dict[str, str] = {}
@@ -176,7 +201,7 @@ def render_all(
         )
     if mappings:
         files["kmm/module.yaml"] = env.get_template("kube/kmm-module.yaml.j2").render(
-            common, module_options=module_options(desc), kmm_images=sorted(mappings.items())
+            common, module_options=module_options(desc, node_gid), kmm_images=sorted(mappings.items())
         )
     elif not missing:
         left_out["kmm/module.yaml"] = (

@@ -37,6 +37,14 @@
 #   GDRCOPY_POLL_INTERVAL  seconds between checks [5]
 #   GDRCOPY_CDI_DIR        after loading, write the CDI spec there (as `cdi DIR`) [none]
 #   GDRCOPY_CDI_SEARCH     where other CDI specs are looked for [/etc/cdi /var/run/cdi]
+#   GDRCOPY_NODE_GID       group id of /dev/gdrdrv: pods whose user is in this group
+#                          (securityContext.supplementalGroups) may open it, other
+#                          non-root users may not.  Passed to insmod as node_gid, applied
+#                          to the node in GDRCOPY_DEV_DIR, and written into the CDI spec
+#                          (gid, fileMode), from which the runtime creates the pod's node
+#                          [unset: the node stays as modprobe.d's node_mode makes it, root's]
+#   GDRCOPY_NODE_MODE      its mode, with GDRCOPY_NODE_GID [0660]
+#   GDRCOPY_DEV_DIR        the node's /dev: the host's, mounted into the container [/dev]
 # Tests point these at fake trees: GDRCOPY_SYSFS [/sys], GDRCOPY_PROC [/proc],
 # GDRCOPY_CDI_SPEC [the image's spec], GDRCOPY_LIB_MODULES [/lib/modules: the
 # image's modules and build tree], GDRCOPY_USR_SRC [/usr/src: the image's
@@ -326,11 +334,52 @@ build_module() {
 	echo "$BUILD_DIR/$MODULE.ko"
 }
 
-# gdrdrv's options as modprobe would give them (modprobe.d), then ours.
+# GDRCOPY_NODE_GID and GDRCOPY_NODE_MODE, checked: "" when no group is asked for.
+node_access() {
+	local gid=${GDRCOPY_NODE_GID:-} mode=${GDRCOPY_NODE_MODE:-0660}
+	[ -n "$gid" ] || return 0
+	case $gid in
+	'' | *[!0-9]*) fail node "GDRCOPY_NODE_GID=$gid: give a numeric group id (the pods' supplementalGroups entry)" ;;
+	esac
+	case $mode in
+	0[0-7][0-7][0-7] | [0-7][0-7][0-7]) ;;
+	*) fail node "GDRCOPY_NODE_MODE=$mode: give octal permission bits, e.g. 0660" ;;
+	esac
+	# Only the owner (root) and the group: "other" bits would let every user in.
+	case $mode in
+	*[1-7]) fail node "GDRCOPY_NODE_MODE=$mode gives every user access, which GDRCOPY_NODE_GID is meant to restrict: use 0660" ;;
+	esac
+	echo "$gid $mode"
+}
+
+# gdrdrv's options as modprobe would give them (modprobe.d), then the node's
+# group and mode (GDRCOPY_NODE_GID), then GDRCOPY_MODULE_ARGS: the last of a name wins.
 module_options() {
-	local options
+	local options access
 	options=$(modprobe -c 2>/dev/null | awk -v m="$MODULE" '$1 == "options" && $2 == m { for (i = 3; i <= NF; i++) printf "%s ", $i }' || true)
+	access=$(node_access)
+	if [ -n "$access" ]; then
+		options="${options}node_mode=${access#* } node_gid=${access%% *} "
+	fi
 	echo "$options${GDRCOPY_MODULE_ARGS:-}"
+}
+
+# The kernel makes /dev/gdrdrv root's: give it the group and mode asked for
+# (on hosts with our packages, their udev rule does this from node_gid).
+apply_node_access() {
+	local access node=${GDRCOPY_DEV_DIR:-/dev}/$MODULE
+	access=$(node_access)
+	[ -n "$access" ] || return 0
+	# devtmpfs has made the node by the time insmod returns.  A container
+	# whose /dev is its own (made before gdrdrv loaded) does not see it: say
+	# so and go on, as the pods' node comes from the CDI spec.
+	if [ ! -c "$node" ]; then
+		log node "$node is not here: the host's /dev is not mounted at ${GDRCOPY_DEV_DIR:-/dev} (GDRCOPY_DEV_DIR), so the host's node keeps root's group; pods get mode ${access#* } and group ${access%% *} from the CDI spec"
+		return 0
+	fi
+	chgrp "${access%% *}" "$node" || fail node "chgrp ${access%% *} $node failed: the container must be privileged"
+	chmod "${access#* }" "$node" || fail node "chmod ${access#* } $node failed"
+	log node "$node: mode ${access#* }, group ${access%% *} (GDRCOPY_NODE_GID): non-root users outside that group are refused"
 }
 
 # The flavour the module `ko` was built for, as "open" or "proprietary".
@@ -420,6 +469,8 @@ insert_module() {
 
 load_module() {
 	local kver flavour_line flavour ko built options
+	# Refuse a bad GDRCOPY_NODE_GID/MODE here: in the substitutions below a failure would not stop us.
+	node_access >/dev/null
 	kver=$(uname -r)
 	if module_loaded "$MODULE"; then
 		log load "$MODULE $(cat "$SYSFS/module/$MODULE/version" 2>/dev/null || echo '(version unknown)') is loaded already: using it"
@@ -453,6 +504,7 @@ load_module() {
 	# shellcheck disable=SC2086 # the options are separate words
 	insert_module "$ko" $options
 	module_loaded "$MODULE" || fail load "$MODULE is not in $PROC/modules after insmod"
+	apply_node_access
 	log load "$MODULE $(cat "$SYSFS/module/$MODULE/version" 2>/dev/null) loaded; /dev/gdrdrv $([ -e /dev/gdrdrv ] && echo present || echo 'not seen here')"
 }
 
@@ -509,9 +561,30 @@ serve() {
 	done
 }
 
+# The image's CDI spec; with GDRCOPY_NODE_GID, its device node says the
+# owner, group and mode the runtime gives the pod's node (fileMode in decimal,
+# as the spec's JSON form has it).  Without them runtimes differ: some copy the
+# host's mode, some default to 0666.
+cdi_spec_with_access() {
+	local access
+	access=$(node_access)
+	if [ -z "$access" ]; then
+		cat "$CDI_SPEC"
+		return 0
+	fi
+	awk -v gid="${access%% *}" -v mode="$((8#${access#* }))" '
+		{ print }
+		/^ *permissions:/ {
+			indent = $0
+			sub(/[^ ].*$/, "", indent)
+			printf "%sfileMode: %s\n%suid: 0\n%sgid: %s\n", indent, mode, indent, indent, gid
+		}' "$CDI_SPEC"
+}
+
 install_cdi() {
 	local dir=$1 other kind
 	[ -r "$CDI_SPEC" ] || fail cdi "$CDI_SPEC is missing from this image"
+	node_access >/dev/null
 	# The kind comes from the spec itself (rendered from packages/gdrcopy.yaml).
 	kind=$(sed -n 's/^kind: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CDI_SPEC")
 	[ -n "$kind" ] || fail cdi "$CDI_SPEC names no kind"
@@ -525,7 +598,7 @@ install_cdi() {
 		fi
 	done
 	mkdir -p "$dir"
-	cp "$CDI_SPEC" "$dir/gdrcopy-k8s.yaml.tmp"
+	cdi_spec_with_access >"$dir/gdrcopy-k8s.yaml.tmp"
 	mv "$dir/gdrcopy-k8s.yaml.tmp" "$dir/gdrcopy-k8s.yaml"
 	log cdi "wrote $dir/gdrcopy-k8s.yaml ($(sed -n 's/^  - name: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CDI_SPEC" | sed "s|^|$kind=|"))"
 }

@@ -13,9 +13,18 @@ from invoke.tasks import task
         "vm": "instead: the role with a local connection inside a booted bookworm kernel, softgpu as the GPU",
         "ref": "the commit whose packages are built and published (default HEAD)",
         "dry_run": "print the plan, change nothing",
+        "scenario": "default (bookworm and trixie containers) or check: the role with --check on this machine,"
+        " from a repository holding only a signing key (nothing changes here)",
     }
 )
-def molecule(c: Context, command: str = "test", vm: bool = False, ref: str = "HEAD", dry_run: bool = False) -> None:
+def molecule(
+    c: Context,
+    command: str = "test",
+    vm: bool = False,
+    ref: str = "HEAD",
+    dry_run: bool = False,
+    scenario: str = "default",
+) -> None:
     """Bookworm and trixie hosts converge with the Ansible role from a signed repository on loopback HTTP."""
     if vm:
         from gdrkit.fleet import vmload
@@ -31,7 +40,7 @@ def molecule(c: Context, command: str = "test", vm: bool = False, ref: str = "HE
         return
     from gdrkit.fleet import molecule as flow
 
-    run = flow.molecule(command, ref=ref, dry_run=dry_run)
+    run = flow.molecule(command, ref=ref, dry_run=dry_run, scenario=scenario)
     if run is not None:
         print("\n".join(run.summary()))
         print(f"molecule {command} passed in {run.seconds:.0f} s (log: {run.log_file})")

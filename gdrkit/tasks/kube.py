@@ -107,17 +107,24 @@ def build_image(
         "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render or names an image without"
         " registry or digest, then validate it",
         "kubernetes": "Kubernetes release whose schemas validate the objects (default: gdrkit.kube.manifests')",
+        "node_gid": "group id whose pods may open /dev/gdrdrv (supplementalGroups; default 44; docs/kubernetes.md)",
     },
 )
 def k8s_manifests(
-    c: Context, kernel: str = "", repository: str = "", output: str = "", check: bool = False, kubernetes: str = ""
+    c: Context,
+    kernel: str = "",
+    repository: str = "",
+    output: str = "",
+    check: bool = False,
+    kubernetes: str = "",
+    node_gid: int = 44,  # gdrkit.kube.manifests.NODE_GID (test_kube_manifests checks)
 ) -> None:
     """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples), each image pinned by the
     digest build-image recorded in deploy/kubernetes/images.lock, and validate them offline."""
     from gdrkit.kube import images, lock, manifests
     from gdrkit.system import die
 
-    rendering = manifests.render_all(_split(kernel), repository or images.DEFAULT_REPOSITORY)
+    rendering = manifests.render_all(_split(kernel), repository or images.DEFAULT_REPOSITORY, node_gid=node_gid)
     files = rendering.files
     for path, why in rendering.left_out.items():
         print(f"not rendered  {path}: {why}")

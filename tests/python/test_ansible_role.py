@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -77,7 +78,7 @@ def test_role_knows_doctor_and_every_family_modprobe_dir() -> None:
         cli.FAILED,
         cli.NO_GPU,
     )
-    layouts: list[families.Family] = [families.RhelFamily()]
+    layouts: list[families.Family] = [families.RhelFamily(), families.family("suse")]
     layouts += [families.DebianFamily(release=families.debian_release(s)) for s in ("bullseye", "trixie")]
     for fam in layouts:
         assert f"{fam.modprobedir}/gdrdrv.conf" in facts["gdrcopy_packaged_modprobe_confs"], fam.name
@@ -86,13 +87,15 @@ def test_role_knows_doctor_and_every_family_modprobe_dir() -> None:
 
 
 def test_role_platforms_are_the_registrys_releases() -> None:
-    """meta/main.yml's platforms: Debian's suites with a release, the Ubuntu releases, EL majors the rhel family knows."""
+    """meta/main.yml's platforms: Debian's suites with a release, the Ubuntu releases, the EL and SUSE majors
+    their families know."""
     meta = yaml.safe_load((ROLE / "meta" / "main.yml").read_text())
     platforms = {p["name"]: [str(v) for v in p["versions"]] for p in meta["galaxy_info"]["platforms"]}
     assert platforms["Debian"] == [s.name for s in debian.SUITES.values() if s.release]
     assert platforms["Ubuntu"] == [r.codename for r in debian.DEBIAN_RELEASES.values() if r.os_id == "ubuntu"]
     assert set(platforms["EL"]) <= set(families.family("rhel").kube_bases)
-    assert set(platforms) == {"Debian", "Ubuntu", "EL"}, "a platform the registry has no family for"
+    assert set(platforms["SLES"]) == set(families.family("suse").kube_bases)
+    assert set(platforms) == {"Debian", "Ubuntu", "EL", "SLES"}, "a platform the registry has no family for"
 
 
 def test_defaults_are_the_packaged_node_settings() -> None:
@@ -234,3 +237,186 @@ def test_role_refuses_http_and_unpinned_keys(
     assert (done.returncode == 0) == accepted, output
     if not accepted:
         assert "gdrcopy_repo_key_fingerprint must be" in output, output
+
+
+def test_readme_and_argument_specs_name_every_variable() -> None:
+    """Every default is in the README's variable table and in argument_specs, and nothing else is."""
+    defaults = set(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()))
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())
+    assert set(specs["argument_specs"]["main"]["options"]) == defaults
+    readme = (ROLE / "README.md").read_text()
+    table = set(re.findall(r"^\| `(gdrcopy_\w+)` \|", readme, re.MULTILINE))
+    assert table == defaults, table ^ defaults
+    assert "## Example play" in readme and "roles:\n    - role: gdrcopy" in readme
+
+
+def test_main_tags_each_part_and_runs_the_checks_always() -> None:
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    tagged = {task.get("ansible.builtin.import_tasks"): task["tags"] for task in main if "tags" in task}
+    assert tagged == {
+        None: ["always"],
+        "checks.yml": ["always"],
+        "install.yml": ["install"],
+        "node.yml": ["configure"],
+        "load.yml": ["load"],
+        "absent.yml": ["remove"],
+    }
+    # Static imports: the tags reach every task of the file (include_tasks would need apply).
+    for path in (ROLE / "tasks").glob("*.yml"):
+        assert "include_tasks" not in path.read_text(), path.name
+
+
+def run_playbook(playbook: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ansible.bindir() / "ansible-playbook", "-i", "localhost,", *args, str(playbook)],
+        cwd=ansible.ANSIBLE_DIR,
+        env={**os.environ, **ansible.environment(), **(env or {})},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_remove_tag_without_state_absent_is_refused(tmp_path: Path) -> None:
+    playbook = tmp_path / "remove.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  connection: local\n  tasks:\n"
+        "    - ansible.builtin.set_fact:\n        os_family: Debian\n        distribution_release: bookworm\n"
+        "        distribution_major_version: '12'\n        cacheable: true\n"
+        "      tags: [always]\n"
+        "    - ansible.builtin.include_role:\n        name: gdrcopy\n      tags: [always]\n"
+    )
+    done = run_playbook(playbook, "--tags", "remove", "-e", "gdrcopy_repo_url=https://h/x")
+    assert done.returncode != 0 and "removes GDRCopy only with -e gdrcopy_state=absent" in done.stdout, done.stdout
+
+
+def test_ansible_galaxy_installs_the_role_archive(tmp_path: Path) -> None:
+    """The archive the role's README makes (git archive of the role's directory), installed by ansible-galaxy."""
+    import tarfile
+
+    archive = tmp_path / "gdrcopy-role.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(ROLE, arcname="gdrcopy", filter=lambda info: None if "__pycache__" in info.name else info)
+    requirements = tmp_path / "requirements.yml"
+    requirements.write_text(f"- src: file://{archive}\n  name: gdrcopy\n")
+    galaxy = ansible.bindir() / "ansible-galaxy"
+    done = subprocess.run(
+        [galaxy, "role", "install", "-r", requirements, "-p", tmp_path / "roles"], capture_output=True, text=True
+    )
+    print(done.stdout)
+    assert done.returncode == 0 and "- gdrcopy was installed successfully" in done.stdout, done.stdout + done.stderr
+    listed = subprocess.run([galaxy, "role", "list", "-p", tmp_path / "roles"], capture_output=True, text=True)
+    assert "- gdrcopy, " in listed.stdout, listed.stdout + listed.stderr
+    # A play names it from where ansible-galaxy put it.
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("- hosts: all\n  roles:\n    - role: gdrcopy\n")
+    done = run_playbook(playbook, "--syntax-check", env={"ANSIBLE_ROLES_PATH": str(tmp_path / "roles")})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+SUSE_CHECK_PLAYBOOK = """\
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: A SLE 15 SP6 host's facts (this host stays what it is)
+      ansible.builtin.set_fact:
+        os_family: Suse
+        distribution: SLES
+        distribution_major_version: "15"
+        distribution_release: "6"
+        kernel: 6.4.0-150600.23.25-default
+        cacheable: true
+    - name: The role
+      ansible.builtin.include_role:
+        name: gdrcopy
+"""
+
+
+def test_suse_path_in_check_mode_with_a_sle_hosts_facts(tmp_path: Path) -> None:
+    """The role's SUSE branch, run in check mode on this host with a SLE 15 host's facts.
+
+    Proves: the SUSE tasks are the ones chosen (zypper's, not apt's or dnf's),
+    the key is checked against the trusted fingerprint by rpm_key, the zypper
+    .repo names rpm/sle15 with every signature check on, allow_unsupported_modules
+    is written, the packages zypper would install are the RPM family's, and a
+    dry run on a fresh host fails nothing.  Does not prove: that zypper on a
+    real SLE host accepts the repository and installs (no SUSE image can be
+    pulled here); the files go to tmp_path, not /etc.
+    """
+    for tool in ("rpm", "gpg"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"rpm_key needs {tool} on this host")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg_env = dict(os.environ, GNUPGHOME=str(home))
+    subprocess.run(
+        ["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key", "t@invalid",
+         "ed25519", "sign"], env=gpg_env, capture_output=True, check=True,
+    )  # fmt: skip
+    repo_dir = tmp_path / "repo"
+    repo_dir.mkdir()
+    exported = subprocess.run(["gpg", "--armor", "--export"], env=gpg_env, capture_output=True, check=True).stdout
+    (repo_dir / repo.KEY_FILE).write_bytes(exported)
+    fingerprint = molecule.key_fingerprint(repo_dir / repo.KEY_FILE)
+    out = tmp_path / "etc"
+    extra = {
+        "gdrcopy_repo_url": f"file://{repo_dir}",
+        "gdrcopy_repo_key_fingerprint": fingerprint,
+        "gdrcopy_zypper_repo_file": str(out / "gdrcopy.repo"),
+        "gdrcopy_suse_unsupported_conf": str(out / "unsupported.conf"),
+        # package_facts reads this host's packages with the system Python's bindings.
+        "ansible_python_interpreter": "/usr/bin/python3",
+    }
+    playbook = tmp_path / "suse.yml"
+    playbook.write_text(SUSE_CHECK_PLAYBOOK)
+    done = run_playbook(playbook, "--check", "--diff", "-e", json.dumps(extra), env={"GNUPGHOME": str(home)})
+    output = done.stdout + done.stderr
+    print(output[-6000:])
+    assert done.returncode == 0 and re.search(r"localhost\s+: ok=\d+\s+changed=\d+ .*failed=0", output), output
+    # The tasks that ran (not skipped): each TASK block with an ok or changed line (--diff lines in between).
+    blocks = re.findall(r"^TASK \[gdrcopy : (.+?)\] \*+\n(.*?)(?=^TASK |^PLAY RECAP)", output, re.MULTILINE | re.DOTALL)
+    ran = [name for name, body in blocks if re.search(r"^(ok|changed): ", body, re.MULTILINE)]
+    assert "The repository's signing key, when it is the trusted one" in ran, ran
+    assert "The repository, packages and metadata signature-checked (zypper)" in ran, ran
+    assert not [t for t in ran if "(apt" in t or "(dnf)" in t or "apt repository" in t], ran
+    assert f"+baseurl=file://{repo_dir}/rpm/sle15\n" in output
+    for check in ("+gpgcheck=1", "+repo_gpgcheck=1", "+pkg_gpgcheck=1", "+allow_unsupported_modules 1"):
+        assert check + "\n" in output, check
+    wanted = ", ".join(role_vars()["gdrcopy_rpm_packages"]["dkms"])
+    assert f"would add the repository file://{repo_dir} and install {wanted}" in output
+    assert not out.exists(), "check mode wrote files"
+
+
+def role_tasks_in_order(name: str = "main.yml") -> list[dict[str, Any]]:
+    """The role's tasks as a run meets them: imports followed, blocks opened."""
+    found: list[dict[str, Any]] = []
+    for task in yaml.safe_load((ROLE / "tasks" / name).read_text()) or []:
+        if "ansible.builtin.import_tasks" in task:
+            found += role_tasks_in_order(task["ansible.builtin.import_tasks"])
+        elif "block" in task:
+            found.append({k: v for k, v in task.items() if k != "block"})
+            for inner in task["block"]:
+                found.append(inner)
+        else:
+            found.append(task)
+    return found
+
+
+def test_every_variable_a_task_reads_is_set_before_it() -> None:
+    """A task's condition or arguments name only defaults, vars, its own vars, or results registered earlier.
+
+    (A task that registered a result once went missing from load.yml, and only a real converge showed it.)
+    """
+    known = set(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())) | set(role_vars())
+    late = []
+    for task in role_tasks_in_order():
+        # Its own result: changed_when and failed_when read it.
+        own = set(task.get("vars") or {}) | {task.get("register", "")}
+        text = json.dumps({k: v for k, v in task.items() if k not in ("register", "vars", "name")})
+        for used in sorted(set(re.findall(r"\bgdrcopy_\w+", text)) - known - own):
+            # The role's module, by its name, is not a variable.
+            if not used.startswith("gdrcopy_key_fingerprints"):
+                late.append(f"{task.get('name')}: {used}")
+        if "register" in task:
+            known.add(task["register"])
+    assert not late, late

@@ -1,4 +1,4 @@
-"""Drop-in for automation written for GDRCopy 2.6 (README, "Drop-in for existing automation").
+"""Drop-in for automation written for GDRCopy 2.6 (docs/nodes.md, "Drop-in for existing automation").
 
 What EasyBuild, Ansible, AWS ParallelCluster and EKS loader DaemonSets run
 against GDRCopy's tree must work against ours: `make config lib`,

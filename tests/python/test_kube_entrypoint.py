@@ -13,10 +13,12 @@ tests/python/test_kube_vm.py's.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gdrkit.kube.images import ENTRYPOINT_SCRIPT
 
@@ -426,3 +428,53 @@ def test_watch_fails_without_gdrdrv_and_leaves_it_loaded_on_term(tree: Path) -> 
     process.terminate()
     assert process.wait(timeout=5) == 0
     assert "gdrdrv stays loaded" in process.stderr.read()
+
+
+def test_node_group_goes_to_insmod_and_a_bad_one_is_refused(tree: Path) -> None:
+    result = run(tree, "module_options", {"GDRCOPY_NODE_GID": "44", "GDRCOPY_MODULE_ARGS": "dbg_enabled=1"})
+    assert result.returncode == 0, result.stderr
+    # After modprobe.d's options (its node_mode included): the last of a name wins in insmod.
+    assert result.stdout.strip().endswith("node_mode=0660 node_gid=44 dbg_enabled=1"), result.stdout
+    assert run(tree, "module_options").stdout.strip() == ""
+    for env, says in [
+        ({"GDRCOPY_NODE_GID": "video"}, "give a numeric group id"),
+        ({"GDRCOPY_NODE_GID": "44", "GDRCOPY_NODE_MODE": "0666"}, "gives every user access"),
+        ({"GDRCOPY_NODE_GID": "44", "GDRCOPY_NODE_MODE": "rw"}, "give octal permission bits"),
+    ]:
+        refused = run(tree, "load_module", env)
+        assert refused.returncode == 1 and says in refused.stderr, (env, refused.stderr)
+        assert not (tree / "calls").exists(), "nothing may be loaded with a bad node setting"
+
+
+def test_node_group_applied_to_the_node_in_the_dev_dir(tree: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a character device node needs root")
+    dev = tree / "dev"
+    dev.mkdir()
+    node = dev / "gdrdrv"
+    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    result = run(tree, "apply_node_access", {"GDRCOPY_NODE_GID": "44", "GDRCOPY_DEV_DIR": str(dev)})
+    assert result.returncode == 0, result.stderr
+    assert (stat.S_IMODE(node.stat().st_mode), node.stat().st_gid, node.stat().st_uid) == (0o660, 44, 0)
+    assert "non-root users outside that group are refused" in result.stderr
+    # A /dev without the node (the container's own): said, not fatal.
+    result = run(tree, "apply_node_access", {"GDRCOPY_NODE_GID": "44", "GDRCOPY_DEV_DIR": str(tree)})
+    assert result.returncode == 0 and "the host's /dev is not mounted" in result.stderr, result.stderr
+    # Without a group asked for, the node is left alone.
+    node.chmod(0o600)
+    assert run(tree, "apply_node_access", {"GDRCOPY_DEV_DIR": str(dev)}).returncode == 0
+    assert stat.S_IMODE(node.stat().st_mode) == 0o600
+
+
+def test_cdi_spec_carries_the_node_group_and_mode(tree: Path) -> None:
+    spec = tree / "spec.yaml"
+    spec.write_text(
+        'cdiVersion: "0.5.0"\nkind: "nvidia.com/gdrcopy"\ndevices:\n  - name: "all"\n    containerEdits:\n'
+        '      deviceNodes:\n        - path: "/dev/gdrdrv"\n          permissions: "rw"\n'
+    )
+    dirs = {"GDRCOPY_CDI_SPEC": str(spec), "GDRCOPY_CDI_SEARCH": f"{tree}/run-cdi", "GDRCOPY_NODE_GID": "44"}
+    result = run(tree, f"install_cdi {tree}/run-cdi", dirs)
+    assert result.returncode == 0, result.stderr
+    written = yaml.safe_load((tree / "run-cdi/gdrcopy-k8s.yaml").read_text())
+    node = written["devices"][0]["containerEdits"]["deviceNodes"][0]
+    assert node == {"path": "/dev/gdrdrv", "permissions": "rw", "fileMode": 0o660, "uid": 0, "gid": 44}

@@ -257,3 +257,44 @@ def test_kustomize_subset_refuses_fields_it_does_not_apply(files: dict[str, str]
     missing["loader/kustomization.yaml"] += "  - nothere.yaml\n"
     with pytest.raises(UserError, match="names nothere.yaml"):
         manifests.build_kustomization(missing, "loader")
+
+
+def node_access(files: dict[str, str]) -> dict[str, object]:
+    """Where each path says who may open /dev/gdrdrv: the loader's and the operator's env, KMM's parameters."""
+    init = objects(files, "loader/daemonset.yaml")[0]["spec"]["template"]["spec"]["initContainers"][0]
+    values = yaml.safe_load(files["gpu-operator/values.yaml"])["gdrcopy"]
+    kmm = objects(files, "kmm/module.yaml")[0]["spec"]["moduleLoader"]["container"]["modprobe"]["parameters"]
+    pod = objects(files, "examples/pod-cdi.yaml")[0]["spec"]["securityContext"]
+    return {
+        "loader": {e["name"]: e["value"] for e in init["env"] if e["name"].startswith("GDRCOPY_NODE_")},
+        "operator": {e["name"]: e["value"] for e in values["env"]},
+        "kmm": [p for p in kmm if p.startswith("node_")],
+        "example": pod,
+    }
+
+
+def test_every_kubernetes_path_gives_the_node_one_group_and_mode(files: dict[str, str]) -> None:
+    gid = manifests.NODE_GID
+    want_env = {"GDRCOPY_NODE_GID": str(gid), "GDRCOPY_NODE_MODE": "0660"}
+    found = node_access(files)
+    assert found["loader"] == found["operator"] == want_env, found
+    assert found["kmm"] == ["node_mode=0660", f"node_gid={gid}"], found
+    # The example pod is the intended kind: non-root, in that group.
+    example = found["example"]
+    assert isinstance(example, dict) and example["runAsNonRoot"] is True and example["supplementalGroups"] == [gid]
+    # The loader's init container sees the host's /dev, where it sets the group.
+    pod = objects(files, "loader/daemonset.yaml")[0]["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    dev_dir = {e["name"]: e["value"] for e in init["env"]}["GDRCOPY_DEV_DIR"]
+    mount = next(m for m in init["volumeMounts"] if m["mountPath"] == dev_dir)
+    assert next(v for v in pod["volumes"] if v["name"] == mount["name"])["hostPath"]["path"] == "/dev"
+
+
+def test_node_gid_is_configurable_and_root_group_refused() -> None:
+    found = node_access(manifests.render(node_gid=2000))
+    assert found["kmm"] == ["node_mode=0660", "node_gid=2000"]
+    with pytest.raises(UserError, match="--node-gid 0 is not a group id"):
+        manifests.render(node_gid=0)
+    from gdrkit.tasks import kube
+
+    assert kube.k8s_manifests.body.__defaults__[-1] == manifests.NODE_GID

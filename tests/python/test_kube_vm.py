@@ -23,9 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
+import yaml
 
 from gdrkit import containers
-from gdrkit.kube import images
+from gdrkit.kube import images, manifests
 from gdrkit.packaging.pipeline import deb_target_release
 from gdrkit.vm import SuiteRoot, boot, in_root
 
@@ -78,9 +79,17 @@ def prepared(root: SuiteRoot, kinds: tuple[str, ...], layout: str = "debian") ->
             shutil.rmtree(work, ignore_errors=True)
 
 
+def node_access() -> str:
+    """Who may open /dev/gdrdrv, as the committed manifests say (KMM's parameters), for kube_pod.sh."""
+    module = yaml.safe_load((manifests.OUTPUT_DIR / "kmm" / "module.yaml").read_text())
+    parameters = dict(p.split("=", 1) for p in module["spec"]["moduleLoader"]["container"]["modprobe"]["parameters"])
+    # test_kube_manifests checks that the loader's and the operator's env say the same.
+    return f"KUBE_NODE_GID={parameters['node_gid']} KUBE_NODE_MODE={parameters['node_mode']}"
+
+
 def boot_pods(root: SuiteRoot, rows: list[images.Row], pods: list[str]) -> Boot:
     """One boot that runs `pods` (kube_pod.sh argument lists) in turn."""
-    steps = [f"sh {POD} {pod}; s{index}=$?" for index, pod in enumerate(pods)]
+    steps = [f"{node_access()} sh {POD} {pod}; s{index}=$?" for index, pod in enumerate(pods)]
     statuses = "".join(f"$s{index}" for index in range(len(pods)))
     command = "; ".join([*steps, f'test "{statuses}" = "{"0" * len(pods)}"'])
     result = boot(root.kernel_image, root.modules_dir, root.root_dir, command, timeout=1500)
@@ -162,3 +171,15 @@ def test_standalone_loader_loads_writes_cdi_and_stays_unprivileged(loader_boot: 
 
 def test_kmm_image_module_loads_in_its_kernel(loader_boot: Boot) -> None:
     assert_pod_passed(loader_boot, "kmm", 8)
+
+
+@pytest.mark.parametrize("pod", ["precompiled", "standalone", "kmm"])
+def test_non_root_pod_in_the_node_group_opens_gdrdrv_and_others_are_refused(loader_boot: Boot, pod: str) -> None:
+    """Every path gives /dev/gdrdrv the manifests' mode and group: a pod process as uid 1000 in that group
+    opens it (the host's node, or the one the runtime makes from the CDI spec), one outside it is refused."""
+    checks = {what: state for name, what, state in CHECK.findall(loader_boot.console) if name == pod}
+    opened = [what for what in checks if " opens " in what]
+    refused = [what for what in checks if " is refused " in what]
+    print("\n".join(f"{pod}: {what}: {checks[what]}" for what in [*opened, *refused]))
+    # The KMM path's kernel-made node is root's: only its CDI node is opened.
+    assert opened and refused and all(checks[what] == "ok" for what in [*opened, *refused]), pod_lines(loader_boot, pod)
