@@ -291,10 +291,10 @@ def test_every_kubernetes_path_gives_the_node_one_group_and_mode(files: dict[str
 
 
 def test_node_gid_is_configurable_and_root_group_refused() -> None:
-    found = node_access(manifests.render(node_gid=2000))
+    found = node_access(manifests.render(locked=LOCKED, node_gid=2000))
     assert found["kmm"] == ["node_mode=0660", "node_gid=2000"]
     with pytest.raises(UserError, match="--node-gid 0 is not a group id"):
-        manifests.render(node_gid=0)
+        manifests.render(locked=LOCKED, node_gid=0)
     from gdrkit.tasks import kube
 
     assert kube.k8s_manifests.body.__defaults__[-1] == manifests.NODE_GID
