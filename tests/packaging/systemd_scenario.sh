@@ -64,8 +64,9 @@ install_phase() {
 	local old=$1 kernel=$2
 	check "systemd is PID 1 and the system came up"
 	[ "$(cat /proc/1/comm)" = systemd ] || fail "PID 1 is $(cat /proc/1/comm)"
-	check "the NVIDIA driver (softgpu as nvidia) was loaded at boot, before anything of ours"
+	check "the NVIDIA driver (softgpu as nvidia) was loaded at boot, and persistenced's stand-in holds it"
 	[ -d /sys/module/nvidia ] || fail "nvidia is not loaded: see systemd-modules-load.service"
+	expect_state nvidia-persistenced active
 	expect_unloaded "before any package"
 
 	check "install $old ($(kmod_set "$kernel")) under systemd"
@@ -86,6 +87,7 @@ install_phase() {
 	systemctl stop $MODULE.service || fail "systemctl stop"
 	expect_state $MODULE inactive
 	expect_unloaded "after stop"
+	[ -d /sys/module/nvidia ] || fail "stopping $MODULE.service unloaded nvidia"
 	check "systemctl start loads it"
 	systemctl start $MODULE.service || fail "systemctl start"
 	expect_state $MODULE active
