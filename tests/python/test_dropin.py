@@ -141,7 +141,10 @@ def test_make_uninstall_removes_exactly_what_make_install_put(tmp_path: Path, la
     # Users of NVIDIA's tree ask for it (issue 24): install, uninstall, no file of ours left.
     ensure_debian_packages(["build-essential"])
     if layout == "destdir":
-        tree, args = tmp_path / "stage", [f"DESTDIR={tmp_path / 'stage'}", "prefix=/usr/local", "CUDA=/nonexistent/cuda"]
+        tree, args = (
+            tmp_path / "stage",
+            [f"DESTDIR={tmp_path / 'stage'}", "prefix=/usr/local", "CUDA=/nonexistent/cuda"],
+        )
     else:
         tree = tmp_path / "opt"
         args = [f"prefix={tree}", f"libdir={tree}/lib64", "CUDA=/nonexistent/cuda"]

@@ -183,7 +183,11 @@ def test_init_script_hands_the_root_to_its_own_init() -> None:
     script = initramfs.init_script(GuestPlan(command="", init="/lib/systemd/systemd"))
     marker = f"report {initramfs.OURS_STARTED} 1"
     assert script.count(marker) == 1
-    assert script.index("mount -t 9p") < script.index(marker) < script.index("exec switch_root /newroot /lib/systemd/systemd")
+    assert (
+        script.index("mount -t 9p")
+        < script.index(marker)
+        < script.index("exec switch_root /newroot /lib/systemd/systemd")
+    )
     assert "/gdrkit/command.sh" not in script and "modprobe" not in script and "poweroff" in script
 
 
