@@ -50,7 +50,7 @@ def test_gdrdrv_service_under_systemd(tmp_path: Path) -> None:
     kernel = scenarios.bookworm_kernels()[0]
     root = scenario.prepare_root()
     nvidia_ko, nvidia_src = scenario.softgpu_as_nvidia(kernel, tmp_path)
-    sets = scenario.build_kmod_sets(kernel, tmp_path, nvidia_src)
+    sets = scenario.build_kmod_sets(kernel, nvidia_src)
     outcomes = scenario.run_scenario(sets, root, nvidia_ko, tmp_path / "vm")
     for number, boot in enumerate(outcomes, start=1):
         print(f"\nboot {number} ({boot.seconds:.0f} s):\n  " + "\n  ".join(boot.outcome.checks()))

@@ -57,9 +57,14 @@ def softgpu_as_nvidia(kernel: str, work: Path) -> tuple[Path, Path]:
     Returns (nvidia.ko, the directory of its "NVIDIA driver sources" that
     gdrdrv's build reads the P2P declarations and symbol versions from).
     """
-    source = work / "softgpu"
-    shutil.rmtree(source, ignore_errors=True)
-    shutil.copytree(REPO_ROOT / "tests" / "softgpu" / "kmod", source)
+    copy = work / "softgpu"
+    shutil.rmtree(copy, ignore_errors=True)
+    # kmod/ includes ../include/softgpu_uapi.h.
+    for part in ("kmod", "include"):
+        shutil.copytree(
+            REPO_ROOT / "tests" / "softgpu" / part, copy / part, ignore=shutil.ignore_patterns("*.o", "*.ko", ".*.cmd")
+        )
+    source = copy / "kmod"
     staged = work / "nvidia-src"
     run(
         ["make", "-s", "-C", str(source), "install-nvidia-src", f"KVER={kernel}", "SOFTGPU_MODULE=nvidia",
@@ -69,19 +74,29 @@ def softgpu_as_nvidia(kernel: str, work: Path) -> tuple[Path, Path]:
     return source / "nvidia.ko", staged / "nvidia-softgpu"
 
 
-def build_kmod_sets(kernel: str, work: Path, nvidia_src: Path, ref: str = "HEAD") -> KmodSets:
-    """The packages of `ref` with gdrdrv prebuilt for `kernel`: as this version and as PREVIOUS_RELEASE."""
+def build_kmod_sets(kernel: str, nvidia_src: Path, ref: str = "HEAD") -> KmodSets:
+    """The packages of `ref` with gdrdrv prebuilt for `kernel`: as this version and as PREVIOUS_RELEASE.
+
+    Kept in this tree's build/ by commit and kernel: a second run of the
+    scenario on the same commit boots at once.
+    """
     build.ensure_build_deps([kernel], kinds=("deb",), lint=False)
     source = build.source_at(ref)
+    work = REPO_ROOT / "build" / "systemd-debs" / f"{source.commit[:12]}-{kernel}"
     sets = {}
     for name, version in (("new", ""), ("old", PREVIOUS_RELEASE)):
         out = work / name
-        shutil.rmtree(out, ignore_errors=True)
         plan = model.plan(
             scenarios.FAMILY, kernels=[kernel], with_dkms=False, source_date_epoch=source.epoch,
             package_version=version,
         )  # fmt: skip
-        build.build_debs(plan, source, out, nvidia_src_dir=str(nvidia_src))
+        done = out / ".complete"
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            build.build_debs(plan, source, out, nvidia_src_dir=str(nvidia_src))
+            done.write_text(source.commit + "\n")
+        else:
+            log(f"the {name} set of {source.commit[:12]} for {kernel} is built already: {out}")
         sets[name] = (out, plan.version)
     return KmodSets(sets["new"][0], sets["old"][0], sets["new"][1], sets["old"][1], kernel)
 
