@@ -15,6 +15,14 @@ set -uo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
 
+# On a failure, what the units and the journal say, before lib.sh's verdict.
+fail() {
+	echo "FAILED: $*"
+	SYSTEMD_COLORS=0 systemctl --no-pager status nvidia-persistenced.service "$MODULE.service" 2>&1 | tail -n 40
+	journalctl --no-pager -b -n 60 2>&1
+	exit 1
+}
+
 RESULTS_PORT=/dev/ttyS1
 KERNEL_LOG_PORT=/dev/ttyS2
 work=$(dirname "$0")
