@@ -11,6 +11,7 @@
 #   make softgpu KVER=<release> the softgpu test GPU (kernel module + libcuda.so.1)
 #   make ktests                 kernel-level tests (run inside a VM)
 #   make install                library, headers, pkg-config/CMake files, programs
+#   make uninstall              removes what make install put (same prefix, DESTDIR)
 #   make lib_install / exes_install
 #   make driver_install (= drv_install) / softgpu_install / ktests_install
 #   make check                  library unit tests (no kernel needed)
@@ -42,7 +43,7 @@ EXES_VARS = $(SUBMAKE_VARS) CUDA=$(CUDA)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
 .PHONY: python_install doctor_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
-	driver_install drv_install softgpu_install ktests_install clean version
+	uninstall lib_uninstall exes_uninstall driver_install drv_install softgpu_install ktests_install clean version
 
 # As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
 # kernel's headers; where they are missing it is left out with a note
@@ -123,6 +124,16 @@ driver_install drv_install: driver
 softgpu_install: softgpu
 	$(MAKE) -C tests/softgpu/kmod install $(KERNEL_VARS) DESTDIR=$(DESTDIR)
 	$(MAKE) -C tests/softgpu/libcuda install $(SUBMAKE_VARS)
+
+# The same variables as install; the directories shared with other software stay.
+uninstall: lib_uninstall exes_uninstall
+
+lib_uninstall:
+	$(MAKE) -C libgdrapi uninstall $(SUBMAKE_VARS)
+
+exes_uninstall:
+	$(MAKE) -C tests/sanity uninstall $(SUBMAKE_VARS)
+	$(MAKE) -C tests/bench uninstall $(SUBMAKE_VARS)
 
 ktests_install: ktests
 	$(MAKE) -C tests/kernel install $(SUBMAKE_VARS)

@@ -14,6 +14,7 @@ Everything here but `build_initramfs` is pure.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import lzma
 import shlex
@@ -63,6 +64,16 @@ class GuestPlan:
     check_refcount: bool = False
     boot_modules: tuple[str, ...] = field(default_factory=tuple)
     arch: Arch = HOST_ARCH
+    # The root's own init (`/lib/systemd/systemd`): /init hands it the root
+    # as PID 1 instead of running `command` (then empty) and `loads` (none).
+    init: str = ""
+
+    def __post_init__(self) -> None:
+        if self.init and (self.command or self.loads or self.check_refcount):
+            raise die(
+                "a guest that boots its own init runs no command of /init's",
+                "let a unit in the root run it (and report to the results port)",
+            )
 
 
 # --- cpio (newc) ------------------------------------------------------------
@@ -207,6 +218,7 @@ def init_script(plan: GuestPlan) -> str:
             loads=loads,
             command=plan.command,
             check_refcount=plan.check_refcount,
+            init=plan.init,
         )
     )
 
@@ -255,7 +267,7 @@ def build_initramfs(destination: Path, modules_dir: Path, plan: GuestPlan, busyb
     builtin = builtin_names(builtin_file.read_text()) if builtin_file.is_file() else set()
     paths = load_order((*NINEP_MODULES, *plan.arch.boot_modules), parse_modules_dep(deps_file.read_text()), builtin)
     modules = [(module_name(path) + ".ko", decompress_module(modules_dir / path)) for path in paths]
-    plan = GuestPlan(plan.command, plan.loads, plan.check_refcount, tuple(name for name, _ in modules), plan.arch)
+    plan = dataclasses.replace(plan, boot_modules=tuple(name for name, _ in modules))
     entries = initramfs_entries(plan, busybox.read_bytes(), modules)
     console = (stat.S_IFCHR | 0o600, 5, 1)
     archive = cpio_archive(entries, devices=[("dev/console", *console)])

@@ -244,8 +244,14 @@ def boot(
     early_death_retries: int = EARLY_DEATH_RETRIES,
     arch: Arch = HOST_ARCH,
     busybox: Path = initramfs.BUSYBOX,
+    init: str = "",
 ) -> VmResult:
     """Boot `kernel_image` with `root_dir` as root, run `command` there, power off.
+
+    With `init` (a path in the root, e.g. `/lib/systemd/systemd`), /init
+    hands the root to that program as PID 1 instead; `command` is then empty,
+    and what the root runs reports `command_status` and `done` to the results
+    port itself and powers off.
 
     With `vram_copy`, the ivshmem BAR's final contents are copied there so a
     test can check from the host what the guest wrote through a mapping.
@@ -263,7 +269,7 @@ def boot(
     if not shutil.which(arch.qemu_system):
         raise die(f"{arch.qemu_system} not found", apt_install_hint([arch.qemu_system_package]))
     paths = VmPaths.create(log_dir)
-    plan = GuestPlan(command, tuple(loads), check_refcount, arch=arch)
+    plan = GuestPlan(command, tuple(loads), check_refcount, arch=arch, init=init)
     earlier: list[VmResult] = []
     try:
         initramfs.build_initramfs(paths.initrd, modules_dir, plan, busybox)

@@ -136,6 +136,33 @@ def test_reference_build_and_install_targets_with_a_relative_destdir(tmp_path: P
     assert not (REPO_ROOT / stage).exists() or (REPO_ROOT / stage).resolve() == (tmp_path / "stage").resolve()
 
 
+@pytest.mark.parametrize("layout", ["destdir", "prefix"])
+def test_make_uninstall_removes_exactly_what_make_install_put(tmp_path: Path, layout: str) -> None:
+    # Users of NVIDIA's tree ask for it (issue 24): install, uninstall, no file of ours left.
+    ensure_debian_packages(["build-essential"])
+    if layout == "destdir":
+        tree, args = (
+            tmp_path / "stage",
+            [f"DESTDIR={tmp_path / 'stage'}", "prefix=/usr/local", "CUDA=/nonexistent/cuda"],
+        )
+    else:
+        tree = tmp_path / "opt"
+        args = [f"prefix={tree}", f"libdir={tree}/lib64", "CUDA=/nonexistent/cuda"]
+    # Something else's file in a shared directory must survive the uninstall.
+    other = (tree / "usr/local/lib" if layout == "destdir" else tree / "lib64") / "libother.so.1"
+    other.parent.mkdir(parents=True)
+    other.write_text("not ours\n")
+    installed = _make("-j2", "install", *args)
+    assert installed.returncode == 0, (installed.stdout + installed.stderr)[-4000:]
+    files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if not p.is_dir())
+    assert len(files) > 10 and any(name.endswith("gdrapiConfig.cmake") for name in files), files
+    removed = _make("uninstall", *args)
+    assert removed.returncode == 0, (removed.stdout + removed.stderr)[-4000:]
+    left = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if not p.is_dir())
+    assert left == [str(other.relative_to(tree))], f"make uninstall left {left}"
+    assert not any(p.name == "gdrapi" for p in tree.rglob("*")), "cmake/gdrapi is ours alone and goes"
+
+
 # --- shell --------------------------------------------------------------------------------
 
 

@@ -164,6 +164,17 @@ def test_dkms_conf_orders_after_a_dkms_managed_nvidia_only(tmp_path: Path) -> No
     assert "DEPS=nvidia-current\n" in _source(conf, tree)
 
 
+@pytest.mark.parametrize("family", ["debian", "rhel", "suse"])
+def test_dkms_conf_is_what_current_dkms_expects(family: str) -> None:
+    # DKMS 3.1.8+ warns about CLEAN (it cleans by itself); the kernel minimum is
+    # BUILD_EXCLUSIVE_KERNEL_MIN, not a regex (issue 24).
+    plan = model.plan(families.family(family), source_date_epoch=EPOCH)
+    conf = next(f.text for path, f in render.system_files(plan).items() if path.endswith("/dkms.conf"))
+    settings = [line.split("=", 1)[0] for line in conf.splitlines() if line and not line.startswith(("#", " ", "\t"))]
+    assert "CLEAN" not in settings and "BUILD_EXCLUSIVE_KERNEL" not in settings
+    assert f'BUILD_EXCLUSIVE_KERNEL_MIN="{plan.description.kernel_module.min_kernel}"' in conf.splitlines()
+
+
 def _run_script(tmp_path: Path, rel: str, *args: str, dkms_status: str = "") -> list[str]:
     plan = model.plan(families.family("debian"), source_date_epoch=EPOCH)
     script = tmp_path / "script"

@@ -178,6 +178,24 @@ def test_the_ours_started_marker_comes_once_before_anything_of_ours() -> None:
         assert script.index("mount -t 9p") < script.index(marker) < first_of_ours
 
 
+def test_init_script_hands_the_root_to_its_own_init() -> None:
+    # systemd as PID 1 (pkgkit.systemd): the marker, then switch_root; no command, no modprobe.
+    script = initramfs.init_script(GuestPlan(command="", init="/lib/systemd/systemd"))
+    marker = f"report {initramfs.OURS_STARTED} 1"
+    assert script.count(marker) == 1
+    assert (
+        script.index("mount -t 9p")
+        < script.index(marker)
+        < script.index("exec switch_root /newroot /lib/systemd/systemd")
+    )
+    assert "/gdrkit/command.sh" not in script and "modprobe" not in script and "poweroff" in script
+
+
+def test_a_guest_with_its_own_init_runs_no_command_of_init() -> None:
+    with pytest.raises(UserError, match="runs no command"):
+        GuestPlan(command="true", init="/lib/systemd/systemd")
+
+
 def test_module_arguments_are_quoted() -> None:
     script = initramfs.init_script(GuestPlan("true", (ModuleLoad("softgpu", ("name=a b;reboot",)),)))
     assert "in_root modprobe softgpu 'name=a b;reboot'" in script
