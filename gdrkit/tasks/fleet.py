@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invoke.context import Context
 from invoke.exceptions import Exit
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 
 @task(

@@ -10,7 +10,7 @@ import subprocess
 
 from invoke.context import Context
 from invoke.exceptions import Exit
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 from gdrkit.gdrcopy_doctor import cli as doctor_cli
 from gdrkit.host import module

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 
 def _split(value: str) -> list[str]:
@@ -46,10 +46,10 @@ def build_image(
 ) -> None:
     """Build the GPU Operator driver-container images (<version>-<os>), precompiled ones and KMM images."""
     from gdrkit.kube import images
-    from gdrkit.packaging.build import default_kernels
+    from gdrkit.packaging.build import check_kernel_releases, default_kernels
     from gdrkit.packaging.pipeline import deb_target_release
 
-    kernels = [] if kernel == "none" else _split(kernel) or default_kernels()
+    kernels = [] if kernel == "none" else check_kernel_releases(_split(kernel)) or default_kernels()
     host = deb_target_release().codename
     specs = images.plan(
         _split(os),
@@ -80,18 +80,34 @@ def build_image(
         "repository": "image repository prefix the manifests name (default: gdrcopy)",
         "output": "directory to write (default: deploy/kubernetes/, the committed copy)",
         "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render, then validate it",
-        "kubernetes": "Kubernetes release whose schemas validate the objects (default: gdrkit.kube.manifests')",
+        "kubernetes": "Kubernetes release whose schemas validate the objects, MAJOR.MINOR[.PATCH]"
+        " (default: gdrkit.kube.manifests')",
+        "dry_run": "render and validate, print what would be written, write nothing",
     },
 )
 def k8s_manifests(
-    c: Context, kernel: str = "", repository: str = "", output: str = "", check: bool = False, kubernetes: str = ""
+    c: Context,
+    kernel: str = "",
+    repository: str = "",
+    output: str = "",
+    check: bool = False,
+    kubernetes: str = "",
+    dry_run: bool = False,
 ) -> None:
     """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples) and validate them offline."""
     from gdrkit.kube import images, manifests
+    from gdrkit.packaging.build import check_kernel_releases
     from gdrkit.system import die
 
-    files = manifests.render(_split(kernel), repository or images.DEFAULT_REPOSITORY)
-    if check:
+    # Every input is checked before the first file is written.
+    schemas = manifests.check_kubernetes_version(kubernetes) if kubernetes else manifests.KUBERNETES_VERSION
+    kernels = check_kernel_releases(_split(kernel), "--kernel")
+    files = manifests.render(kernels, repository or images.DEFAULT_REPOSITORY)
+    if dry_run:
+        target = Path(output).resolve() if output else manifests.OUTPUT_DIR
+        for name in sorted(files):
+            print(f"[dry-run] would write {target / name}")
+    elif check:
         stale = manifests.stale()
         if stale:
             raise die(
@@ -100,7 +116,7 @@ def k8s_manifests(
     else:
         for path in manifests.write(Path(output).resolve() if output else manifests.OUTPUT_DIR, files):
             print(f"wrote {path}")
-    verdicts = manifests.validate_all(files, kubernetes or manifests.KUBERNETES_VERSION)
+    verdicts = manifests.validate_all(files, schemas)
     print("\n".join(verdict.line() for verdict in verdicts))
     invalid = [v for v in verdicts if v.status == "invalid"]
     if invalid:

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from invoke.context import Context
-from invoke.tasks import Task, task
+from invoke.tasks import Task
+
+from gdrkit.tasks.convention import task
 
 from gdrkit import system
 from gdrkit.distro.arch import arch
@@ -139,12 +141,20 @@ build_packages = package_task(
 _OPTION_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(PackageOptions)}
 
 
-@task(name="build-wheel", help={"output": _OPTION_HELP["output"], "ref": _OPTION_HELP["ref"]})
-def build_wheel(c: Context, output: str = "", ref: str = "HEAD") -> None:
+@task(
+    name="build-wheel",
+    help={"output": _OPTION_HELP["output"], "ref": _OPTION_HELP["ref"], "dry_run": "print the wheel's path, write nothing"},
+)
+def build_wheel(c: Context, output: str = "", ref: str = "HEAD", dry_run: bool = False) -> None:
     """Build the gdrcopy Python package's py3-none-any wheel (pure Python) from a commit."""
     from gdrkit.packaging import build, wheel
 
-    path = wheel.build_wheel(build.source_at(ref), Path(output).resolve() if output else DIST)
+    source = build.source_at(ref)
+    directory = Path(output).resolve() if output else DIST
+    if dry_run:
+        print(f"[dry-run] would write the wheel of {source.commit[:12]} into {directory}")
+        return
+    path = wheel.build_wheel(source, directory)
     print(path)
 
 
