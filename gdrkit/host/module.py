@@ -1,4 +1,4 @@
-"""`invoke insmod` / `rmmod` / `sanity`: load gdrdrv, give /dev/gdrdrv its mode, run sanity.
+"""`invoke insmod` / `rmmod`: load gdrdrv and give /dev/gdrdrv its mode.
 
 `plan_*()` return the commands to run (a list of argv) from what a Probe
 sees; `apply()` runs them, or prints them with --dry-run.  gdrdrv registers
@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from gdrkit.gdrcopy_doctor.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
 from gdrkit.gdrcopy_doctor.probe import Probe
@@ -21,7 +20,6 @@ from gdrkit.system import die, run
 from gdrkit.version import REPO_ROOT
 
 BUILT_MODULE = REPO_ROOT / "gdrdrv" / "gdrdrv.ko"
-SANITY_CANDIDATES = (REPO_ROOT / "tests" / "sanity" / "gdrcopy_sanity", Path("/usr/bin/gdrcopy_sanity"))
 
 Command = list[str]
 
@@ -127,14 +125,3 @@ def unload(*, dry_run: bool = False, probe: Probe | None = None) -> None:
         print("gdrdrv is not loaded")
         return
     apply(commands, dry_run=dry_run)
-
-
-def find_sanity(explicit: str = "") -> Path:
-    candidates = [Path(explicit)] if explicit else list(SANITY_CANDIDATES)
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise die(
-        "gdrcopy_sanity not found (looked in " + ", ".join(str(p) for p in candidates) + ")",
-        "build it (./toolkit build) or install the gdrcopy-tests package",
-    )

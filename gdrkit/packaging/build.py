@@ -49,7 +49,9 @@ class Source:
 
 def source_at(ref: str = "HEAD", repo: Path = REPO_ROOT) -> Source:
     """Resolve `ref` once, so that every later step sees the same commit (an input error if it names none)."""
-    commit = run(["git", "-C", repo, "rev-parse", "--quiet", "--verify", f"{ref}^{{commit}}"], capture=True, check=False)
+    commit = run(
+        ["git", "-C", repo, "rev-parse", "--quiet", "--verify", f"{ref}^{{commit}}"], capture=True, check=False
+    )
     if commit.returncode != 0 or not ref.strip():
         raise bad_input(
             f"--ref {ref!r}: no commit of {repo} by that name",

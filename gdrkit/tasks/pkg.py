@@ -143,7 +143,11 @@ _OPTION_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(PackageOp
 
 @task(
     name="build-wheel",
-    help={"output": _OPTION_HELP["output"], "ref": _OPTION_HELP["ref"], "dry_run": "print the wheel's path, write nothing"},
+    help={
+        "output": _OPTION_HELP["output"],
+        "ref": _OPTION_HELP["ref"],
+        "dry_run": "print the wheel's path, write nothing",
+    },
 )
 def build_wheel(c: Context, output: str = "", ref: str = "HEAD", dry_run: bool = False) -> None:
     """Build the gdrcopy Python package's py3-none-any wheel (pure Python) from a commit."""

@@ -44,7 +44,9 @@ def publish(
     from gdrkit.system import bad_input
 
     if not key:
-        raise bad_input("--key: no signing key given", "name your GnuPG key: --key <id> (gpg --list-secret-keys lists them)")
+        raise bad_input(
+            "--key: no signing key given", "name your GnuPG key: --key <id> (gpg --list-secret-keys lists them)"
+        )
     signer = repo.Signer(key, Path(gnupg_home).resolve() if gnupg_home else None)
     signer.fingerprint()  # a key we cannot sign with is refused on a dry run too
     source = Path(dist).resolve() if dist else DIST
