@@ -54,8 +54,14 @@ class ConventionTask(Task[Callable[..., Any]]):
         return opts
 
 
-def task(*args: Any, **kwargs: Any) -> Any:
-    """invoke.tasks.task with the toolkit's convention: explicit short flags only."""
+def task(**kwargs: Any) -> Callable[[Callable[..., Any]], ConventionTask]:
+    """invoke.tasks.task(...) with the toolkit's convention: explicit short flags only."""
     kwargs.setdefault("klass", ConventionTask)
     kwargs.setdefault("auto_shortflags", False)
-    return invoke_task(*args, **kwargs)
+
+    def decorate(body: Callable[..., Any]) -> ConventionTask:
+        made = invoke_task(**kwargs)(body)
+        assert isinstance(made, ConventionTask)
+        return made
+
+    return decorate

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from typing import Any
 
 from invoke.context import Context
 from invoke.exceptions import Exit
-from gdrkit.tasks.convention import task
+from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit.gdrcopy_doctor import cli as doctor_cli
 from gdrkit.host import module, programs
@@ -52,7 +51,7 @@ def rmmod(c: Context, dry_run: bool = False) -> None:
     module.unload(dry_run=dry_run)
 
 
-def program_task(name: str, what: str) -> Any:
+def program_task(name: str, what: str) -> ConventionTask:
     """A task running gdrcopy_<name>: the one this tree built, against the library it built, else the installed one."""
     binary = programs.BUILT[name].name
 

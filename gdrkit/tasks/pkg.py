@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from invoke.context import Context
-from invoke.tasks import Task
 
-from gdrkit.tasks.convention import task
+from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit import system
 from gdrkit.distro.arch import arch
@@ -95,7 +93,7 @@ def _build(request: pipeline.Request) -> None:
     pipeline.check_rows(rows)
 
 
-def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[..., None]]:
+def package_task(name: str, kinds: tuple[str, ...], doc: str) -> ConventionTask:
     """An Invoke task `name` building `kinds` whose flags are PackageOptions' fields for those kinds."""
     fields = [f for f in dataclasses.fields(PackageOptions) if _ONLY_FOR.get(f.name, kinds[0]) in kinds]
 
@@ -110,7 +108,7 @@ def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[.
     body.__signature__ = inspect.Signature([context, *parameters])  # type: ignore[attr-defined]
     body.__name__ = body.__qualname__ = name.replace("-", "_")
     body.__doc__ = doc
-    return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)  # type: ignore[no-any-return]
+    return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)
 
 
 @task(
