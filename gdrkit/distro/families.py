@@ -442,9 +442,9 @@ def family(name: str) -> Family:
     try:
         return Family.registry[name]()
     except KeyError:
-        from gdrkit.system import die
+        from gdrkit.system import bad_input
 
-        raise die(
+        raise bad_input(
             f"unknown distribution family {name!r}",
             f"use one of: {', '.join(sorted(Family.registry))}",
         ) from None

@@ -9,6 +9,7 @@ host or in a VM without udevd.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 from gdrkit.gdrcopy_doctor.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
 from gdrkit.gdrcopy_doctor.probe import Probe
 from gdrkit.packaging import model
-from gdrkit.system import die, run
+from gdrkit.system import bad_input, die, run
 from gdrkit.version import REPO_ROOT
 
 BUILT_MODULE = REPO_ROOT / "gdrdrv" / "gdrdrv.ko"
@@ -95,11 +96,23 @@ def apply(commands: Sequence[Command], *, dry_run: bool) -> None:
         run(argv, dry_run=dry_run)
 
 
+def check_node_options(probe: Probe, mode: str, group: str, *, explicit_group: bool = True) -> None:
+    """--mode and --group, refused before anything is loaded (dry run too): an octal mode, a group this host has."""
+    if not re.fullmatch(r"0?[0-7]{3}", mode):
+        raise bad_input(f"--mode {mode!r} is not an octal file mode", "give three octal digits, e.g. --mode 0660")
+    if explicit_group and probe.group_id(group) is None:
+        raise bad_input(
+            f"--group {group!r}: no such group on this host",
+            f"create it first (groupadd {group}) or name one that getent group lists",
+        )
+
+
 def load(options: LoadOptions, *, dry_run: bool = False, probe: Probe | None = None) -> None:
     machine = probe or Probe()
     node_defaults = model.load().device_node
     mode = options.mode or node_defaults.mode
     group = options.group or node_defaults.group
+    check_node_options(machine, mode, group, explicit_group=bool(options.group))
     # The kernel creates the node with node_mode: pass the wanted mode at load
     # time, so there is no moment in which the node is more open than asked.
     params = {"node_mode": "0" + mode.lstrip("0") if mode.isdigit() else mode, **(options.params or {})}

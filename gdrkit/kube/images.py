@@ -44,7 +44,7 @@ from gdrkit.packaging import pipeline
 from gdrkit.packaging import render as pkg_render
 from gdrkit.stage.image import pull_or_why
 from gdrkit.stage.packages import built_files, checked_packages
-from gdrkit.system import die, log
+from gdrkit.system import bad_input, die, log
 
 KUBE_DIR = Path(__file__).resolve().parent
 ENTRYPOINT_SCRIPT = KUBE_DIR / "nvidia-gdrcopy-driver.sh"
@@ -122,7 +122,7 @@ def rpm_node_os(tag: str) -> NodeOs | None:
         major = fam.kube_major(os_id, version_id)
         bases = fam.kube_bases.get(major)
         if bases is None:
-            raise die(
+            raise bad_input(
                 f"no image is made for node OS {tag!r}: {fam.name} {major} is not a release images are made for",
                 f"use a node OS of {fam.name} {', '.join(fam.kube_bases)}",
             )
@@ -153,7 +153,7 @@ def node_os(tag: str) -> NodeOs:
     if found is not None:
         return found
     ids = sorted({os_id for fam in families_of_type("rpm") for os_id in fam.kube_os_ids})
-    raise die(
+    raise bad_input(
         f"no image is made for node OS {tag!r}",
         f"use one of: {', '.join(o.tag for o in debian_node_oses())}, or <ID><VERSION_ID> of {', '.join(ids)}"
         " (as the GPU Operator tags: rhel9.4, rocky8.10, rhcos4.16, sles15.6)",

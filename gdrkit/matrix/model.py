@@ -164,6 +164,6 @@ def select(entries: Sequence[Entry], only: Sequence[str] = (), ci_local: bool = 
         known = {e.name for e in entries}
         unknown = [n for n in only if n not in known]
         if unknown:
-            raise die(f"no matrix entry named {', '.join(unknown)}", f"known: {', '.join(sorted(known))}")
+            raise bad_input(f"no matrix entry named {', '.join(unknown)}", f"known: {', '.join(sorted(known))}")
         chosen = [e for e in chosen if e.name in only]
     return chosen

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from gdrkit import version, yamlfile
 from gdrkit.distro.families import Family
-from gdrkit.system import die
+from gdrkit.system import bad_input, die
 
 DESCRIPTION_FILE = version.REPO_ROOT / "packages" / "gdrcopy.yaml"
 SCHEMA_FILE = version.REPO_ROOT / "packages" / "gdrcopy.schema.yaml"
@@ -396,7 +396,7 @@ def plan(
         device_group=device_group or desc.device_node.group,
     )
     if not re.fullmatch(r"0?[0-7]{3}", base.device_mode):
-        raise die(f"device mode {base.device_mode!r} is not an octal mode", "use e.g. 0660 or 0666")
+        raise bad_input(f"device mode {base.device_mode!r} is not an octal mode", "use e.g. 0660 or 0666")
     # Always with the leading 0: the module parameter node_mode reads "660" as decimal.
     base = dataclasses.replace(base, device_mode=base.device_mode.rjust(4, "0"))
     packages: list[Package] = []
