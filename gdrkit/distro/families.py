@@ -105,6 +105,7 @@ class Family:
     bindir: ClassVar[str] = "/usr/bin"
     includedir: ClassVar[str] = "/usr/include"
     docdir: ClassVar[str] = "/usr/share/doc"
+    mandir: ClassVar[str] = "/usr/share/man"
     licensedir: ClassVar[str] = "/usr/share/licenses"
     # Where the gdrcopy Python module goes, and the package relation naming
     # the Python it is installed for (the module needs 3.8 or later).
@@ -245,6 +246,7 @@ class Family:
             "bindir": self.bindir,
             "includedir": self.includedir,
             "docdir": self.docdir,
+            "mandir": self.mandir,
             "licensedir": self.licensedir,
             "unitdir": self.unitdir,
             "udevrulesdir": self.udevrulesdir,

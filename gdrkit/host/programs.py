@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,3 +94,35 @@ def command(
     ):
         paths.append(str(SOFTGPU_LIBCUDA_DIR))
     return Command(program, {**base, "LD_LIBRARY_PATH": ":".join(paths)}, built_here=True)
+
+
+def help_texts() -> dict[str, str]:
+    """Each shipped program's -h text, as the man pages are made from: this tree's builds, gdrcopy_doctor's parser."""
+    missing = [str(path) for path in BUILT.values() if not path.is_file()]
+    if missing or not (LIBRARY_DIR / SONAME).exists():
+        raise die(
+            f"the programs are not built here ({', '.join(missing) or LIBRARY_DIR / SONAME})",
+            "build them first: ./toolkit build --no-driver",
+        )
+    texts = {}
+    for name, path in BUILT.items():
+        env = dict(command(name, has_libcuda=True).env)
+        env["LD_LIBRARY_PATH"] += f":{SOFTGPU_LIBCUDA_DIR}"  # -h needs no GPU, only a libcuda.so.1 to link
+        # argv[0] is the installed name, which the usage line repeats.
+        result = subprocess.run(
+            [path.name, "-h"], executable=path, env=env, capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            raise die(f"{path} -h exited {result.returncode}: {result.stderr.strip()[-300:]}", "fix its usage()")
+        texts[path.name] = result.stdout or result.stderr
+    # A fixed width: argparse wraps to the terminal's.
+    doctor = subprocess.run(
+        [sys.executable, "-c", "from gdrkit.gdrcopy_doctor import cli; cli.parser().print_help()"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    texts["gdrcopy_doctor"] = doctor.stdout
+    return texts

@@ -160,4 +160,45 @@ def build_wheel(c: Context, output: str = "", ref: str = "HEAD", dry_run: bool =
     print(path)
 
 
-TASKS = [build, build_deb, build_rpm, build_packages, build_wheel]
+@task(
+    name="man-pages",
+    help={
+        "check": "write nothing: fail if man/ differs from the pages the programs' -h texts make now",
+        "dry_run": "print the pages that would be written, write nothing",
+    },
+)
+def man_pages(c: Context, check: bool = False, dry_run: bool = False) -> None:
+    """Make man/<program>.1 of every shipped program from its -h text (the programs built here; ./toolkit build)."""
+    from gdrkit.host import programs
+    from gdrkit.packaging import manpages
+
+    made = manpages.pages(programs.help_texts())
+    stale = sorted(
+        name
+        for name, text in made.items()
+        if not (manpages.MAN_DIR / name).exists() or (manpages.MAN_DIR / name).read_text() != text
+    )
+    extra = (
+        sorted(p.name for p in manpages.MAN_DIR.glob("*.1") if p.name not in made) if manpages.MAN_DIR.exists() else []
+    )
+    if check:
+        if stale or extra:
+            raise system.die(
+                f"man/ is out of date: {', '.join(stale + extra)}", "run ./toolkit man-pages and commit man/"
+            )
+        print(f"man/: all {len(made)} pages match the programs' -h texts")
+        return
+    for name in stale:
+        if dry_run:
+            print(f"[dry-run] would write {manpages.MAN_DIR / name}")
+        else:
+            manpages.MAN_DIR.mkdir(exist_ok=True)
+            (manpages.MAN_DIR / name).write_text(made[name])
+            print(f"wrote {manpages.MAN_DIR / name}")
+    for name in extra:
+        print(f"{'[dry-run] would remove' if dry_run else 'removed'} {manpages.MAN_DIR / name}")
+        if not dry_run:
+            (manpages.MAN_DIR / name).unlink()
+
+
+TASKS = [build, build_deb, build_rpm, build_packages, build_wheel, man_pages]
