@@ -114,6 +114,8 @@ class Step:
     def __init__(self, title: str, log_file: Path) -> None:
         self.title = title
         self.log_file = log_file
+        # Set by a body that judges its work failed without raising (its caller reports how).
+        self.failed = False
 
     def run(
         self,
@@ -194,8 +196,9 @@ def step(title: str, *, log_dir: Path | None = None) -> Iterator[Step]:
     start = time.monotonic()
     status = "FAILED"
     try:
-        yield Step(title, log_file)
-        status = "ok"
+        current = Step(title, log_file)
+        yield current
+        status = "FAILED" if current.failed else "ok"
     finally:
         seconds = time.monotonic() - start
         STEPS.append(StepRecord(title, status, seconds, log_file))

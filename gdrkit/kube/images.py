@@ -380,7 +380,6 @@ def build_image(
                 INSTALL=" ".join(fam.install_command),
                 BASE_PACKAGES=" ".join(spec.base_packages()),
             )
-        log(f"building {spec.tag} from {base} with {', '.join(f.name for f in files)}")
         result, container = engine.run(
             base,
             shlex.join(argv),
@@ -389,7 +388,7 @@ def build_image(
             read_only=True,
             network=from_registry,
             keep=True,
-            stream=False,
+            title=f"building {spec.tag} from {base} with {', '.join(f.name for f in files)}",
         )
         try:
             if result.status != 0:
@@ -450,13 +449,12 @@ def compile_module(
     with tempfile.TemporaryDirectory(prefix="gdrkit-kube-build-") as tmp:
         kube = Path(tmp)
         shutil.copy2(MODULE_BUILD_SCRIPT, kube / MODULE_BUILD_SCRIPT.name)
-        log(f"compiling gdrdrv for {kver} in {base} with {headers}")
         result, _ = engine.run(
             base,
             shlex.join(module_build_command(kver, headers, sources[0].name)),
             mounts={kube: "/kube", sources[0].parent: "/pkgs", output: "/out"},
             env=module_build_env(node),
-            stream=False,
+            title=f"compiling gdrdrv for {kver} in {base} with {headers}",
         )
     if result.status != 0:
         tail = "\n".join(result.output.splitlines()[-30:])
