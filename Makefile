@@ -42,7 +42,7 @@ SUBMAKE_VARS = prefix=$(prefix) exec_prefix=$(exec_prefix) libdir=$(libdir) bind
 EXES_VARS = $(SUBMAKE_VARS) CUDA=$(CUDA)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
-.PHONY: python_install doctor_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
+.PHONY: python_install doctor_install man_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
 	uninstall lib_uninstall exes_uninstall driver_install drv_install softgpu_install ktests_install clean version
 
 # As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
@@ -109,7 +109,14 @@ softgpu: softgpu_kmod softgpu_lib
 ktests: softgpu_lib
 	$(MAKE) -C tests/kernel $(SUBMAKE_VARS)
 
-install: lib_install exes_install
+install: lib_install exes_install man_install
+
+# The programs' man pages (man/, made from their -h texts by ./toolkit man-pages).
+mandir ?= $(prefix)/share/man
+MAN_PAGES := $(sort $(wildcard man/*.1))
+man_install:
+	install -d $(DESTDIR)$(mandir)/man1
+	install -m 0644 $(MAN_PAGES) $(DESTDIR)$(mandir)/man1/
 
 lib_install: lib
 	$(MAKE) -C libgdrapi install $(SUBMAKE_VARS)

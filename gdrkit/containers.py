@@ -15,6 +15,7 @@ import hashlib
 import io
 import os
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gdrkit.distro import debian
-from gdrkit.system import cache_dir, die, ensure_debian_packages, have_command, log, step
+from gdrkit.system import cache_dir, die, ensure_debian_packages, error_tail, have_command, log, step, verbose
 
 DOCKERD_LOG = Path("/var/log/gdrkit-dockerd.log")
 # Hosts behind a TLS-intercepting proxy trust its CA through their bundle; containers
@@ -175,9 +176,27 @@ class Engine:
         read_only: bool = False,
         network: bool = True,
         shell_flags: str = "",
-        stream: bool = True,
+        stream: bool | None = None,
+        title: str = "",
     ) -> tuple[RunResult, Any]:
-        """Run `bash [flags] -c script` in a new container; (result, container)."""
+        """Run `bash [flags] -c script` in a new container; (result, container).
+
+        With a `title` the run is one step line (gdrkit.system.step): its output
+        goes to the step's log, and only when it fails is the tail printed.
+        `stream` prints the raw output as it comes (default: GDRKIT_VERBOSE=1).
+        """
+        if title:
+            with step(title) as current:
+                result, container = self.run(
+                    image, script, mounts=mounts, env=env, privileged=privileged, keep=keep, timeout_s=timeout_s,
+                    read_only=read_only, network=network, shell_flags=shell_flags, stream=stream,
+                )  # fmt: skip
+                current.log_file.write_text(result.output)
+                current.failed = result.status != 0
+            if result.status != 0 and not verbose():
+                print(error_tail(result.output), file=sys.stderr, flush=True)
+            return result, container
+        stream = verbose() if stream is None else stream
         mode = "ro" if read_only else "rw"
         volumes = {str(host): {"bind": inside, "mode": mode} for host, inside in mounts.items()}
         environment = {"DEBIAN_FRONTEND": "noninteractive", **env}

@@ -28,14 +28,31 @@ from invoke.exceptions import Exit
 
 
 class UserError(Exit):
-    """An expected failure: printed as one message with a hint, exit status 1."""
+    """An expected failure: printed as one message with a hint, exit status 1 (BAD_INPUT for InputError)."""
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, code: int = 1) -> None:
         text = f"error: {message}"
         if hint:
             text += f"\n  hint: {hint}"
-        super().__init__(text, code=1)
+        super().__init__(text, code=code)
         self.hint = hint
+
+
+# The exit status of a bad input (an option or a file that says something wrong), as argparse's
+# and ./toolkit's own usage errors: 1 stays a failure of the work itself.
+BAD_INPUT = 2
+
+
+class InputError(UserError):
+    """A bad input, refused before anything is written: exit status BAD_INPUT."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint, code=BAD_INPUT)
+
+
+def bad_input(message: str, hint: str) -> InputError:
+    """Raise an InputError: `message` names the option or the file, field and line; `hint` what to do."""
+    raise InputError(message, hint)
 
 
 def die(message: str, hint: str | None = None) -> UserError:
@@ -97,6 +114,8 @@ class Step:
     def __init__(self, title: str, log_file: Path) -> None:
         self.title = title
         self.log_file = log_file
+        # Set by a body that judges its work failed without raising (its caller reports how).
+        self.failed = False
 
     def run(
         self,
@@ -177,8 +196,9 @@ def step(title: str, *, log_dir: Path | None = None) -> Iterator[Step]:
     start = time.monotonic()
     status = "FAILED"
     try:
-        yield Step(title, log_file)
-        status = "ok"
+        current = Step(title, log_file)
+        yield current
+        status = "FAILED" if current.failed else "ok"
     finally:
         seconds = time.monotonic() - start
         STEPS.append(StepRecord(title, status, seconds, log_file))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gdrkit.system import die
+from gdrkit.system import bad_input
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def arch(name: str) -> Arch:
     key = name.strip().lower()
     found = ARCHES.get(_ALIASES.get(key, key))
     if found is None:
-        raise die(
+        raise bad_input(
             f"unknown architecture {name!r}",
             f"use one of: {', '.join(ARCHES)} (or {', '.join(_ALIASES)})",
         )

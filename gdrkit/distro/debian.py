@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gdrkit.system import die
+from gdrkit.system import bad_input, die
 
 MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://security.debian.org/debian-security"
@@ -131,7 +131,7 @@ def debian_release(name: str) -> DebianRelease:
     """The release called `name` (a codename; "unstable" is sid); dies with the known names."""
     release = DEBIAN_RELEASES.get("sid" if name == "unstable" else name)
     if release is None:
-        raise die(
+        raise bad_input(
             f"unknown Debian or Ubuntu release {name!r}",
             f"use one of: {', '.join(DEBIAN_RELEASES)} (its codename, as in /etc/os-release VERSION_CODENAME)",
         )

@@ -105,6 +105,7 @@ class Family:
     bindir: ClassVar[str] = "/usr/bin"
     includedir: ClassVar[str] = "/usr/include"
     docdir: ClassVar[str] = "/usr/share/doc"
+    mandir: ClassVar[str] = "/usr/share/man"
     licensedir: ClassVar[str] = "/usr/share/licenses"
     # Where the gdrcopy Python module goes, and the package relation naming
     # the Python it is installed for (the module needs 3.8 or later).
@@ -245,6 +246,7 @@ class Family:
             "bindir": self.bindir,
             "includedir": self.includedir,
             "docdir": self.docdir,
+            "mandir": self.mandir,
             "licensedir": self.licensedir,
             "unitdir": self.unitdir,
             "udevrulesdir": self.udevrulesdir,
@@ -442,9 +444,9 @@ def family(name: str) -> Family:
     try:
         return Family.registry[name]()
     except KeyError:
-        from gdrkit.system import die
+        from gdrkit.system import bad_input
 
-        raise die(
+        raise bad_input(
             f"unknown distribution family {name!r}",
             f"use one of: {', '.join(sorted(Family.registry))}",
         ) from None

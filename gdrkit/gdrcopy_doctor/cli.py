@@ -22,6 +22,7 @@ from .probe import Probe
 
 HEALTHY, FAILED, USAGE, NO_GPU = 0, 1, 2, 3
 PROGRAM = "gdrcopy_doctor"
+NOTHING_TO_CHECK = "nothing to check: no NVIDIA GPU, NVIDIA driver or P2P API provider on this host"
 
 
 def exit_status(findings: Sequence[doctor.Finding], gpu: bool, no_gpu_ok: bool = False) -> int:
@@ -57,10 +58,17 @@ def run(json: bool = False, no_gpu_ok: bool = False, probe: Probe | None = None)
     machine = probe or Probe()
     findings = doctor.diagnose(machine)
     gpu = doctor.gpu_present(machine)
-    print(doctor.as_json(findings) if json else doctor.as_table(findings))
-    if not gpu and not json:
-        print("no NVIDIA GPU, NVIDIA driver or P2P API provider on this host: nothing to check", file=sys.stderr)
-    return exit_status(findings, gpu, no_gpu_ok)
+    status = exit_status(findings, gpu, no_gpu_ok)
+    if json:
+        print(doctor.as_json(findings))
+        if not gpu:
+            print(NOTHING_TO_CHECK, file=sys.stderr)
+        return status
+    if not gpu:
+        # The verdict first: on a CPU-only node the FAIL lines below are expected, not news.
+        print(f"{NOTHING_TO_CHECK} (exit {status}); the checks, for reference:")
+    print(doctor.as_table(findings))
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -152,7 +152,10 @@ def check_dkms(probe: Probe) -> Finding:
     lines = [line for line in out.stdout.splitlines() if MODULE in line]
     if not lines:
         return Finding(
-            "dkms", WARN, "DKMS does not know gdrdrv", "install the gdrdrv-dkms (deb) or gdrcopy-kmod (rpm) package"
+            "dkms",
+            WARN,
+            "DKMS does not know gdrdrv",
+            _family_hint(probe, "module_package", "gdrdrv-dkms (deb) or gdrcopy-kmod (rpm)"),
         )
     mine = [line for line in lines if release in line]
     if any("installed" in line for line in mine):
@@ -191,21 +194,22 @@ def check_versions(probe: Probe) -> Finding:
             "versions",
             FAIL,
             "neither gdrdrv nor libgdrapi.so.2 is installed",
-            "install the packages: ./toolkit build-packages, then apt install ./dist/*.deb",
+            _packages_fix(probe),
         )
     if not library:
         return Finding(
             "versions",
             FAIL,
             f"gdrdrv {module or '?'} but no libgdrapi.so.2 in the linker cache",
-            "install libgdrapi (deb) or gdrcopy (rpm), then run ldconfig",
+            _runtime_fix(probe),
         )
     if not module:
         return Finding(
             "versions",
             FAIL,
             f"libgdrapi ({library}) but no gdrdrv module for this kernel",
-            "install gdrdrv-dkms / gdrcopy-kmod, or a prebuilt module package for this kernel",
+            _family_hint(probe, "module_package", "gdrdrv-dkms (deb) or gdrcopy-kmod (rpm)")
+            + f" (or {_family_hint(probe, 'prebuilt_module_package', 'the prebuilt module package of this kernel')})",
         )
     api = probe.facts.api_version
     if not module.startswith(api):
@@ -502,6 +506,18 @@ def _family_hint(probe: Probe, field: str, fallback: str) -> str:
         return f"install {fallback}"
     package = str(getattr(fam, field)).format(kver=probe.release())
     return probe.facts.install_hint(probe.read("/etc/os-release") or "", [package])
+
+
+def _packages_fix(probe: Probe) -> str:
+    """Installing the runtime library and the module, with this host's package manager and names."""
+    fam = probe.facts.family(_os_release(probe))
+    if fam is None:
+        return (
+            "install libgdrapi and gdrdrv-dkms (Debian, Ubuntu) or gdrcopy and gdrcopy-kmod (RHEL, SUSE)"
+            " from a repository that ./toolkit publish wrote"
+        )
+    packages = [fam.runtime_package, fam.module_package.format(kver=probe.release())]
+    return probe.facts.install_hint(probe.read("/etc/os-release") or "", packages)
 
 
 def _runtime_fix(probe: Probe) -> str:

@@ -1,4 +1,4 @@
-"""`invoke insmod` / `rmmod` / `sanity`: load gdrdrv, give /dev/gdrdrv its mode, run sanity.
+"""`invoke insmod` / `rmmod`: load gdrdrv and give /dev/gdrdrv its mode.
 
 `plan_*()` return the commands to run (a list of argv) from what a Probe
 sees; `apply()` runs them, or prints them with --dry-run.  gdrdrv registers
@@ -9,19 +9,18 @@ host or in a VM without udevd.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from gdrkit.gdrcopy_doctor.doctor import MODULE, NODE, _proc_devices_major, _sysfs_dev
 from gdrkit.gdrcopy_doctor.probe import Probe
 from gdrkit.packaging import model
-from gdrkit.system import die, run
+from gdrkit.system import bad_input, die, run
 from gdrkit.version import REPO_ROOT
 
 BUILT_MODULE = REPO_ROOT / "gdrdrv" / "gdrdrv.ko"
-SANITY_CANDIDATES = (REPO_ROOT / "tests" / "sanity" / "gdrcopy_sanity", Path("/usr/bin/gdrcopy_sanity"))
 
 Command = list[str]
 
@@ -97,11 +96,23 @@ def apply(commands: Sequence[Command], *, dry_run: bool) -> None:
         run(argv, dry_run=dry_run)
 
 
+def check_node_options(probe: Probe, mode: str, group: str, *, explicit_group: bool = True) -> None:
+    """--mode and --group, refused before anything is loaded (dry run too): an octal mode, a group this host has."""
+    if not re.fullmatch(r"0?[0-7]{3}", mode):
+        raise bad_input(f"--mode {mode!r} is not an octal file mode", "give three octal digits, e.g. --mode 0660")
+    if explicit_group and probe.group_id(group) is None:
+        raise bad_input(
+            f"--group {group!r}: no such group on this host",
+            f"create it first (groupadd {group}) or name one that getent group lists",
+        )
+
+
 def load(options: LoadOptions, *, dry_run: bool = False, probe: Probe | None = None) -> None:
     machine = probe or Probe()
     node_defaults = model.load().device_node
     mode = options.mode or node_defaults.mode
     group = options.group or node_defaults.group
+    check_node_options(machine, mode, group, explicit_group=bool(options.group))
     # The kernel creates the node with node_mode: pass the wanted mode at load
     # time, so there is no moment in which the node is more open than asked.
     params = {"node_mode": "0" + mode.lstrip("0") if mode.isdigit() else mode, **(options.params or {})}
@@ -127,14 +138,3 @@ def unload(*, dry_run: bool = False, probe: Probe | None = None) -> None:
         print("gdrdrv is not loaded")
         return
     apply(commands, dry_run=dry_run)
-
-
-def find_sanity(explicit: str = "") -> Path:
-    candidates = [Path(explicit)] if explicit else list(SANITY_CANDIDATES)
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise die(
-        "gdrcopy_sanity not found (looked in " + ", ".join(str(p) for p in candidates) + ")",
-        "build it (./toolkit build) or install the gdrcopy-tests package",
-    )

@@ -51,7 +51,7 @@ from gdrkit.packaging import pipeline
 from gdrkit.packaging import render as pkg_render
 from gdrkit.stage.image import pull_or_why
 from gdrkit.stage.packages import built_files, checked_packages
-from gdrkit.system import die, log
+from gdrkit.system import bad_input, die, log
 
 KUBE_DIR = Path(__file__).resolve().parent
 ENTRYPOINT_SCRIPT = KUBE_DIR / "nvidia-gdrcopy-driver.sh"
@@ -133,7 +133,7 @@ def rpm_node_os(tag: str) -> NodeOs | None:
         major = fam.kube_major(os_id, version_id)
         bases = fam.kube_bases.get(major)
         if bases is None:
-            raise die(
+            raise bad_input(
                 f"no image is made for node OS {tag!r}: {fam.name} {major} is not a release images are made for",
                 f"use a node OS of {fam.name} {', '.join(fam.kube_bases)}",
             )
@@ -164,7 +164,7 @@ def node_os(tag: str) -> NodeOs:
     if found is not None:
         return found
     ids = sorted({os_id for fam in families_of_type("rpm") for os_id in fam.kube_os_ids})
-    raise die(
+    raise bad_input(
         f"no image is made for node OS {tag!r}",
         f"use one of: {', '.join(o.tag for o in debian_node_oses())}, or <ID><VERSION_ID> of {', '.join(ids)}"
         " (as the GPU Operator tags: rhel9.4, rocky8.10, rhcos4.16, sles15.6)",
@@ -413,7 +413,6 @@ def build_image(
                 INSTALL=" ".join(fam.install_command),
                 BASE_PACKAGES=" ".join(spec.base_packages()),
             )
-        log(f"building {spec.tag} from {base} with {', '.join(f.name for f in files)}")
         result, container = engine.run(
             base,
             shlex.join(argv),
@@ -422,7 +421,7 @@ def build_image(
             read_only=True,
             network=from_registry,
             keep=True,
-            stream=False,
+            title=f"building {spec.tag} from {base} with {', '.join(f.name for f in files)}",
         )
         try:
             if result.status != 0:
@@ -493,13 +492,12 @@ def compile_module(
     with tempfile.TemporaryDirectory(prefix="gdrkit-kube-build-") as tmp:
         kube = Path(tmp)
         shutil.copy2(MODULE_BUILD_SCRIPT, kube / MODULE_BUILD_SCRIPT.name)
-        log(f"compiling gdrdrv for {kver} in {base} with {headers}")
         result, _ = engine.run(
             base,
             shlex.join(module_build_command(kver, headers, sources[0].name)),
             mounts={kube: "/kube", sources[0].parent: "/pkgs", output: "/out"},
             env=module_build_env(node),
-            stream=False,
+            title=f"compiling gdrdrv for {kver} in {base} with {headers}",
         )
     if result.status != 0:
         tail = "\n".join(result.output.splitlines()[-30:])

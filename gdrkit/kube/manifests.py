@@ -20,6 +20,7 @@ against what we know of it (its images are the ones build-image makes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -515,3 +516,26 @@ def committed(output: Path = OUTPUT_DIR) -> dict[str, str]:
     if not output.exists():
         return {}
     return {str(p.relative_to(output)): p.read_text() for p in sorted(output.rglob("*.yaml"))}
+
+
+def schema_versions() -> list[str]:
+    """The Kubernetes releases (MAJOR.MINOR) whose schemas kubernetes-validate bundles, oldest first."""
+    from kubernetes_validate import utils
+
+    found = {".".join(v.split(".")[:2]) for v in utils.all_versions()}
+    return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
+def check_kubernetes_version(value: str) -> str:
+    """`value` as the MAJOR.MINOR.PATCH kubernetes-validate takes, or an input error naming --kubernetes."""
+    from gdrkit.system import bad_input
+
+    known = schema_versions()
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?", value.strip())
+    if match is None or f"{match[1]}.{match[2]}" not in known:
+        raise bad_input(
+            f"--kubernetes {value!r}: no bundled schemas for that Kubernetes release",
+            f"give one of {known[0]} ... {known[-1]} (e.g. --kubernetes {known[-1]}), or leave it out for"
+            f" {KUBERNETES_VERSION}",
+        )
+    return f"{match[1]}.{match[2]}.{match[3] or 0}"

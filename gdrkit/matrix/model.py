@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gdrkit.distro import debian, families
 from gdrkit.distro.arch import HOST_ARCH, arch
 from gdrkit.stage.image import StageSpec
-from gdrkit.system import die
+from gdrkit import yamlfile
+from gdrkit.system import bad_input, die
 from gdrkit.version import REPO_ROOT
 
 MATRIX_FILE = REPO_ROOT / "ci" / "matrix.yaml"
+SCHEMA_FILE = REPO_ROOT / "ci" / "matrix.schema.yaml"
 # Flavours of Debian's NVIDIA kernel driver DKMS packages (see gdrkit.nvidia).
 NVIDIA_FLAVOURS = ("proprietary", "open")
 
@@ -90,45 +90,22 @@ class Entry:
         return job
 
 
-def _one_of(value: Any, keys: Sequence[str], where: str) -> tuple[str, str]:
-    if not isinstance(value, Mapping) or len(value) != 1:
-        raise die(f"{where}: expected a mapping with exactly one of {', '.join(keys)}")
-    key, item = next(iter(value.items()))
-    if key not in keys or not isinstance(item, str) or not item:
-        raise die(f"{where}: expected one of {', '.join(keys)} with a non-empty string value, got {key!r}")
-    return str(key), item
-
-
-def _entry(raw: Any, index: int, source: Path) -> Entry:
-    where = f"{source}: entry {index + 1}"
-    if not isinstance(raw, Mapping):
-        raise die(f"{where}: expected a mapping")
-    if isinstance(raw.get("name"), str):
-        where = f"{source}: entry {raw['name']!r}"
-    known = {"name", "image", "family", "kernel", "boot", "ci_local"}
-    optional = {"nvidia", "arch"}
-    unknown = set(raw) - known - optional
-    missing = known - set(raw)
-    expected = f"each entry has exactly: {', '.join(sorted(known))} (and optionally {', '.join(sorted(optional))})"
-    if unknown:
-        raise die(f"{where}: unknown key {', '.join(map(repr, sorted(unknown)))}", f"{expected}; check its spelling")
-    if missing:
-        raise die(f"{where}: missing key {', '.join(map(repr, sorted(missing)))}", expected)
-    name = raw["name"]
-    if not isinstance(name, str) or not name.replace("-", "").replace(".", "").isalnum():
-        raise die(f"{where}: name {name!r} must be letters, digits, '-' and '.'")
-    where = f"{source}: entry {name!r}"
+def _entry(raw: Mapping[str, Any], index: int, document: yamlfile.Document) -> Entry:
+    """One entry, its shape already checked by the schema: what a schema cannot say, with the entry's line."""
+    name = str(raw["name"])
+    where = f"{document.path}:{document.line(['entries', index])}: entry {name!r}"
     family = raw["family"]
     if family not in families.names():
-        raise die(f"{where}: family {family!r} is not one of {', '.join(families.names())}")
-    image_kind, image = _one_of(raw["image"], ("mmdebstrap", "registry"), f"{where}: image")
-    kernel_kind, kernel = _one_of(raw["kernel"], ("debian_suite", "package"), f"{where}: kernel")
+        raise bad_input(
+            f"{where}: family {family!r} is not one of {', '.join(families.names())}", "use one of those families"
+        )
+    ((image_kind, image),) = raw["image"].items()
+    ((kernel_kind, kernel),) = raw["kernel"].items()
     for kind, value in ((image_kind, image), (kernel_kind, kernel)):
         if kind in ("mmdebstrap", "debian_suite") and value not in debian.SUITES:
-            raise die(f"{where}: {value!r} is not a Debian suite we know ({', '.join(debian.SUITES)})")
-    for flag in ("boot", "ci_local"):
-        if not isinstance(raw[flag], bool):
-            raise die(f"{where}: {flag} must be true or false")
+            raise bad_input(
+                f"{where}: {value!r} is not a Debian suite we know", f"use one of {', '.join(debian.SUITES)}"
+            )
     if raw["ci_local"] and image_kind != "mmdebstrap":
         raise die(f"{where}: ci_local entries must not need a registry (none is reachable in CI here)")
     if raw["boot"] and kernel_kind != "debian_suite":
@@ -169,21 +146,14 @@ def _entry(raw: Any, index: int, source: Path) -> Entry:
 
 
 def load(path: Path = MATRIX_FILE) -> list[Entry]:
-    """Every entry of the matrix file, validated; names are unique."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise die(f"cannot read the matrix {path}: {error}")
-    if not isinstance(data, Mapping) or not isinstance(data.get("entries"), list):
-        raise die(f"{path}: expected a top-level 'entries' list")
-    unknown = sorted(str(key) for key in data if key != "entries")
-    if unknown:
-        raise die(f"{path}: unknown top-level key {', '.join(map(repr, unknown))}", "the file holds only 'entries'")
-    entries = [_entry(raw, i, path) for i, raw in enumerate(data["entries"])]
+    """Every entry of the matrix file, checked against ci/matrix.schema.yaml and then entry by entry; names are unique."""
+    document = yamlfile.read(path)
+    yamlfile.check(document, yamlfile.load_schema(SCHEMA_FILE))
+    entries = [_entry(raw, i, document) for i, raw in enumerate(document.data["entries"])]
     names = [e.name for e in entries]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise die(f"{path}: duplicate entry names {duplicates}")
+        raise bad_input(f"{path}: duplicate entry names {duplicates}", "give every entry its own name")
     return entries
 
 
@@ -194,6 +164,6 @@ def select(entries: Sequence[Entry], only: Sequence[str] = (), ci_local: bool = 
         known = {e.name for e in entries}
         unknown = [n for n in only if n not in known]
         if unknown:
-            raise die(f"no matrix entry named {', '.join(unknown)}", f"known: {', '.join(sorted(known))}")
+            raise bad_input(f"no matrix entry named {', '.join(unknown)}", f"known: {', '.join(sorted(known))}")
         chosen = [e for e in chosen if e.name in only]
     return chosen

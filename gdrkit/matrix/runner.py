@@ -183,7 +183,8 @@ def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: P
     image runs under qemu-user, where the same build would take many times longer.
     """
     if not entry.foreign:
-        return engine.run(image, build_command(entry, abi), mounts={source: "/src"})[0]
+        title = f"{entry.name}: building the packages in {image}"
+        return engine.run(image, build_command(entry, abi), mounts={source: "/src"}, title=title)[0]
     try:
         rows = pipeline.execute(pipeline.plan_request(cross_request(entry, source, source / "dist")))
         pipeline.check_rows(rows)
@@ -321,12 +322,14 @@ class EntryRun:
         tag = nvidia_image_tag(entry, self.abi, driver)
         cached = not self.refresh and self.engine.has_image(tag)
         if not cached:
-            log(f"{entry.name}: preparing image {tag}: {driver.package} {driver.version} built by DKMS for {self.abi}")
             fam = family(entry.family)
             verbs = [" ".join(fam.refresh_command), " ".join(fam.install_command)]
             args = [self.abi, driver.package, driver.version, driver.dkms_module, *verbs]
             script = script_command(NVIDIA_LAYER_SCRIPT, args)
-            result, container = self.engine.run(self.image, script, keep=True, timeout_s=NVIDIA_LAYER_TIMEOUT_S)
+            title = f"{entry.name}: NVIDIA layer {tag}: {driver.package} {driver.version} built by DKMS for {self.abi}"
+            result, container = self.engine.run(
+                self.image, script, keep=True, timeout_s=NVIDIA_LAYER_TIMEOUT_S, title=title
+            )
             if result.status == DRIVER_DOES_NOT_BUILD:
                 # The distro's own driver fails for the distro's kernel: a defect of theirs, named, never hidden.
                 self.engine.remove(container)
@@ -407,6 +410,7 @@ class EntryRun:
             f"bash /src/{REAL_NVIDIA_SCRIPT} {shlex.join(args)}",
             mounts={self.ws.source: "/src"},
             timeout_s=REAL_NVIDIA_TIMEOUT_S,
+            title=f"{self.entry.name}: installing next to {driver.package} {driver.version}, DKMS, checks",
         )
         self.ws.logs.mkdir(parents=True, exist_ok=True)
         log_file = self.ws.logs / "real-nvidia.log"
@@ -452,7 +456,11 @@ class EntryRun:
         started = time.monotonic()
         files = [f"/src/dist/{f.name}" for f in self.built(self.ws.dist)]
         result, container = self.engine.run(
-            self.image, install_script(self.entry.family, files, self.abi), mounts={self.ws.source: "/src"}, keep=True
+            self.image,
+            install_script(self.entry.family, files, self.abi),
+            mounts={self.ws.source: "/src"},
+            keep=True,
+            title=f"{self.entry.name}: installing the packages, DKMS build, softgpu",
         )
         marks = step_statuses(result.output)
         detail = tail(result.output)
@@ -645,9 +653,11 @@ def compile_sweep(entry: Entry, *, offline: bool) -> dict[str, int]:
                 f"{entry.name}: the image's package manager lists no kernel headers (exit {listing.status}):\n{tail(listing.output)}",
                 "check that its repositories are reachable; --offline skips registry entries",
             )
-        log(f"{entry.name}: compiling gdrdrv against {len(packages)} kernel-headers packages")
         result, _ = engine.run(
-            entry_run.image, sweep_command(entry.family, packages), mounts={workspace.source: "/src"}
+            entry_run.image,
+            sweep_command(entry.family, packages),
+            mounts={workspace.source: "/src"},
+            title=f"{entry.name}: compiling gdrdrv against {len(packages)} kernel-headers packages",
         )
         return {kernel: int(status) for kernel, status in SWEEP_MARK.findall(result.output)}
 

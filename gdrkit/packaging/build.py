@@ -28,7 +28,7 @@ from pathlib import Path
 from gdrkit.packaging import model, render
 from gdrkit.distro.arch import arch
 from gdrkit.distro.families import DebianFamily
-from gdrkit.system import die, ensure_debian_packages, log, run, run_step
+from gdrkit.system import bad_input, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 
 BUILD_ROOT = REPO_ROOT / "build" / "gdrkit-pkg"
@@ -48,11 +48,37 @@ class Source:
 
 
 def source_at(ref: str = "HEAD", repo: Path = REPO_ROOT) -> Source:
-    """Resolve `ref` once, so that every later step sees the same commit."""
-    commit = run(["git", "-C", repo, "rev-parse", "--verify", f"{ref}^{{commit}}"], capture=True)
+    """Resolve `ref` once, so that every later step sees the same commit (an input error if it names none)."""
+    commit = run(
+        ["git", "-C", repo, "rev-parse", "--quiet", "--verify", f"{ref}^{{commit}}"], capture=True, check=False
+    )
+    if commit.returncode != 0 or not ref.strip():
+        raise bad_input(
+            f"--ref {ref!r}: no commit of {repo} by that name",
+            "give a branch, tag or commit id of this repository (git log --oneline lists commits; default HEAD);"
+            " uncommitted changes are never packaged: commit them first",
+        )
     sha = commit.stdout.strip()
     epoch = run(["git", "-C", repo, "log", "-1", "--format=%ct", sha], capture=True)
     return Source(repo=repo, commit=sha, epoch=int(epoch.stdout.strip()))
+
+
+# A kernel release as `uname -r` prints it: 6.1.0-31-amd64, 5.14.0-427.13.1.el9_4.x86_64, 6.8.0-1015-aws.
+KERNEL_RELEASE = re.compile(r"[1-9][0-9]*\.[0-9]+(\.[0-9]+)?([-+~_.][0-9A-Za-z][0-9A-Za-z+~_.-]*)?")
+
+
+def check_kernel_releases(kernels: Iterable[str], option: str = "--kernel") -> list[str]:
+    """`kernels`, each checked to look like a kernel release (`uname -r`), or an input error naming `option`."""
+    checked = []
+    for kernel in kernels:
+        if not KERNEL_RELEASE.fullmatch(kernel):
+            raise bad_input(
+                f"{option} {kernel!r} is not a kernel release",
+                f"give releases as `uname -r` prints them, e.g. {option} {platform.release()}"
+                " (ls /lib/modules lists this host's)",
+            )
+        checked.append(kernel)
+    return checked
 
 
 def default_kernels() -> list[str]:

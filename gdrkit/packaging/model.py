@@ -14,14 +14,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import yaml
 
-from gdrkit import version
+from gdrkit import version, yamlfile
 from gdrkit.distro.families import Family
-from gdrkit.system import die
+from gdrkit.system import bad_input, die
 
 DESCRIPTION_FILE = version.REPO_ROOT / "packages" / "gdrcopy.yaml"
+SCHEMA_FILE = version.REPO_ROOT / "packages" / "gdrcopy.schema.yaml"
 
 # The runtime library by its soname, and the unversioned name that NCCL,
 # aws-ofi-nccl, DPDK and libfabric < 2.4 dlopen(): both belong in the one
@@ -77,6 +78,7 @@ class Project:
     description: str
     maintainer: str
     homepage: str
+    bug_tracker: str
     license: str
     kernel_module_license: str
     release: int
@@ -169,85 +171,12 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 
 # Every key the description may hold, per section: a key outside these would be
 # silently dropped (a misspelt `depend:` ships a package without its dependencies).
-SECTION_KEYS: Mapping[str, frozenset[str]] = {
-    "": frozenset({"project", "kernel_module", "device_node", "python", "deb", "rpm"}),
-    "project": frozenset(
-        {
-            "source",
-            "summary",
-            "description",
-            "maintainer",
-            "homepage",
-            "license",
-            "kernel_module_license",
-            "release",
-            "changelog",
-        }
-    ),
-    "kernel_module": frozenset(
-        {"name", "min_kernel", "architectures", "options", "nvidia_dkms_modules", "extra_sources"}
-    ),
-    "device_node": frozenset({"name", "mode", "group", "cdi", "kubernetes_cdi"}),
-    "python": frozenset({"name", "source_dir", "summary", "description", "requires_python", "extras", "classifiers"}),
-}
-PACKAGE_KEYS = frozenset(
-    {
-        "name",
-        "kind",
-        "summary",
-        "description",
-        "architecture",
-        "section",
-        "multi_arch",
-        "depends",
-        "requires",
-        "recommends",
-        "provides",
-        "conflicts",
-        "replaces",
-        "requires_exclude",
-        "shlibs_exclude",
-        "symbols_file",
-        "contents",
-        "dirs",
-        "group",
-        "suggests",
-    }
-)
-
-
 def _cdi_name(value: Any) -> tuple[str, str]:
     """`vendor/class=device` -> (kind, device); dies on anything else."""
     kind, sep, device = str(value).partition("=")
     if not sep or kind.count("/") != 1 or not device:
         raise die(f"{DESCRIPTION_FILE}: CDI name {value!r} is not vendor/class=device")
     return kind, device
-
-
-def _check_keys(value: Any, allowed: frozenset[str], where: str, path: Path) -> None:
-    if not isinstance(value, Mapping):
-        return  # a wrong type is load()'s malformed-description error
-    unknown = sorted(str(key) for key in value if key not in allowed)
-    if unknown:
-        raise die(
-            f"{path}: unknown key {', '.join(map(repr, unknown))} in {where}",
-            f"{where} takes: {', '.join(sorted(allowed))}; check the spelling",
-        )
-
-
-def check_keys(data: Any, path: Path) -> None:
-    """Refuse any key of the description that nothing reads, naming it and the file."""
-    _check_keys(data, SECTION_KEYS[""], "the top level", path)
-    if not isinstance(data, Mapping):
-        return
-    for section, allowed in SECTION_KEYS.items():
-        if section:
-            _check_keys(data.get(section), allowed, section, path)
-    for kind in ("deb", "rpm"):
-        entries = data.get(kind)
-        for index, entry in enumerate(entries if isinstance(entries, list) else []):
-            name = entry.get("name", index + 1) if isinstance(entry, Mapping) else index + 1
-            _check_keys(entry, PACKAGE_KEYS, f"{kind} package {name}", path)
 
 
 def _runtime_package(entries: Iterable[Mapping[str, Any]], kind: str, path: Path) -> str:
@@ -273,19 +202,19 @@ def _runtime_package(entries: Iterable[Mapping[str, Any]], kind: str, path: Path
 
 def load(path: Path = DESCRIPTION_FILE) -> Description:
     """Read and check the package description."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise die(f"cannot read the package description {path}: {error}")
-    check_keys(data, path)
+    document = yamlfile.read(path)
+    yamlfile.check(document, yamlfile.load_schema(SCHEMA_FILE))
+    data = document.data
     try:
         proj = data["project"]
+        home = str(proj["home"]).rstrip("/")
         project = Project(
             source=proj["source"],
             summary=proj["summary"],
             description=proj["description"],
-            maintainer=proj["maintainer"],
-            homepage=proj["homepage"],
+            maintainer=proj["maintainer"].replace("{home_host}", urlsplit(home).hostname or ""),
+            homepage=home + "/",
+            bug_tracker=home + "/issues",
             license=proj["license"],
             kernel_module_license=proj["kernel_module_license"],
             release=int(proj["release"]),
@@ -467,7 +396,7 @@ def plan(
         device_group=device_group or desc.device_node.group,
     )
     if not re.fullmatch(r"0?[0-7]{3}", base.device_mode):
-        raise die(f"device mode {base.device_mode!r} is not an octal mode", "use e.g. 0660 or 0666")
+        raise bad_input(f"device mode {base.device_mode!r} is not an octal mode", "use e.g. 0660 or 0666")
     # Always with the leading 0: the module parameter node_mode reads "660" as decimal.
     base = dataclasses.replace(base, device_mode=base.device_mode.rjust(4, "0"))
     packages: list[Package] = []

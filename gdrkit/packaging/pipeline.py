@@ -92,6 +92,7 @@ class Row:
 def plan_request(request: Request, source: build.Source | None = None) -> BuildPlan:
     if not request.with_dkms and not request.with_kmod:
         raise die("nothing to build for the kernel module", "drop --no-dkms or --no-kmod")
+    build.check_kernel_releases(request.kernels)
     src = source or build.source_at(request.ref, request.repo)
     kernels = request.kernels
     if request.with_kmod and not kernels:
@@ -227,6 +228,7 @@ def headers_hint(kver: str, os_release: Path = OS_RELEASE) -> str:
 
 def build_tree(kernel: str = "", *, with_driver: bool = True, jobs: int = 2, dry_run: bool = False) -> None:
     """`invoke build`: the library, test programs and module in the working tree."""
+    build.check_kernel_releases([kernel] if kernel else [])
     run(["make", f"-j{jobs}", "lib", "exes"], cwd=REPO_ROOT, dry_run=dry_run)
     if not with_driver:
         return

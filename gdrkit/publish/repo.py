@@ -29,7 +29,7 @@ from gdrkit.distro.families import debian_release
 from gdrkit.packaging import build
 from gdrkit.publish import manifest, model
 from gdrkit.publish.model import PackageFile, Plan, Record, Target
-from gdrkit.system import die, ensure_debian_packages, file_sha256, log, run
+from gdrkit.system import bad_input, die, ensure_debian_packages, file_sha256, log, run
 
 PACKAGE = "gdrcopy"
 KEY_FILE = "gdrcopy-archive-keyring.asc"
@@ -95,9 +95,9 @@ class Signer:
         fingerprints = [line.split(":")[9] for line in out.stdout.splitlines() if line.startswith("fpr:")]
         if out.returncode != 0 or not fingerprints:
             where = self.home or os.environ.get("GNUPGHOME") or "~/.gnupg"
-            raise die(
-                f"no secret GnuPG key {self.key!r} in {where}",
-                "name a key you hold with --key (gpg --list-secret-keys), and its home with --gnupg-home",
+            raise bad_input(
+                f"--key {self.key!r}: no secret GnuPG key by that name in {where}",
+                "name a key you hold with --key (gpg --list-secret-keys lists them), and its home with --gnupg-home",
             )
         return fingerprints[0]
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from gdrkit.containers import Engine
 from gdrkit.distro.arch import HOST_ARCH, arch
 from gdrkit.distro.families import family
-from gdrkit.system import log
 from gdrkit.version import REPO_ROOT
 
 SETUP_IMAGE_SCRIPT = REPO_ROOT / "gdrkit" / "stage" / "setup_image.sh"
@@ -127,8 +126,9 @@ def prepare(engine: Engine, spec: StageSpec, *, offline: bool, refresh: bool = F
             engine.import_directory(root.root_dir, base)
     image = image_tag(spec, abi or "registry")
     if refresh or not engine.has_image(image):
-        log(f"{spec.name}: preparing image {image}")
-        result, container = engine.run(base, setup_command(spec, abi), keep=True)
+        result, container = engine.run(
+            base, setup_command(spec, abi), keep=True, title=f"{spec.name}: preparing image {image}"
+        )
         if result.status != 0:
             engine.remove(container)
             return Prepared(abi=abi, failed=result.output)

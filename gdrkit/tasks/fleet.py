@@ -4,7 +4,26 @@ from __future__ import annotations
 
 from invoke.context import Context
 from invoke.exceptions import Exit
-from invoke.tasks import task
+from gdrkit.system import bad_input
+from gdrkit.tasks.convention import task
+
+# Molecule's own subcommands (molecule --help) that act on a scenario.
+MOLECULE_COMMANDS = (
+    "check",
+    "cleanup",
+    "converge",
+    "create",
+    "dependency",
+    "destroy",
+    "idempotence",
+    "login",
+    "prepare",
+    "reset",
+    "side-effect",
+    "syntax",
+    "test",
+    "verify",
+)
 
 
 @task(
@@ -26,6 +45,10 @@ def molecule(
     scenario: str = "default",
 ) -> None:
     """Bookworm and trixie hosts converge with the Ansible role from a signed repository on loopback HTTP."""
+    if command not in MOLECULE_COMMANDS:
+        raise bad_input(
+            f"--command {command!r} is not a Molecule command", f"use one of {', '.join(MOLECULE_COMMANDS)}"
+        )
     if vm:
         from gdrkit.fleet import vmload
 

@@ -1,4 +1,4 @@
-"""Host tasks: `invoke insmod`, `rmmod`, `sanity`, `doctor`.
+"""Host tasks: `invoke insmod`, `rmmod`, `sanity` and the benchmarks, `doctor`.
 
 Thin: the logic is in gdrkit.host and gdrkit.gdrcopy_doctor.  Never run insmod/rmmod on a build
 machine whose kernel you do not mean to change; --dry-run shows the plan.
@@ -6,16 +6,17 @@ machine whose kernel you do not mean to change; --dry-run shows the plan.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 from invoke.context import Context
 from invoke.exceptions import Exit
-from invoke.tasks import task
+from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit.gdrcopy_doctor import cli as doctor_cli
-from gdrkit.host import module
+from gdrkit.host import module, programs
 from gdrkit.packaging import doctor_facts  # noqa: F401  (hands the doctor the registry's facts)
-from gdrkit.system import log
+from gdrkit.system import bad_input, log
 
 
 @task(
@@ -50,14 +51,37 @@ def rmmod(c: Context, dry_run: bool = False) -> None:
     module.unload(dry_run=dry_run)
 
 
-@task(help={"path": "gdrcopy_sanity to run (default: the built one, else /usr/bin)", "args": "its arguments"})
-def sanity(c: Context, path: str = "", args: str = "") -> None:
-    """Run gdrcopy_sanity (built in this tree, or installed) and fail if it fails."""
-    program = module.find_sanity(path)
-    log(f"running {program} {args}".rstrip())
-    status = subprocess.call([str(program), *args.split()])
-    if status != 0:
-        raise Exit(f"gdrcopy_sanity failed (exit {status})", code=status)
+def program_task(name: str, what: str) -> ConventionTask:
+    """A task running gdrcopy_<name>: the one this tree built, against the library it built, else the installed one."""
+    binary = programs.BUILT[name].name
+
+    def body(c: Context, path: str = "", args: str = "") -> None:
+        command = programs.command(name, path)
+        log(f"running {command.describe()} {args}".rstrip())
+        try:
+            argv = [str(command.program), *shlex.split(args)]
+        except ValueError as error:
+            raise bad_input(f"--args {args!r}: {error}", "quote the arguments as a shell would") from None
+        status = subprocess.call(argv, env=dict(command.env))
+        if status != 0:
+            raise Exit(f"{binary} failed (exit {status})", code=status)
+
+    body.__name__ = body.__qualname__ = name
+    body.__doc__ = f"Run {binary} ({what}): the one built here, with the library built here; else the installed one."
+    return task(
+        name=name,
+        help={
+            "path": f"{binary} to run (default: this tree's build, else {programs.INSTALLED_DIR / binary})",
+            "args": "its arguments, as one string (e.g. --args='-h' for its own options)",
+        },
+    )(body)
+
+
+sanity = program_task("sanity", "the library's functional tests")
+copybw = program_task("copybw", "copy bandwidth, host to GPU and back")
+copylat = program_task("copylat", "copy latency by size")
+apiperf = program_task("apiperf", "the cost of each library call")
+pplat = program_task("pplat", "ping-pong latency between CPU and GPU")
 
 
 @task(
@@ -73,4 +97,4 @@ def doctor(c: Context, json: bool = False, no_gpu_ok: bool = False) -> None:
         raise Exit(code=status)
 
 
-TASKS = [insmod, rmmod, sanity, doctor]
+TASKS = [insmod, rmmod, sanity, copybw, copylat, apiperf, pplat, doctor]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 from gdrkit import importmap
 

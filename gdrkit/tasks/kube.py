@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 
 def _split(value: str) -> list[str]:
@@ -55,7 +55,7 @@ def build_image(
     deploy/kubernetes/images.lock, which ./toolkit k8s-manifests renders from.
     """
     from gdrkit.kube import images, lock
-    from gdrkit.packaging.build import default_kernels, source_at
+    from gdrkit.packaging.build import check_kernel_releases, default_kernels, source_at
     from gdrkit.packaging.pipeline import deb_target_release
     from gdrkit.system import die
 
@@ -66,7 +66,7 @@ def build_image(
             "give <registry host>/<path>, e.g. registry.corp.example/gdrcopy",
         )
 
-    kernels = [] if kernel == "none" else _split(kernel) or default_kernels()
+    kernels = [] if kernel == "none" else check_kernel_releases(_split(kernel)) or default_kernels()
     host = deb_target_release().codename
     specs = images.plan(
         _split(os),
@@ -106,8 +106,10 @@ def build_image(
         "output": "directory to write (default: deploy/kubernetes/, the committed copy)",
         "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render or names an image without"
         " registry or digest, then validate it",
-        "kubernetes": "Kubernetes release whose schemas validate the objects (default: gdrkit.kube.manifests')",
+        "kubernetes": "Kubernetes release whose schemas validate the objects, MAJOR.MINOR[.PATCH]"
+        " (default: gdrkit.kube.manifests')",
         "node_gid": "group id whose pods may open /dev/gdrdrv (supplementalGroups; default 44; docs/kubernetes.md)",
+        "dry_run": "render and validate, print what would be written, write nothing",
     },
 )
 def k8s_manifests(
@@ -118,17 +120,26 @@ def k8s_manifests(
     check: bool = False,
     kubernetes: str = "",
     node_gid: int = 44,  # gdrkit.kube.manifests.NODE_GID (test_kube_manifests checks)
+    dry_run: bool = False,
 ) -> None:
     """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples), each image pinned by the
     digest build-image recorded in deploy/kubernetes/images.lock, and validate them offline."""
     from gdrkit.kube import images, lock, manifests
+    from gdrkit.packaging.build import check_kernel_releases
     from gdrkit.system import die
 
-    rendering = manifests.render_all(_split(kernel), repository or images.DEFAULT_REPOSITORY, node_gid=node_gid)
+    # Every input is checked before the first file is written.
+    schemas = manifests.check_kubernetes_version(kubernetes) if kubernetes else manifests.KUBERNETES_VERSION
+    kernels = check_kernel_releases(_split(kernel), "--kernel")
+    rendering = manifests.render_all(kernels, repository or images.DEFAULT_REPOSITORY, node_gid=node_gid)
     files = rendering.files
     for path, why in rendering.left_out.items():
         print(f"not rendered  {path}: {why}")
-    if check:
+    if dry_run:
+        target = Path(output).resolve() if output else manifests.OUTPUT_DIR
+        for name in sorted(files):
+            print(f"[dry-run] would write {target / name}")
+    elif check:
         committed = manifests.committed()
         problems = manifests.unpinned(committed)
         if problems:
@@ -152,7 +163,7 @@ def k8s_manifests(
     problems = manifests.unpinned(files)
     if problems:
         raise die("rendered an image without registry or digest:\n  " + "\n  ".join(problems))
-    verdicts = manifests.validate_all(files, kubernetes or manifests.KUBERNETES_VERSION)
+    verdicts = manifests.validate_all(files, schemas)
     print("\n".join(verdict.line() for verdict in verdicts))
     invalid = [v for v in verdicts if v.status == "invalid"]
     if invalid:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 from gdrkit import lint as checks
-from gdrkit.system import die, log
+from gdrkit.system import bad_input, die, log
 from gdrkit.version import REPO_ROOT
 
 
@@ -22,7 +22,7 @@ def lint(c: Context, only: str = "", update_abi: bool = False, dry_run: bool = F
     try:
         selected = checks.select(only)
     except ValueError as error:
-        raise die(str(error))
+        raise bad_input(f"--only: {error}", "name checks from that list, comma-separated (or leave --only out)")
     if update_abi:
         selected = [checks.select("abi")[0]]
     checks.prepare(selected, dry_run=dry_run)

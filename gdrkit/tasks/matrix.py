@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 from invoke.exceptions import Exit
 
 from gdrkit.matrix import model, workflow

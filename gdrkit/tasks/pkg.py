@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from invoke.context import Context
-from invoke.tasks import Task, task
+
+from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit import system
 from gdrkit.distro.arch import arch
@@ -93,7 +93,7 @@ def _build(request: pipeline.Request) -> None:
     pipeline.check_rows(rows)
 
 
-def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[..., None]]:
+def package_task(name: str, kinds: tuple[str, ...], doc: str) -> ConventionTask:
     """An Invoke task `name` building `kinds` whose flags are PackageOptions' fields for those kinds."""
     fields = [f for f in dataclasses.fields(PackageOptions) if _ONLY_FOR.get(f.name, kinds[0]) in kinds]
 
@@ -108,7 +108,7 @@ def package_task(name: str, kinds: tuple[str, ...], doc: str) -> Task[Callable[.
     body.__signature__ = inspect.Signature([context, *parameters])  # type: ignore[attr-defined]
     body.__name__ = body.__qualname__ = name.replace("-", "_")
     body.__doc__ = doc
-    return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)  # type: ignore[no-any-return]
+    return task(name=name, help={f.name: f.metadata["help"] for f in fields})(body)
 
 
 @task(
@@ -145,15 +145,62 @@ _OPTION_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(PackageOp
         "output": _OPTION_HELP["output"],
         "ref": _OPTION_HELP["ref"],
         "kind": "pure (py3-none-any, bindings only), bundled (manylinux, with libgdrapi) or all (default)",
+        "dry_run": "print the wheels that would be built, write nothing",
     },
 )
-def build_wheel(c: Context, output: str = "", ref: str = "HEAD", kind: str = "all") -> None:
+def build_wheel(c: Context, output: str = "", ref: str = "HEAD", kind: str = "all", dry_run: bool = False) -> None:
     """Build the gdrcopy wheels from a commit with python/'s build backend: pure and bundled (manylinux_2_28)."""
     from gdrkit.packaging import build, wheel
 
     kinds = wheel.KINDS if kind == "all" else (kind,)
-    for path in wheel.build_wheels(build.source_at(ref), Path(output).resolve() if output else DIST, kinds):
+    source = build.source_at(ref)
+    directory = Path(output).resolve() if output else DIST
+    if dry_run:
+        print(f"[dry-run] would write the {', '.join(kinds)} wheel(s) of {source.commit[:12]} into {directory}")
+        return
+    for path in wheel.build_wheels(source, directory, kinds):
         print(path)
 
 
-TASKS = [build, build_deb, build_rpm, build_packages, build_wheel]
+@task(
+    name="man-pages",
+    help={
+        "check": "write nothing: fail if man/ differs from the pages the programs' -h texts make now",
+        "dry_run": "print the pages that would be written, write nothing",
+    },
+)
+def man_pages(c: Context, check: bool = False, dry_run: bool = False) -> None:
+    """Make man/<program>.1 of every shipped program from its -h text (the programs built here; ./toolkit build)."""
+    from gdrkit.host import programs
+    from gdrkit.packaging import manpages
+
+    made = manpages.pages(programs.help_texts())
+    stale = sorted(
+        name
+        for name, text in made.items()
+        if not (manpages.MAN_DIR / name).exists() or (manpages.MAN_DIR / name).read_text() != text
+    )
+    extra = (
+        sorted(p.name for p in manpages.MAN_DIR.glob("*.1") if p.name not in made) if manpages.MAN_DIR.exists() else []
+    )
+    if check:
+        if stale or extra:
+            raise system.die(
+                f"man/ is out of date: {', '.join(stale + extra)}", "run ./toolkit man-pages and commit man/"
+            )
+        print(f"man/: all {len(made)} pages match the programs' -h texts")
+        return
+    for name in stale:
+        if dry_run:
+            print(f"[dry-run] would write {manpages.MAN_DIR / name}")
+        else:
+            manpages.MAN_DIR.mkdir(exist_ok=True)
+            (manpages.MAN_DIR / name).write_text(made[name])
+            print(f"wrote {manpages.MAN_DIR / name}")
+    for name in extra:
+        print(f"{'[dry-run] would remove' if dry_run else 'removed'} {manpages.MAN_DIR / name}")
+        if not dry_run:
+            (manpages.MAN_DIR / name).unlink()
+
+
+TASKS = [build, build_deb, build_rpm, build_packages, build_wheel, man_pages]

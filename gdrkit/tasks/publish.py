@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 
 from gdrkit.packaging.build import DIST
 from gdrkit.version import REPO_ROOT
@@ -41,16 +41,19 @@ def publish(
     """Publish dist/'s packages into signed apt and RPM repositories, with key, source files and manifest."""
     from gdrkit.packaging.pipeline import deb_target_release
     from gdrkit.publish import repo
-    from gdrkit.system import die
+    from gdrkit.system import bad_input
 
     if not key:
-        raise die("no signing key given", "name your GnuPG key: --key <id> (gpg --list-secret-keys lists them)")
+        raise bad_input(
+            "--key: no signing key given", "name your GnuPG key: --key <id> (gpg --list-secret-keys lists them)"
+        )
+    signer = repo.Signer(key, Path(gnupg_home).resolve() if gnupg_home else None)
+    signer.fingerprint()  # a key we cannot sign with is refused on a dry run too
     source = Path(dist).resolve() if dist else DIST
     out = Path(output).resolve() if output else REPO_ROOT / "build" / "repo"
     if not suite and any(source.glob("*.deb")):
         suite = deb_target_release().codename
     inputs = repo.collect(source, suite, rpm_release)
-    signer = repo.Signer(key, Path(gnupg_home).resolve() if gnupg_home else None)
     repo.publish(out, inputs, signer, url or out.as_uri(), Path(results) if results else None, dry_run=dry_run)
     if not dry_run:
         print(f"published into {out} (index: {out / 'index.html'})")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 from invoke.exceptions import Exit
 
 from gdrkit.version import REPO_ROOT

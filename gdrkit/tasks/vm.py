@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke.context import Context
-from invoke.tasks import task
+from gdrkit.tasks.convention import task
 from invoke.exceptions import Exit
 
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gdrkit.distro.arch import HOST_ARCH, Arch, arch_of_abi, flavour_of_abi
 from gdrkit.distro.debian import SUITES, Suite
-from gdrkit.system import die, log, run
+from gdrkit.system import bad_input, die, log, run
 
 __all__ = ["SUITES", "AptLists", "AptQuery", "KernelChoice", "Suite", "resolve_kernel", "suite_lists"]
 
@@ -202,7 +202,7 @@ def check_kernel_spec(spec: str) -> None:
     if spec.strip().lower() in SUITES:
         return
     if not re.match(r"^(linux-(image|headers)-)?\d+\.\d+", spec.strip()):
-        raise die(
+        raise bad_input(
             f"{spec!r} is neither a Debian suite nor a kernel version",
             f"use one of {', '.join(SUITES)} or an ABI string such as 6.12.57+deb13-amd64",
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -71,19 +73,23 @@ def test_a_good_entry_is_read_field_by_field(tmp_path: Path) -> None:
     [
         (("family: debian", "family: arch"), "family 'arch'"),
         (("{mmdebstrap: bookworm}", "{mmdebstrap: hamm}"), "not a Debian suite"),
-        (("boot: true", "boot: yes please"), "boot must be true or false"),
+        (
+            ("boot: true", "boot: yes please"),
+            "entries[debian-bookworm].boot: 'yes please' is a string, not true or false",
+        ),
         (("{mmdebstrap: bookworm}", "{registry: 'debian:12'}"), "ci_local entries must not need a registry"),
         (("{debian_suite: bookworm}", "{package: linux-headers-amd64}"), "only Debian suite kernels can be booted"),
-        (("    ci_local: true\n", ""), "missing key 'ci_local'"),
-        (("    boot: true\n", "    boot: true\n    bot: true\n"), "entry 'debian-bookworm': unknown key 'bot'"),
-        (("entries:\n", "entires: []\nentries:\n"), "unknown top-level key 'entires'"),
+        (("    ci_local: true\n", ""), "entries[debian-bookworm]: 'ci_local' is missing (a required key)"),
+        (("    boot: true\n", "    boot: true\n    bot: true\n"), "entries[debian-bookworm]: unknown key 'bot'"),
+        (("entries:\n", "entires: []\nentries:\n"), "the top level: unknown key 'entires'"),
     ],
 )
 def test_bad_entries_are_refused_with_the_reason(tmp_path: Path, change: tuple[str, str], message: str) -> None:
     path = write(tmp_path, GOOD.replace(*change))
     with pytest.raises(UserError) as error:
         model.load(path)
-    assert message in str(error.value) and str(path) in str(error.value)
+    # file:line, then the field and what is wrong with it.
+    assert message in str(error.value) and re.search(rf"{re.escape(str(path))}:\d+: ", str(error.value))
 
 
 NVIDIA_ROW = GOOD.replace("debian-bookworm", "debian-bookworm-nvidia", 1).replace(
@@ -96,7 +102,7 @@ def test_a_real_nvidia_row_is_read_and_its_impossible_settings_refused(tmp_path:
     assert entry.nvidia == "proprietary" and not entry.boot
     assert entry.image_description == "mmdebstrap bookworm + NVIDIA proprietary"
     for change, message in [
-        (("nvidia: proprietary", "nvidia: nouveau"), "nvidia 'nouveau' is not one of proprietary, open"),
+        (("nvidia: proprietary", "nvidia: nouveau"), "nvidia: 'nouveau' is not one of ['proprietary', 'open']"),
         (("boot: false", "boot: true"), "needs an NVIDIA GPU to load"),
         (("{debian_suite: bookworm}", "{package: linux-headers-amd64}"), "need a Debian suite image and kernel"),
     ]:

@@ -371,3 +371,19 @@ def test_debs_built_in_a_suite_pass_that_suites_lintian(suite: str, tmp_path: Pa
     assert f"{below}/systemd/system/gdrdrv.service" in build.deb_files(dkms)
     kmod = next(workspace.dist.glob(f"gdrdrv-modules-{entry_run.abi}_*.deb"))
     assert f"{below}/modules/{entry_run.abi}/updates/gdrdrv.ko" in build.deb_files(kmod)
+
+
+def test_every_packaged_program_has_its_man_page(fixture_builds: tuple[Builds, Builds]) -> None:
+    """Debian policy 12.1 and lintian's no-manual-page; rpmlint 2.4 cannot tell (packages/rpmlintrc says why)."""
+    for kind in ("deb", "rpm"):
+        for path in fixture_builds[0][kind][0]:
+            if kind == "deb":
+                listing = subprocess.run(["dpkg-deb", "-c", str(path)], capture_output=True, text=True, check=True)
+                files = ["/" + line.split()[5].lstrip("./") for line in listing.stdout.splitlines()]
+            else:
+                files = build.rpm_files(path)
+            programs = [f.rsplit("/", 1)[1] for f in files if re.fullmatch(r"/usr/s?bin/[^/]+", f)]
+            pages = {f.rsplit("/", 1)[1].split(".")[0] for f in files if re.fullmatch(r"/usr/share/man/man1/[^/]+", f)}
+            missing = sorted(set(programs) - pages)
+            print(path.name, "programs:", programs, "pages:", sorted(pages))
+            assert not missing, f"{path.name}: no man page of {missing}"

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from gdrkit.distro import families
 from gdrkit.packaging import model, render
-from gdrkit.system import UserError, ensure_debian_packages
+from gdrkit.system import BAD_INPUT, InputError, UserError, ensure_debian_packages
+from gdrkit.version import REPO_ROOT
 
 EPOCH = 1767225600
 
@@ -209,10 +212,10 @@ def test_deb_prerm_tolerates_a_tree_dkms_does_not_know(tmp_path: Path) -> None:
     [
         (
             ("  - name: libgdrapi\n", "  - name: libgdrapi\n    depend: [libc6]\n"),
-            "unknown key 'depend' in deb package libgdrapi",
+            "deb[libgdrapi]: unknown key 'depend'",
         ),
-        (("device_node:\n", "device_node:\n  owner: root\n"), "unknown key 'owner' in device_node"),
-        (("project:\n", "packages: []\nproject:\n"), "unknown key 'packages' in the top level"),
+        (("device_node:\n", "device_node:\n  owner: root\n"), "device_node: unknown key 'owner'"),
+        (("project:\n", "packages: []\nproject:\n"), "the top level: unknown key 'packages'"),
     ],
 )
 def test_unknown_keys_in_the_description_are_refused(tmp_path: Path, change: tuple[str, str], message: str) -> None:
@@ -251,3 +254,63 @@ def test_a_description_whose_runtime_package_lacks_the_link_is_refused(tmp_path:
         model.load(path)
     assert f"the deb runtime package {runtime} lacks '{{libdir}}/libgdrapi.so'" in str(error.value)
     assert 'dlopen("libgdrapi.so")' in (error.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "change, message, hint",
+    [
+        (("  release: 1\n", "  release: one\n"), "project.release: 'one' is a string, not an integer", "release: 1"),
+        (('  mode: "0660"\n', "  mode: 0660\n"), "device_node.mode: 432 is an integer, not a string", '"0660"'),
+        (
+            ('  min_kernel: "4.18"\n', "  min_kernel: 4.18\n"),
+            "kernel_module.min_kernel: 4.18 is a number, not a string",
+            '"4.18"',
+        ),
+        (
+            ('    depends: ["${shlibs:Depends}", "${misc:Depends}"]\n', "    depends: libc6\n"),
+            "deb[libgdrapi].depends: 'libc6' is a string, not a list",
+            "[libc6]",
+        ),
+        (("  home: https://", "  home: http://"), "project.home: ", "https://"),
+    ],
+)
+def test_a_wrong_typed_field_is_refused_with_its_name_line_and_fix(
+    tmp_path: Path, change: tuple[str, str], message: str, hint: str
+) -> None:
+    """The issue's case: a wrong type used to give a TypeError that named no field."""
+    text = model.DESCRIPTION_FILE.read_text()
+    assert change[0] in text
+    path = tmp_path / "gdrcopy.yaml"
+    changed = text.replace(*change, 1)
+    path.write_text(changed)
+    line = changed[: changed.index(change[1])].count("\n") + 1
+    with pytest.raises(InputError) as error:
+        model.load(path)
+    assert f"{path}:{line}: {message}" in str(error.value), str(error.value)
+    assert hint in str(error.value.hint) and error.value.code == BAD_INPUT
+
+
+def test_the_project_home_is_written_once_and_everything_follows_it() -> None:
+    """packages/gdrcopy.yaml's project.home: homepage, bug tracker, the maintainer's host, wheel and role."""
+    text = model.DESCRIPTION_FILE.read_text()
+    project = model.load().project
+    home = project.homepage.rstrip("/")
+    assert text.count(urlsplit(home).hostname or "?") == 1, "the home's host is written once, in project.home"
+    assert project.bug_tracker == f"{home}/issues"
+    assert project.maintainer.endswith(f"@{urlsplit(home).hostname}>")
+    # The wheels' metadata is python/pyproject.toml's (pip builds python/ alone, so it cannot read ours).
+    import tomllib
+
+    wheel_project = tomllib.loads((REPO_ROOT / "python" / "pyproject.toml").read_text())["project"]
+    assert wheel_project["urls"] == {"Homepage": project.homepage, "Bug Tracker": project.bug_tracker}
+    (author,) = wheel_project["authors"]
+    assert f"{author['name']} <{author['email']}>" == project.maintainer, "python/pyproject.toml's authors"
+    role = yaml.safe_load((REPO_ROOT / "ansible" / "roles" / "gdrcopy" / "meta" / "main.yml").read_text())
+    info = role["galaxy_info"]
+    assert info["author"] == project.maintainer.split(" <")[0]
+    assert info.get("issue_tracker_url") == project.bug_tracker, "the role's galaxy_info.issue_tracker_url"
+    # A collection's galaxy.yml (if the role is packaged as one) names the same home and tracker.
+    for galaxy in sorted((REPO_ROOT / "ansible").rglob("galaxy.yml")):
+        collection = yaml.safe_load(galaxy.read_text())
+        assert collection.get("homepage") == project.homepage, galaxy
+        assert collection.get("issues") == project.bug_tracker, galaxy

@@ -285,7 +285,17 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, capsys: pyte
     dist.mkdir()
     subprocess.run(["dpkg-deb", "-b", root, dist / "gdrcopy_2.6.1-1_all.deb"], check=True, capture_output=True)
     out = tmp_path / "repo"
-    publish.body(Context(), key="nobody@invalid", dist=str(dist), output=str(out), suite="bookworm", dry_run=True)
+    # A key that exists: a dry run refuses one it could not sign with (tests/python/test_bad_inputs.py).
+    signer = repo.throwaway_signer(tmp_path / "gnupg")
+    publish.body(
+        Context(),
+        key=signer.key,
+        gnupg_home=str(signer.home),
+        dist=str(dist),
+        output=str(out),
+        suite="bookworm",
+        dry_run=True,
+    )
     printed = capsys.readouterr().out
     assert "[dry-run] apt bookworm: add gdrcopy 2.6.1-1 (all)" in printed
     assert "reprepro includedeb" in printed

@@ -92,3 +92,55 @@ def test_the_summary_lists_each_step_with_its_status() -> None:
 def test_a_step_command_never_reads_the_terminal(tmp_path: Path) -> None:
     # qemu (and apt) must not get the terminal as stdin: qemu would change its modes.
     assert run_step("reads stdin", ["sh", "-c", "cat; echo eof"], log_dir=tmp_path, timeout=10) == "eof\n"
+
+
+class _FakeContainer:
+    """What Engine.run uses of a docker container: start, logs, wait, remove."""
+
+    def __init__(self, output: bytes, status: int) -> None:
+        self.output, self.status = output, status
+
+    def start(self) -> None:
+        pass
+
+    def logs(self, stream: bool, follow: bool) -> list[bytes]:
+        return [self.output]
+
+    def wait(self) -> dict[str, int]:
+        return {"StatusCode": self.status}
+
+    def remove(self, force: bool = False) -> None:
+        pass
+
+
+class _FakeClient:
+    def __init__(self, container: _FakeContainer) -> None:
+        self.containers = self
+        self.container = container
+
+    def create(self, *args: object, **kwargs: object) -> _FakeContainer:
+        return self.container
+
+
+@pytest.mark.parametrize("status", [0, 2])
+def test_a_titled_container_run_is_one_step_line_and_raw_output_only_on_failure(
+    capsys: pytest.CaptureFixture[str], status: int
+) -> None:
+    """The matrix's image builds and NVIDIA layer (gdrkit.containers.Engine.run with a title)."""
+    from gdrkit.containers import Engine
+
+    noise = b"".join(b"Get:%d http://deb.debian.org bookworm/main amd64 pkg\n" % i for i in range(200))
+    engine = Engine(client=_FakeClient(_FakeContainer(noise + b"E: Unable to locate package nvidia\n", status)))
+    result, _ = engine.run("image", "true", title="debian-bookworm: NVIDIA layer")
+    err = capsys.readouterr().err
+    assert result.status == status and system.STEPS[-1].title == "debian-bookworm: NVIDIA layer"
+    log_file = system.STEPS[-1].log_file
+    assert log_file is not None and "Get:150" in log_file.read_text(), "the whole output is in the step's log"
+    first = err.splitlines()[0]
+    assert first.startswith("==> debian-bookworm: NVIDIA layer ... ")
+    if status == 0:
+        assert len(err.splitlines()) == 1 and first.endswith(" s)") and system.STEPS[-1].status == "ok"
+    else:
+        assert "FAILED" in first and system.STEPS[-1].status == "FAILED"
+        assert "E: Unable to locate package nvidia" in err, "the failure's tail, errors first"
+        assert "Get:5 " not in err, "not the whole raw output"

@@ -40,6 +40,8 @@ def make_tree(root: Path, version: str = "", symbols_file: Path = REPO_SYMBOLS) 
         ),
         "packages/README.md": (REPO_ROOT / "packages" / "README.md").read_text(),
     }
+    # The real man pages: the packages' lint judges them.
+    files |= {f"man/{page.name}": page.read_text() for page in sorted((REPO_ROOT / "man").glob("*.1"))}
     # The library's ABI, from its own Debian symbols file.
     symbols_text = symbols_file.read_text()
     files["libgdrapi/libgdrapi.symbols"] = symbols_text
