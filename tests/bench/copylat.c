@@ -11,7 +11,9 @@
  * Two ways to time a call (-m):
  *   b2b     calls issued back to back with nothing between them, as a loop
  *           polling a flag in GPU memory issues them; successive reads may
- *           overlap in the CPU (the reference's only way).
+ *           overlap in the CPU (the reference's only way).  Copies of up to
+ *           B2B_BURST_MAX bytes repeat each bucket's calls until it holds at
+ *           least B2B_BUCKET_CALLS (b2b_bucket_calls says why).
  *   single  each call starts after the previous one has completed (a full
  *           fence), and a read's data is used before the clock stops.
  */
@@ -27,6 +29,8 @@
 #endif
 
 #define DEFAULT_SIZE (16UL * 1024 * 1024)
+#define B2B_BURST_MAX 4096
+#define B2B_BUCKET_CALLS 64
 #define DEFAULT_WRITE_ITERS 10000
 #define DEFAULT_READ_ITERS 100
 #define COLD_FILL 0xa5
@@ -336,6 +340,27 @@ static bool is_to_gpu(enum copy_kind kind)
 	return kind <= COPY_CUMEMCPY_H2D;
 }
 
+/*
+ * Calls per bucket in b2b mode.  A bucket of a few small reads times a burst:
+ * they all go out at once and the clock that ends the bucket (clock_gettime,
+ * RDTSCP/LFENCE) waits for the last, so its mean is one round trip divided by
+ * the calls, whatever rate a polling loop keeps (-r 400 made 4 calls a bucket,
+ * hence 16/32 B reads "at 0.269 us", a 1.07 us round trip / 4, on an H200 where
+ * a 500-call loop took 0.40-0.95: tools/h200/RESULTS.md).  So small copies
+ * repeat the bucket's calls up to at least B2B_BUCKET_CALLS; large ones, each
+ * many loads, are their own steady state.
+ */
+static unsigned int b2b_bucket_calls(const struct bench_buckets *plan, size_t size)
+{
+	unsigned int calls = plan->per_bucket;
+
+	if (size > B2B_BURST_MAX)
+		return calls;
+	while (calls < B2B_BUCKET_CALLS)
+		calls += plan->per_bucket;
+	return calls;
+}
+
 /* Fill the per-bucket mean latencies for one size; returns the statistics. */
 static struct bench_stats time_size(const struct copylat_ctx *ctx, enum copy_kind kind,
 				    size_t size, const struct bench_buckets *plan, enum time_mode mode)
@@ -372,10 +397,12 @@ static struct bench_stats time_size(const struct copylat_ctx *ctx, enum copy_kin
 			}
 			ctx->bucket_us[b] = sum / plan->per_bucket;
 		} else {
+			unsigned int calls = b2b_bucket_calls(plan, size);
+
 			t0 = bench_now_us();
-			for (i = 0; i < plan->per_bucket; i++)
+			for (i = 0; i < calls; i++)
 				do_copy(ctx, kind, size);
-			ctx->bucket_us[b] = (bench_now_us() - t0) / plan->per_bucket;
+			ctx->bucket_us[b] = (bench_now_us() - t0) / calls;
 		}
 	}
 	return bench_stats(ctx->bucket_us, plan->count);
@@ -447,6 +474,11 @@ static void run_test(struct copylat_ctx *ctx, enum copy_kind kind,
 		bench_record_u64(&rec, "size", size);
 		bench_record_u64(&rec, "iters", plan.iters);
 		bench_record_u64(&rec, "buckets", plan.count);
+		/* As time_size: cold-cache calls are timed one by one, b2b ones in bursts of at least 64. */
+		bench_record_u64(&rec, "calls_per_bucket",
+				 mode == MODE_SINGLE || (ctx->o->cold && kind != COPY_CUMEMCPY_H2D &&
+							 kind != COPY_CUMEMCPY_D2H)
+				 ? plan.per_bucket : b2b_bucket_calls(&plan, size));
 		bench_record_double(&rec, "median_us", st.median);
 		bench_record_double(&rec, "min_us", st.min);
 		bench_record_double(&rec, "max_us", st.max);
