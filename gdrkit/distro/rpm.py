@@ -109,6 +109,12 @@ def rpm_release(name: str) -> RpmRelease:
     return found
 
 
+def release_of_major(family_name: str, major: str) -> str:
+    """The release name of major release `major` of a family (rhel 8 -> el8, suse 15 -> sle15); "" if not known (pure)."""
+    name = {"rhel": f"el{major}", "suse": f"sle{major}"}.get(family_name, "")
+    return name if major and name in RPM_RELEASES else ""
+
+
 def default_rpm_release(family_name: str) -> RpmRelease:
     """The release a family's packages are for when none is named."""
     name = DEFAULT_RPM_RELEASE.get(family_name)

@@ -11,8 +11,10 @@ or a Python must be met by what the target ships.  The parsers are pure;
 from __future__ import annotations
 
 import re
+import stat
+import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,9 @@ LIBGCC_BASELINE = {
     "el8": "8", "el9": "11", "el10": "14", "sle15": "7",
     "bullseye": "10", "bookworm": "12", "trixie": "14", "jammy": "12", "noble": "14",
 }  # fmt: skip
+
+# The oldest Python the gdrcopy module and gdrcopy_doctor run on (packages/gdrcopy.yaml's requires_python).
+MIN_PYTHON = "3.8"
 
 _NEED = re.compile(r"Name:\s*(GLIBC|GCC)_(\d+(?:\.\d+)*)\b")
 
@@ -82,8 +87,10 @@ def requirement_problems(target: Target, package: str, requirements: Sequence[st
     """
     problems = []
     python = target.python
-    pythons = {python.version, target.default_python}
-    interpreters = {python.interpreter, "/usr/bin/python3"}
+    # The release's python3 counts only where it runs our Python parts (EL8's and SLE 15's 3.6 does not).
+    default_runs = version_key(target.default_python) >= version_key(MIN_PYTHON)
+    pythons = {python.version} | ({target.default_python} if default_runs else set())
+    interpreters = {python.interpreter} | ({"/usr/bin/python3"} if default_runs else set())
     for item in requirements:
         item = item.strip()
         symbol = _RPM_SYMBOL.match(item) or _RPM_LIBGCC.match(item)
@@ -129,11 +136,37 @@ class PackageReport:
     problems: tuple[str, ...]
 
 
+def newc_files(archive: bytes) -> Iterator[tuple[str, int, bytes]]:
+    """The members of a cpio archive of the "newc" format (rpm2cpio's): (path, mode, data) (pure).
+
+    Read here so that the check needs no cpio program (minimal RPM images lack it).
+    """
+    offset = 0
+    while offset + 110 <= len(archive):
+        header = archive[offset : offset + 110]
+        if header[:6] not in (b"070701", b"070702"):
+            raise ValueError(f"not a newc cpio header at byte {offset}")
+        fields = [int(header[6 + 8 * i : 14 + 8 * i], 16) for i in range(13)]
+        mode, size, name_size = fields[1], fields[6], fields[11]
+        name_start = offset + 110
+        name = archive[name_start : name_start + name_size - 1].decode()
+        data_start = (name_start + name_size + 3) & ~3
+        if name == "TRAILER!!!":
+            return
+        yield name, mode, archive[data_start : data_start + size]
+        offset = (data_start + size + 3) & ~3
+
+
 def _extract(path: Path, into: Path) -> None:
     if path.suffix == ".deb":
         run(["dpkg-deb", "-x", path, into])
-    else:
-        run(["sh", "-c", 'rpm2cpio "$1" | (cd "$2" && cpio -idm --quiet)', "sh", path, into])
+        return
+    archive = subprocess.run(["rpm2cpio", str(path)], capture_output=True, check=True).stdout
+    for name, mode, data in newc_files(archive):
+        if stat.S_ISREG(mode):
+            target = into / name.lstrip("./")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
 
 
 def _elf_files(root: Path) -> list[Path]:
@@ -172,7 +205,7 @@ def check_package(target: Target, path: Path) -> PackageReport:
             problems += version_problems(target, f"{path.name}: /{elf.relative_to(root)}", needed)
     requirements = requirements_of(path)
     problems += requirement_problems(target, path.name, requirements)
-    python = [r for r in requirements if r.startswith(("python", "/usr/bin/python"))]
+    python = list(dict.fromkeys(r for r in requirements if r.startswith(("python", "/usr/bin/python"))))
     return PackageReport(target.name, path.name, newest_glibc, target.glibc, ", ".join(python) or "-", tuple(problems))
 
 

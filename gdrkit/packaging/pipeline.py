@@ -16,6 +16,7 @@ from pathlib import Path
 from gdrkit.distro import families, targets
 from gdrkit.distro.arch import HOST_ARCH, arch
 from gdrkit.distro.families import DebianFamily, DebianRelease, Family, family
+from gdrkit.distro.rpm import release_of_major
 from gdrkit.distro.targets import Target
 from gdrkit.packaging import baseline, build, model, suiteroot, toolchain
 from gdrkit.packaging.baseline import PackageReport
@@ -72,6 +73,21 @@ def deb_target_release(suite: str = "", os_release: Path = OS_RELEASE) -> Debian
             "name the release the packages are for: --suite bookworm (or trixie, noble, ...)",
         )
     return release
+
+
+def rpm_target_family(family_name: str, release: str = "", os_release: Path = OS_RELEASE) -> Family:
+    """The RPM family set to the release the packages are for: `release` when named;
+    else this host's where it is a known release of that family (a build on Rocky 8 is for el8);
+    else the family's default (el9, sle15)."""
+    if release:
+        return families.rpm_family(release)
+    fam = family(family_name)
+    fields = families.parse_os_release(os_release.read_text() if os_release.exists() else "")
+    host = families.family_for_os_release(fields)
+    known = release_of_major(fam.name, fields.get("VERSION_ID", "").split(".")[0])
+    if host is not None and host.name == fam.name and known:
+        return families.rpm_family(known)
+    return fam
 
 
 @dataclass(frozen=True)
@@ -143,10 +159,8 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             log(
                 f"deb: packages for {release.os_id} {release.codename or release.version}: units, rules and modules below {below}"
             )
-        elif request.rpm_release:
-            fam = families.rpm_family(request.rpm_release)
         else:
-            fam = family(request.rpm_family)
+            fam = rpm_target_family(request.rpm_family, request.rpm_release)
         if fam.package_type != kind:
             raise die(f"family {fam.name} builds {fam.package_type}, not {kind}")
         # RPMs of different families have equal names but for the dist tag: keep them apart as before.

@@ -92,6 +92,9 @@ def test_requirements_are_read_against_what_the_target_ships() -> None:
     assert len(problems) == 2 and "GLIBC_2.34" in problems[0] and "python(abi) = 3.9" in problems[1]
     assert baseline.requirement_problems(el9, "p.rpm", ["python(abi) = 3.9", "libc.so.6(GLIBC_2.34)(64bit)"]) == []
     assert baseline.requirement_problems(el8, "p.rpm", ["python(abi) = 3.11"]) == []
+    # EL8's own python3 is 3.6: neither its python(abi) nor /usr/bin/python3 runs the module or the doctor.
+    assert len(baseline.requirement_problems(el8, "p.rpm", ["python(abi) = 3.6", "/usr/bin/python3"])) == 2
+    assert baseline.requirement_problems(el9, "p.rpm", ["/usr/bin/python3"]) == []
     assert baseline.requirement_problems(sle15, "p.rpm", ["python311"]) == []
     assert baseline.requirement_problems(sle15, "p.rpm", ["python3.11"]) != []
     bullseye, bookworm = targets.BY_NAME["bullseye"], targets.BY_NAME["bookworm"]
@@ -175,3 +178,30 @@ def test_the_baseline_table_has_a_row_per_package() -> None:
         "ok",
     ]
     assert lines[2].split()[-1] == "yes" and lines[3].split()[-1] == "NO"
+
+
+def _newc(name: str, mode: int, data: bytes) -> bytes:
+    fields = [0, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0]
+    header = b"070701" + b"".join(f"{f:08x}".encode() for f in fields) + name.encode() + b"\0"
+    header += b"\0" * (-len(header) % 4)
+    return header + data + b"\0" * (-len(data) % 4)
+
+
+def test_rpm_payloads_are_read_without_a_cpio_program() -> None:
+    archive = _newc("./usr/bin/x", 0o100755, b"\x7fELF...") + _newc("./usr/lib", 0o40755, b"")
+    archive += _newc("TRAILER!!!", 0, b"")
+    assert list(baseline.newc_files(archive)) == [("./usr/bin/x", 0o100755, b"\x7fELF..."), ("./usr/lib", 0o40755, b"")]
+    with pytest.raises(ValueError, match="not a newc"):
+        list(baseline.newc_files(b"x" * 120))
+
+
+def test_an_rpm_build_is_for_the_named_release_else_this_hosts_else_the_default(tmp_path: Path) -> None:
+    rocky8, leap, debian12 = tmp_path / "rocky8", tmp_path / "leap", tmp_path / "debian12"
+    rocky8.write_text('ID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="8.10"\n')
+    leap.write_text('ID="opensuse-leap"\nID_LIKE="suse opensuse"\nVERSION_ID="15.6"\n')
+    debian12.write_text("ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n")
+    assert pipeline.rpm_target_family("rhel", "", rocky8).release_name == "el8"
+    assert pipeline.rpm_target_family("rhel", "el10", rocky8).release_name == "el10"
+    assert pipeline.rpm_target_family("suse", "", leap).release_name == "sle15"
+    assert pipeline.rpm_target_family("rhel", "", debian12).release_name == "el9"
+    assert pipeline.rpm_target_family("rhel", "", leap).release_name == "el9"  # not a host of that family
