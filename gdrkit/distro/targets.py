@@ -9,11 +9,11 @@ its unit/udev/modprobe directories and how its package files are told apart
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gdrkit.distro.arch import arch
 from gdrkit.distro.debian import DEBIAN_RELEASES
-from gdrkit.distro.families import DebianFamily, Family, rpm_family
+from gdrkit.distro.families import DebianFamily, Family, RpmFamily, rpm_family
 from gdrkit.distro.rpm import RPM_RELEASES, PythonRuntime
 from gdrkit.system import die
 
@@ -28,6 +28,9 @@ class Target:
     family_name: str  # debian, rhel, suse
     release: str  # bookworm, el8, sle15
     arch: str  # Debian's spelling: amd64, arm64
+    # The family set to that release, where it is not one of the tables' (a
+    # Debian release named only by a host's /etc/os-release).
+    known_family: Family | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -36,6 +39,8 @@ class Target:
 
     @property
     def family(self) -> Family:
+        if self.known_family is not None:
+            return self.known_family
         if self.family_name == "debian":
             return DebianFamily(release=DEBIAN_RELEASES[self.release])
         return rpm_family(self.release)
@@ -54,18 +59,23 @@ class Target:
 
     @property
     def default_python(self) -> str:
-        if self.family_name == "debian":
-            return DEBIAN_RELEASES[self.release].python
-        return RPM_RELEASES[self.release].default_python
+        """The release's python3 ("" where not known)."""
+        fam = self.family
+        if isinstance(fam, DebianFamily):
+            return fam.release.python
+        assert isinstance(fam, RpmFamily)
+        return fam.target_release.default_python
 
     @property
     def dkms_from(self) -> str:
-        return DEBIAN_DKMS_FROM if self.family_name == "debian" else RPM_RELEASES[self.release].dkms_from
+        fam = self.family
+        return fam.target_release.dkms_from if isinstance(fam, RpmFamily) else DEBIAN_DKMS_FROM
 
     @property
     def dist_tag(self) -> str:
         """The RPM release suffix (.el8); "" for .deb packages, which dist/<release>/ keeps apart."""
-        return RPM_RELEASES[self.release].dist_tag if self.family_name != "debian" else ""
+        fam = self.family
+        return fam.target_release.dist_tag if isinstance(fam, RpmFamily) else ""
 
 
 # The targets the packages are claimed for: NVIDIA's (RHEL 8/9, Ubuntu 22.04,
@@ -97,4 +107,4 @@ def targets(spec: str) -> list[Target]:
 
 def target_for(family: Family, arch_name: str = "") -> Target:
     """The target a family set to its release builds for, on `arch_name` (default: amd64)."""
-    return Target(family.name, family.release_name, arch(arch_name or "amd64").debian)
+    return Target(family.name, family.release_name, arch(arch_name or "amd64").debian, family)

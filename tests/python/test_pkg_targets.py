@@ -205,3 +205,11 @@ def test_an_rpm_build_is_for_the_named_release_else_this_hosts_else_the_default(
     assert pipeline.rpm_target_family("suse", "", leap).release_name == "sle15"
     assert pipeline.rpm_target_family("rhel", "", debian12).release_name == "el9"
     assert pipeline.rpm_target_family("rhel", "", leap).release_name == "el9"  # not a host of that family
+
+
+def test_a_release_known_only_from_a_hosts_os_release_has_no_limits_to_check() -> None:
+    fam = families.DebianFamily(release=debian.DebianRelease("debian", "duke", "15"))
+    target = targets.target_for(fam)
+    assert (target.name, target.glibc, target.default_python) == ("duke", "", "")
+    assert baseline.version_problems(target, "x", {"GLIBC": "2.99"}) == []
+    assert baseline.requirement_problems(target, "p.deb", ["libc6 (>= 2.99)", "python3 (>= 3.8)"]) == []
