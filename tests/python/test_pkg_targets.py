@@ -115,7 +115,7 @@ def test_the_toolchain_links_against_the_target_glibc_only_where_this_host_is_ne
     script = toolchain.wrapper_script(Path("/z/zig"), "cc", "x86_64-linux-gnu.2.28")
     assert script.splitlines() == [
         "#!/bin/sh",
-        'exec /z/zig cc -target x86_64-linux-gnu.2.28 -Wl,--no-gc-sections "$@"',
+        'exec /z/zig cc -target x86_64-linux-gnu.2.28 -Wl,--no-gc-sections -Wl,--hash-style=gnu "$@"',
     ]
     assert toolchain.wrapper_script(Path("/z/zig"), "ar", "t").splitlines()[1] == 'exec /z/zig ar "$@"'
 
