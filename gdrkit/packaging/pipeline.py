@@ -196,7 +196,8 @@ def deb_build_suite(release: DebianRelease, cross_arch: str = "", os_release: Pa
     if not release.build_suite:
         return ""
     host = deb_target_release("", os_release) if os_release.exists() else None
-    if host is not None and host.codename == release.build_suite:
+    # On a host of that release (a jammy container), or of its build suite: here.
+    if host is not None and host.codename in (release.codename, release.build_suite):
         return ""
     if cross_arch:
         host_glibc = toolchain.host_glibc()

@@ -159,6 +159,9 @@ def test_a_cross_build_for_a_release_older_than_this_host_is_refused(tmp_path: P
         pipeline.deb_build_suite(debian.DEBIAN_RELEASES["bullseye"], "arm64", bookworm_host)
     assert pipeline.deb_build_suite(debian.DEBIAN_RELEASES["jammy"], "", bookworm_host) == "bullseye"
     assert pipeline.deb_build_suite(debian.DEBIAN_RELEASES["noble"], "", bookworm_host) == ""
+    jammy_host = tmp_path / "jammy"
+    jammy_host.write_text("ID=ubuntu\nVERSION_ID=22.04\nVERSION_CODENAME=jammy\nUBUNTU_CODENAME=jammy\n")
+    assert pipeline.deb_build_suite(debian.DEBIAN_RELEASES["jammy"], "", jammy_host) == ""  # its own host
 
 
 def test_the_baseline_table_has_a_row_per_package() -> None:
