@@ -115,3 +115,13 @@ def zig_toolchain(directory: Path, target_arch: Arch, glibc: str, *, dry_run: bo
         path.chmod(0o755)
     log(f"toolchain: zig cc -target {target} (links against glibc {glibc})")
     return Toolchain(cc=paths["cc"], ar=paths["ar"], target=target)
+
+
+def warm_up(tools: Toolchain, directory: Path) -> None:
+    """Link one empty program with `tools`: Zig builds its glibc stubs and start files for the target
+    once (seconds, cached in its own cache), so a timed build measures only the build."""
+    source = directory / "warm_up.c"
+    directory.mkdir(parents=True, exist_ok=True)
+    source.write_text("int main(void) { return 0; }\n")
+    with step(f"preparing zig cc -target {tools.target} (once)") as current:
+        current.run([str(tools.cc), "-o", str(directory / "warm_up"), str(source)])
