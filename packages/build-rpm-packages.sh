@@ -6,7 +6,7 @@
 # only maps the options and names the results.
 #
 # Results:
-#   dist/<package>-<version>-<release>.<arch>.rpm     the toolkit's names
+#   dist/<package>-<version>-<release>.<dist>.<arch>.rpm  the toolkit's names (<dist>: el9, sle15)
 #   ./<package>-<version>-<release>.<tag>.<arch>.rpm  GDRCopy's names, in the
 #       current directory: <tag> is el<N> on RHEL and its rebuilds, else
 #       <ID>-<VERSION_ID> from /etc/os-release; the DKMS package's release
@@ -79,11 +79,19 @@ family=rhel
 case " $(os_field ID) $(os_field ID_LIKE) " in
     *suse*) family=suse ;;
 esac
+# The release the toolkit builds for (its glibc, Python and dist tag): this
+# host's where the toolkit knows it, else the family's default.
+release=""
+case "$family$tag" in
+    rhel.el8 | rhel.el9 | rhel.el10) release="${tag#.}" ;;
+    suse*) [ "$(os_field VERSION_ID | cut -d. -f1)" != 15 ] || release=sle15 ;;
+esac
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 args=(build-rpm --family "$family" --no-lint --output "$work")
+[ -z "$release" ] || args+=(--release "$release")
 if [ "$with_kmod" = 1 ]; then
     [ -z "${NVIDIA_SRC_DIR:-}" ] || args+=(--nvidia-src-dir "$NVIDIA_SRC_DIR")
 else
@@ -106,6 +114,8 @@ for rpm in "${rpms[@]}"; do
     cp -p "$rpm" "$top/dist/"
     arch="${name##*.}"
     nvr="${name%.*}"
+    # The toolkit's own dist tag (.el9, .sle15) gives way to GDRCopy's, after "dkms".
+    nvr="$(printf '%s\n' "$nvr" | sed -E 's/\.(el[0-9]+|sle[0-9]+)$//')"
     case "$nvr" in
         gdrcopy-kmod-[0-9]*-*-*) ;; # a prebuilt module package: gdrcopy-kmod-<kver>-...
         gdrcopy-kmod-*) nvr="${nvr}dkms" ;;

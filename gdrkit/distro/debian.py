@@ -93,6 +93,14 @@ class DebianRelease:
     os_id: str  # /etc/os-release ID: "debian" or "ubuntu"
     codename: str  # "trixie", "noble"; the suite a build is for
     version: str  # VERSION_ID: "13", "24.04"; "" for sid, which has none
+    # Its baseline (gdrkit.distro.targets): the glibc it ships, its default
+    # python3; "" where not known (sid, a release newer than this table).
+    glibc: str = ""
+    python: str = ""
+    # The Debian suite (of SUITES) whose root builds its packages: its own,
+    # or for Ubuntu, whose archive is not reached from here, the Debian suite
+    # whose glibc is not newer than its own (so what is linked there runs there).
+    build_suite: str = ""
 
     @property
     def usr_merged(self) -> bool:
@@ -107,15 +115,20 @@ class DebianRelease:
 USR_LIB_SINCE = {"debian": "13", "ubuntu": "24.04"}
 
 # The releases a build can be asked for by name (build-deb --suite): every
-# Debian suite above (sid has no version) plus forky and the Ubuntu LTS releases.
+# Debian suite above plus forky and the Ubuntu LTS releases.  glibc and
+# python3 as each release's libc6 and python3 packages ship them
+# (jammy 2.35/3.10, noble 2.39/3.12; bullseye 2.31/3.9,
+# bookworm 2.36/3.11, trixie 2.41/3.13).
 DEBIAN_RELEASES: dict[str, DebianRelease] = {
     release.codename: release
     for release in (
-        *(DebianRelease("debian", s.name, str(s.release)) for s in SUITES.values() if s.release),
+        DebianRelease("debian", "bullseye", "11", glibc="2.31", python="3.9", build_suite="bullseye"),
+        DebianRelease("debian", "bookworm", "12", glibc="2.36", python="3.11", build_suite="bookworm"),
+        DebianRelease("debian", "trixie", "13", glibc="2.41", python="3.13", build_suite="trixie"),
         DebianRelease("debian", "forky", "14"),
-        DebianRelease("debian", "sid", ""),
-        DebianRelease("ubuntu", "jammy", "22.04"),
-        DebianRelease("ubuntu", "noble", "24.04"),
+        DebianRelease("debian", "sid", "", build_suite="sid"),
+        DebianRelease("ubuntu", "jammy", "22.04", glibc="2.35", python="3.10", build_suite="bullseye"),
+        DebianRelease("ubuntu", "noble", "24.04", glibc="2.39", python="3.12", build_suite="bookworm"),
     )
 }
 # The build host the README documents (Debian 12): what a Debian family

@@ -23,6 +23,8 @@ from gdrkit.distro.debian import (
     debian_release_for_os_release,
 )
 
+from gdrkit.distro.rpm import DEBIAN_PYTHON, PythonRuntime, RpmRelease, default_rpm_release, rpm_release
+
 # Shared with the packaged doctor, which runs without this registry (gdrkit.gdrcopy_doctor.facts).
 from gdrkit.gdrcopy_doctor.facts import format_install_hint, parse_os_release
 
@@ -33,6 +35,7 @@ __all__ = [
     "Family",
     "Layout",
     "RhelFamily",
+    "RpmFamily",
     "SuseFamily",
     "debian_release",
     "debian_release_for_os_release",
@@ -40,6 +43,7 @@ __all__ = [
     "family",
     "family_for_os_release",
     "parse_os_release",
+    "rpm_family",
 ]
 
 
@@ -107,12 +111,8 @@ class Family:
     docdir: ClassVar[str] = "/usr/share/doc"
     mandir: ClassVar[str] = "/usr/share/man"
     licensedir: ClassVar[str] = "/usr/share/licenses"
-    # Where the gdrcopy Python module goes, and the package relation naming
-    # the Python it is installed for (the module needs 3.8 or later).
-    pythondir: ClassVar[str]
-    python_requires: ClassVar[str]
-    # The Python 3.8+ that runs gdrcopy_doctor, and where its modules go (a private directory).
-    python_interpreter: ClassVar[str] = "/usr/bin/python3"
+    # Where gdrcopy_doctor's modules go (a private directory); the Python
+    # that runs it and the gdrcopy module is the `python` property's.
     doctordir: ClassVar[str] = "/usr/share/gdrcopy"
     modprobe: ClassVar[str]
     # Where DKMS installs modules under <modulesdir>/<kver> on this family.
@@ -172,12 +172,41 @@ class Family:
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        Family.registry[cls.name] = cls
+        if "name" in cls.__dict__:  # not the shared bases (RpmFamily)
+            Family.registry[cls.name] = cls
 
     @property
     def layout(self) -> Layout:
         """Where units, udev rules, modprobe.d files and modules go."""
         raise NotImplementedError(f"family {self.name} names no Layout")
+
+    @property
+    def python(self) -> PythonRuntime:
+        """The Python (3.8 or later) the gdrcopy module and gdrcopy_doctor are installed for."""
+        raise NotImplementedError(f"family {self.name} names no Python")
+
+    @property
+    def pythondir(self) -> str:
+        return self.python.sitedir
+
+    @property
+    def python_requires(self) -> str:
+        """The package relation naming that Python."""
+        return self.python.requires
+
+    @property
+    def python_interpreter(self) -> str:
+        return self.python.interpreter
+
+    @property
+    def release_name(self) -> str:
+        """The release the packages are for (a Debian codename, el9, sle15)."""
+        raise NotImplementedError(f"family {self.name} names no release")
+
+    @property
+    def glibc(self) -> str:
+        """The glibc of that release: no ELF file of its packages may need a newer symbol version ("": unknown)."""
+        raise NotImplementedError(f"family {self.name} names no glibc")
 
     def install_hint(self, *packages: str) -> str:
         """The command a person runs to install `packages` on a host of this family."""
@@ -307,9 +336,6 @@ class DebianFamily(Family):
     kube_install_files_command = install_command
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
-    # Debian's one directory for every Python 3; dh_python3 adds the python3 dependency.
-    pythondir = "/usr/lib/python3/dist-packages"
-    python_requires = "python3 (>= 3.8)"
     modprobe = "/sbin/modprobe"
     dkms_module_location = "/updates/dkms"
     kmod_module_location = "/updates"
@@ -325,9 +351,54 @@ class DebianFamily(Family):
     def layout(self) -> Layout:
         return USR_LIB_LAYOUT if self.release.usr_merged else SPLIT_LIB_LAYOUT
 
+    @property
+    def python(self) -> PythonRuntime:
+        return DEBIAN_PYTHON
+
+    @property
+    def release_name(self) -> str:
+        return self.release.codename
+
+    @property
+    def glibc(self) -> str:
+        return self.release.glibc
+
 
 @dataclass(frozen=True)
-class RhelFamily(Family):
+class RpmFamily(Family):
+    """What the RPM families share: the release they build for decides Python, glibc and dist tag."""
+
+    rpm_release: RpmRelease | None = None  # None: the family's default (DEFAULT_RPM_RELEASE)
+
+    def __post_init__(self) -> None:
+        if self.rpm_release is not None and self.rpm_release.family != self.name:
+            from gdrkit.system import die
+
+            raise die(f"release {self.rpm_release.name} is of family {self.rpm_release.family}, not {self.name}")
+
+    @property
+    def target_release(self) -> RpmRelease:
+        return self.rpm_release or default_rpm_release(self.name)
+
+    @property
+    def python(self) -> PythonRuntime:
+        return self.target_release.python
+
+    @property
+    def release_name(self) -> str:
+        return self.target_release.name
+
+    @property
+    def glibc(self) -> str:
+        return self.target_release.glibc
+
+    @property
+    def layout(self) -> Layout:
+        return RPM_LAYOUT
+
+
+@dataclass(frozen=True)
+class RhelFamily(RpmFamily):
     name = "rhel"
     os_ids = ("rhel", "centos", "rocky", "almalinux", "fedora", "amzn", "ol")
     package_type = "rpm"
@@ -357,18 +428,11 @@ class RhelFamily(Family):
         "10": KubeBases("registry.access.redhat.com/ubi10/ubi:latest", "rockylinux/rockylinux:10"),
     }
     libdir = "/usr/lib64"
-    # The platform python of RHEL 9 and its rebuilds (noarch modules go under /usr/lib).
-    pythondir = "/usr/lib/python3.9/site-packages"
-    python_requires = "python(abi) = 3.9"
     modprobe = "/usr/sbin/modprobe"
     dkms_module_location = "/extra"
     kmod_module_location = "/extra"
     nvidia_dkms_packages = ("kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms")
     templates = {"rpm/gdrcopy.spec.j2": "gdrcopy.spec"}
-
-    @property
-    def layout(self) -> Layout:
-        return RPM_LAYOUT
 
     def kernel_package_version(self, kver: str) -> str:
         # 5.14.0-427.13.1.el9_4.x86_64 is kernel-devel-5.14.0-427.13.1.el9_4.
@@ -387,7 +451,7 @@ class RhelFamily(Family):
 
 
 @dataclass(frozen=True)
-class SuseFamily(Family):
+class SuseFamily(RpmFamily):
     name = "suse"
     os_ids = ("sles", "opensuse-leap", "opensuse-tumbleweed", "suse", "opensuse")
     package_type = "rpm"
@@ -415,20 +479,12 @@ class SuseFamily(Family):
     # devel package of each SLES kernel of the same service pack.
     kube_bases = {"15": KubeBases("registry.suse.com/bci/bci-base:{version}", "opensuse/leap:{version}")}
     libdir = "/usr/lib64"
-    # Leap 15's python3 is 3.6, too old for the module: its Python 3.11 stack.
-    pythondir = "/usr/lib/python3.11/site-packages"
-    python_requires = "python311"
-    python_interpreter = "/usr/bin/python3.11"
     # SUSE kernels refuse unsupported (out-of-tree) modules unless told.
     modprobe = "/usr/sbin/modprobe --allow-unsupported-modules"
     dkms_module_location = "/updates"
     kmod_module_location = "/updates"
     nvidia_dkms_packages = ("nvidia-open-driver-G06-signed-kmp-default",)
     templates = {"rpm/gdrcopy.spec.j2": "gdrcopy.spec"}
-
-    @property
-    def layout(self) -> Layout:
-        return RPM_LAYOUT
 
     def kernel_of_release(self, kver: str, major: str) -> bool:
         # 6.4.0-150600.23.25-default: 150600 is SLE 15 SP6.
@@ -450,6 +506,14 @@ def family(name: str) -> Family:
             f"unknown distribution family {name!r}",
             f"use one of: {', '.join(sorted(Family.registry))}",
         ) from None
+
+
+def rpm_family(release_name: str) -> RpmFamily:
+    """The RPM family that builds for release `release_name` (el8, sle15), set to that release."""
+    release = rpm_release(release_name)
+    cls = Family.registry[release.family]
+    assert issubclass(cls, RpmFamily)
+    return cls(rpm_release=release)
 
 
 def family_for_os_release(os_release: Mapping[str, str]) -> Family | None:

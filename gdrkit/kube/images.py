@@ -45,6 +45,7 @@ from gdrkit import version
 from gdrkit.containers import Engine, ImageRecipe
 from gdrkit.distro import debian
 from gdrkit.distro.families import DebianFamily, Family, family, families_of_type
+from gdrkit.distro.rpm import release_of_major
 from gdrkit.kube import lock
 from gdrkit.packaging import model
 from gdrkit.packaging import pipeline
@@ -527,6 +528,8 @@ def build_packages(
         with_kmod=deb and bool(kernels),
         kernels=tuple(kernels) if deb else (),
         rpm_family="rhel" if deb else fam.name,
+        # The node's own release (el8 for a RHEL 8 node): its glibc, Python and dist tag.
+        rpm_release="" if deb else release_of_major(fam.name, node.major),
         suite=node.codename,
         output=output,
         ref=ref,

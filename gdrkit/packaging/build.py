@@ -25,9 +25,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdrkit.packaging import model, render
+from gdrkit.packaging import model, render, suiteroot, toolchain
+from gdrkit.packaging.toolchain import Toolchain
 from gdrkit.distro.arch import arch
-from gdrkit.distro.families import DebianFamily
+from gdrkit.distro.families import DebianFamily, Family, RpmFamily
 from gdrkit.system import bad_input, die, ensure_debian_packages, log, run, run_step
 from gdrkit.version import REPO_ROOT
 
@@ -239,21 +240,29 @@ def build_debs(
     check_deps: bool = True,
     host_arch: str = "",
     nvidia_src_dir: str = "",
+    suite_root: Path | None = None,
 ) -> list[Path]:
     """dpkg-buildpackage in a fixed directory; the .deb files land in `output`.
 
     `check_deps=False` lets dpkg-buildpackage go on with Build-Depends missing (-d).
     `host_arch` (a Debian architecture): cross-build for it with Debian's cross toolchain.
+    `suite_root`: build chrooted in that suite's root (gdrkit.packaging.suiteroot), not on this host.
     """
     workdir = BUILD_ROOT / "deb"
     tree = workdir / f"{plan.project.source}-{plan.version}"
     log(f"deb: staging {source.commit[:12]} in {tree}")
     if dry_run:
         cross = " ".join(cross_deb_args(host_arch))
-        print(f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b {cross}; copy *.deb to {output}")
+        where = f" chrooted in {suite_root}" if suite_root else ""
+        print(
+            f"[dry-run] stage {source.commit[:12]} into {tree}; dpkg-buildpackage -b {cross}{where};"
+            f" copy *.deb to {output}"
+        )
         return []
     with _exclusive(workdir):
-        return _build_debs_locked(plan, source, output, workdir, tree, jobs, check_deps, host_arch, nvidia_src_dir)
+        return _build_debs_locked(
+            plan, source, output, workdir, tree, jobs, check_deps, host_arch, nvidia_src_dir, suite_root
+        )
 
 
 def _build_debs_locked(
@@ -266,10 +275,15 @@ def _build_debs_locked(
     check_deps: bool = True,
     host_arch: str = "",
     nvidia_src_dir: str = "",
+    suite_root: Path | None = None,
 ) -> list[Path]:
     if workdir.exists():
         shutil.rmtree(workdir)
     stage(plan, source, tree)
+    if suite_root is not None:
+        suite = plan.family.release.build_suite if isinstance(plan.family, DebianFamily) else suite_root.name
+        built = suiteroot.build(suite_root, workdir, tree, epoch=source.epoch, jobs=jobs, suite=suite, log_dir=LOG_DIR)
+        return _copy_out(built, output)
     run_step(
         f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})",
         [
@@ -287,10 +301,14 @@ def _build_debs_locked(
         env=_build_env(source.epoch, jobs, nvidia_src_dir),
         hint=f"the packaging files are staged in {tree}",
     )
-    output.mkdir(parents=True, exist_ok=True)
     built = sorted(workdir.glob("*.deb"))
     if not built:
         raise die(f"dpkg-buildpackage produced no .deb in {workdir}")
+    return _copy_out(built, output)
+
+
+def _copy_out(built: Iterable[Path], output: Path) -> list[Path]:
+    output.mkdir(parents=True, exist_ok=True)
     result = []
     for deb in built:
         target = output / deb.name
@@ -333,7 +351,6 @@ RPM_REPRODUCIBLE_DEFINES = {
     # Debian's rpm has no debuginfo tooling; build-id links are per-host noise.
     "debug_package": "%{nil}",
     "_build_id_links": "none",
-    "dist": "%{nil}",
     # Doc and license dirs named as on RHEL and SUSE (Debian's rpm adds -%{VERSION}).
     "_docdir_fmt": "%{NAME}",
 }
@@ -351,6 +368,25 @@ def cross_rpm_args(host_arch: str) -> list[str]:
     return argv
 
 
+def rpm_dist_tag(fam: Family) -> str:
+    """What %{?dist} is for the release a family builds for: .el8, .sle15 (pure)."""
+    return fam.target_release.dist_tag if isinstance(fam, RpmFamily) else ""
+
+
+def toolchain_rpm_args(toolchain: Toolchain | None) -> list[str]:
+    """rpmbuild's arguments that make the spec's CC and AR those of `toolchain` (pure)."""
+    if toolchain is None:
+        return []
+    return ["--define", f"__cc {toolchain.cc}", "--define", f"__ar {toolchain.ar}"]
+
+
+def rpm_toolchain(fam: Family, host_arch: str, directory: Path, *, dry_run: bool = False) -> Toolchain | None:
+    """Zig's cc for the family's release where this host's glibc is newer than the release's, else None."""
+    if not toolchain.needs_baseline_toolchain(fam.glibc, toolchain.host_glibc()):
+        return None
+    return toolchain.zig_toolchain(directory, arch(host_arch or platform.machine()), fam.glibc, dry_run=dry_run)
+
+
 def build_rpms(
     plan: model.Plan,
     source: Source,
@@ -361,15 +397,19 @@ def build_rpms(
     host_arch: str = "",
     nvidia_src_dir: str = "",
 ) -> list[Path]:
-    """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output` (cross-built for `host_arch`)."""
+    """rpmbuild -bb from a deterministic tarball; the .rpm files land in `output` (cross-built for `host_arch`).
+
+    They carry the release's dist tag, and link against its glibc (Zig's cc where this host's is newer).
+    """
     topdir = BUILD_ROOT / f"rpm-{plan.family.name}"
     tree = topdir / "BUILD-SOURCE" / f"{plan.project.source}-{plan.version}"
+    tools = rpm_toolchain(plan.family, host_arch, BUILD_ROOT / "toolchain" / plan.family.release_name, dry_run=dry_run)
     if dry_run:
-        cross = " ".join(cross_rpm_args(host_arch))
+        cross = " ".join([*cross_rpm_args(host_arch), *toolchain_rpm_args(tools)])
         print(f"[dry-run] stage {source.commit[:12]} into {tree}; rpmbuild -bb {cross}; copy *.rpm to {output}")
         return []
     with _exclusive(topdir):
-        return _build_rpms_locked(plan, source, output, topdir, tree, jobs, host_arch, nvidia_src_dir)
+        return _build_rpms_locked(plan, source, output, topdir, tree, jobs, host_arch, nvidia_src_dir, tools)
 
 
 def _build_rpms_locked(
@@ -381,10 +421,11 @@ def _build_rpms_locked(
     jobs: int,
     host_arch: str = "",
     nvidia_src_dir: str = "",
+    tools: Toolchain | None = None,
 ) -> list[Path]:
     if topdir.exists():
         shutil.rmtree(topdir)
-    log(f"rpm ({plan.family.name}): staging {source.commit[:12]}")
+    log(f"rpm ({plan.family.name}, {plan.family.release_name}): staging {source.commit[:12]}")
     stage(plan, source, tree)
     (topdir / "SOURCES").mkdir(parents=True)
     (topdir / "SPECS").mkdir()
@@ -393,7 +434,8 @@ def _build_rpms_locked(
     spec = topdir / "SPECS" / "gdrcopy.spec"
     shutil.copy2(tree / "gdrcopy.spec", spec)
     defines = dict(RPM_REPRODUCIBLE_DEFINES, _topdir=str(topdir), _smp_mflags=f"-j{jobs}")
-    argv: list[str] = ["rpmbuild", "-bb", "--nodeps", *cross_rpm_args(host_arch)]
+    defines["dist"] = rpm_dist_tag(plan.family) or "%{nil}"
+    argv: list[str] = ["rpmbuild", "-bb", "--nodeps", *cross_rpm_args(host_arch), *toolchain_rpm_args(tools)]
     for name, value in defines.items():
         argv += ["--define", f"{name} {value}"]
     argv.append(str(spec))

@@ -13,9 +13,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.distro import families
+from gdrkit.distro import families, targets
+from gdrkit.distro.arch import HOST_ARCH, arch
 from gdrkit.distro.families import DebianFamily, DebianRelease, Family, family
-from gdrkit.packaging import build, model
+from gdrkit.distro.rpm import release_of_major
+from gdrkit.distro.targets import Target
+from gdrkit.packaging import baseline, build, model, suiteroot, toolchain
+from gdrkit.packaging.baseline import PackageReport
 from gdrkit.system import die, log, run
 from gdrkit.version import REPO_ROOT
 
@@ -27,6 +31,14 @@ class Request:
     with_kmod: bool = True
     kernels: tuple[str, ...] = ()
     rpm_family: str = "rhel"
+    # The RPM release (el8, el9, el10, sle15; gdrkit.distro.rpm): it decides
+    # the family, the dist tag, the glibc linked against and the Python.
+    # "": the family's default (el9, sle15).
+    rpm_release: str = ""
+    # Targets to build for (gdrkit.distro.targets: `all` or names such as
+    # el8, el9-arm64, bullseye), each into output/<release>/; overrides kinds,
+    # suite, rpm_release and host_arch.
+    targets: tuple[str, ...] = ()
     # The Debian or Ubuntu release the .deb packages are for (a codename);
     # "": this host's, since they are built with its debhelper and dpkg.
     suite: str = ""
@@ -66,10 +78,29 @@ def deb_target_release(suite: str = "", os_release: Path = OS_RELEASE) -> Debian
     return release
 
 
+def rpm_target_family(family_name: str, release: str = "", os_release: Path = OS_RELEASE) -> Family:
+    """The RPM family set to the release the packages are for: `release` when named;
+    else this host's where it is a known release of that family (a build on Rocky 8 is for el8);
+    else the family's default (el9, sle15)."""
+    if release:
+        return families.rpm_family(release)
+    fam = family(family_name)
+    fields = families.parse_os_release(os_release.read_text() if os_release.exists() else "")
+    host = families.family_for_os_release(fields)
+    known = release_of_major(fam.name, fields.get("VERSION_ID", "").split(".")[0])
+    if host is not None and host.name == fam.name and known:
+        return families.rpm_family(known)
+    return fam
+
+
 @dataclass(frozen=True)
 class Job:
     plan: model.Plan
     output: Path
+    target: Target
+    host_arch: str = ""  # cross-built for this Debian architecture ("": this host's)
+    # The Debian suite whose root builds it (gdrkit.packaging.suiteroot); "": this host.
+    build_suite: str = ""
 
 
 @dataclass
@@ -87,6 +118,7 @@ class Row:
     contents: str
     lint_errors: int
     path: Path | None = None  # the package file itself
+    baseline: PackageReport | None = None  # against its target's glibc and Python
 
 
 def plan_request(request: Request, source: build.Source | None = None) -> BuildPlan:
@@ -107,6 +139,21 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             "add --no-kmod (the DKMS package builds gdrdrv on the arm64 host)",
         )
     result = BuildPlan(request=request, source=src, kernels=kernels)
+    if request.targets:
+        if kernels and request.kernels:
+            raise die(
+                "--targets builds the DKMS packages only: prebuilt modules are for one node's kernel",
+                "build those with build-deb --suite S / build-rpm --release R and --kernel, or drop --kernel",
+            )
+        if not request.with_dkms:
+            raise die("--targets builds the DKMS packages, and --no-dkms leaves nothing", "drop --no-dkms")
+        if kernels:
+            log("targets: the prebuilt module packages are left out (they are for one node's kernel: --kernel)")
+        for target in targets.targets(",".join(request.targets)):
+            # dist/<release>/, as publish reads it: one directory per release, both architectures in it.
+            job = _job(request, src, target.family, (), request.output / target.release, target.arch)
+            result.jobs.append(job)
+        return result
     for kind in request.kinds:
         fam: Family
         if kind == "deb":
@@ -117,30 +164,64 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
                 f"deb: packages for {release.os_id} {release.codename or release.version}: units, rules and modules below {below}"
             )
         else:
-            fam = family(request.rpm_family)
+            fam = rpm_target_family(request.rpm_family, request.rpm_release)
         if fam.package_type != kind:
             raise die(f"family {fam.name} builds {fam.package_type}, not {kind}")
-        plan = model.plan(
-            fam,
-            kernels=kernels,
-            with_dkms=request.with_dkms,
-            source_date_epoch=src.epoch,
-            device_mode=request.device_mode,
-            device_group=request.device_group,
-            package_version=request.package_version,
-        )
-        # RPMs of different families have equal file names: keep them apart.
+        # RPMs of different families have equal names but for the dist tag: keep them apart as before.
         out = request.output if kind == "deb" or fam.name == "rhel" else request.output / fam.name
-        result.jobs.append(Job(plan, out))
+        result.jobs.append(_job(request, src, fam, kernels, out, request.host_arch))
     return result
+
+
+def _job(request: Request, src: build.Source, fam: Family, kernels: tuple[str, ...], out: Path, host_arch: str) -> Job:
+    """One family's job: its plan, where it is built (this host, or its suite's root) and with what."""
+    plan = model.plan(
+        fam,
+        kernels=kernels,
+        with_dkms=request.with_dkms,
+        source_date_epoch=src.epoch,
+        device_mode=request.device_mode,
+        device_group=request.device_group,
+        package_version=request.package_version,
+    )
+    target = targets.target_for(fam, host_arch)
+    cross = host_arch if host_arch and arch(host_arch) != HOST_ARCH else ""
+    build_suite = ""
+    if isinstance(fam, DebianFamily):
+        build_suite = deb_build_suite(fam.release, cross)
+    log(
+        f"{target.name}: glibc {fam.glibc or '(not known)'}, Python {fam.python.version} ({fam.python_requires})"
+        + (f", built in the {build_suite} root" if build_suite else "")
+    )
+    return Job(plan, out, target, cross, build_suite)
+
+
+def deb_build_suite(release: DebianRelease, cross_arch: str = "", os_release: Path = OS_RELEASE) -> str:
+    """The suite whose root builds `release`'s packages; "" for this host (its own release, or a cross build)."""
+    if not release.build_suite:
+        return ""
+    host = deb_target_release("", os_release) if os_release.exists() else None
+    # On a host of that release (a jammy container), or of its build suite: here.
+    if host is not None and host.codename in (release.codename, release.build_suite):
+        return ""
+    if cross_arch:
+        host_glibc = toolchain.host_glibc()
+        if release.glibc and toolchain.needs_baseline_toolchain(release.glibc, host_glibc):
+            raise die(
+                f"{release.codename} {cross_arch} cannot be cross-built here: this host's glibc {host_glibc}"
+                f" is newer than {release.codename}'s {release.glibc}",
+                f"build it on a {release.build_suite} host (or its matrix row)",
+            )
+        return ""
+    return release.build_suite
 
 
 def execute(build_plan: BuildPlan) -> list[Row]:
     request = build_plan.request
     if request.install_deps:
         build.ensure_build_deps(build_plan.kernels, kinds=request.kinds, lint=request.lint, dry_run=request.dry_run)
-        if request.host_arch:
-            build.ensure_cross_build_deps(request.host_arch, dry_run=request.dry_run)
+        for cross_arch in dict.fromkeys(job.host_arch for job in build_plan.jobs if job.host_arch):
+            build.ensure_cross_build_deps(cross_arch, dry_run=request.dry_run)
     if request.nvidia_src_dir:
         if not Path(request.nvidia_src_dir, "nv-p2p.h").exists() and not request.dry_run:
             raise die(
@@ -150,6 +231,9 @@ def execute(build_plan: BuildPlan) -> list[Row]:
     rows: list[Row] = []
     for job in build_plan.jobs:
         started = time.monotonic()
+        root = None
+        if job.build_suite and not request.dry_run:
+            root = suiteroot.ensure_root(job.build_suite, suiteroot.root_packages(job.plan.kernels))
         if job.plan.package_type == "deb":
             built = build.build_debs(
                 job.plan,
@@ -158,8 +242,9 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 jobs=request.jobs,
                 dry_run=request.dry_run,
                 check_deps=request.install_deps,
-                host_arch=request.host_arch,
+                host_arch=job.host_arch,
                 nvidia_src_dir=request.nvidia_src_dir,
+                suite_root=root if root is not None else (Path(job.build_suite) if job.build_suite else None),
             )
         else:
             built = build.build_rpms(
@@ -168,19 +253,26 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                 job.output,
                 jobs=request.jobs,
                 dry_run=request.dry_run,
-                host_arch=request.host_arch,
+                host_arch=job.host_arch,
                 nvidia_src_dir=request.nvidia_src_dir,
             )
         if request.dry_run:
             continue
-        problems = build.verify_contents(job.plan, built, request.host_arch)
-        _, report = build.lint(built) if request.lint else (0, "")
+        problems = build.verify_contents(job.plan, built, job.host_arch)
+        reports = {r.file: r for r in baseline.check_packages(job.target, built)}
+        print(baseline.table(reports.values()), flush=True)
+        problems += [p for r in reports.values() for p in r.problems]
+        report = ""
+        if request.lint and root is not None:
+            _, report = suiteroot.lint(root, build.BUILD_ROOT / "deb", suite=job.build_suite, log_dir=build.LOG_DIR)
+        elif request.lint:
+            _, report = build.lint(built)
         for line in report.splitlines():
             if ": E: " in line or line.startswith("E: "):
                 print(line)
         for path in built:
             name = build.package_name(path)
-            mine = [p for p in problems if p.startswith(f"{name}:")]
+            mine = [p for p in problems if p.startswith((f"{name}:", f"{path.name}:", f"{path.name} "))]
             lint_errors = sum(
                 1
                 for line in report.splitlines()
@@ -193,10 +285,14 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                     "ok" if not mine else "; ".join(mine),
                     lint_errors,
                     path,
+                    reports.get(path.name),
                 )
             )
         log(f"{job.plan.package_type}: {len(built)} packages in {time.monotonic() - started:.0f} s")
-        others = [p for p in problems if not any(p.startswith(f"{build.package_name(b)}:") for b in built)]
+        others = [
+            p for p in problems
+            if not any(p.startswith((f"{build.package_name(b)}:", f"{b.name}:", f"{b.name} ")) for b in built)
+        ]  # fmt: skip
         if others:
             raise die("built packages differ from packages/gdrcopy.yaml:\n  " + "\n  ".join(others))
     return rows
@@ -209,6 +305,11 @@ def summary_table(rows: list[Row]) -> str:
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)) for line in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def baseline_table(rows: list[Row]) -> str:
+    """Each package against its target: newest glibc needed vs the target's, file, Python requirement."""
+    return baseline.table(r.baseline for r in rows if r.baseline is not None)
 
 
 def check_rows(rows: list[Row]) -> None:

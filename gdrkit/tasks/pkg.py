@@ -39,7 +39,17 @@ class PackageOptions:
     nvidia_src_dir: str = _flag("", "NVIDIA driver kernel sources (with nv-p2p.h) for the prebuilt module")
     output: str = _flag("", "directory for the packages (default: dist/)")
     ref: str = _flag("HEAD", "git commit to package (default: HEAD; uncommitted changes are not packaged)")
-    family: str = _flag("rhel", "rpm family: rhel or suse (default rhel)")
+    family: str = _flag("rhel", "rpm family: rhel or suse (default rhel; --release names it too)")
+    release: str = _flag(
+        "",
+        "RPM release the packages are for: el8, el9, el10 or sle15 (its dist tag, glibc and Python;"
+        " default: el9 for rhel, sle15 for suse)",
+    )
+    targets: str = _flag(
+        "",
+        "build for these targets, each into <output>/<release>/ (as publish reads it): `all` (every claimed one) or"
+        " comma-separated names (el8,el9,el10,sle15,bullseye,bookworm,trixie,jammy,noble; -arm64 for arm64)",
+    )
     device_mode: str = _flag("", "mode of /dev/gdrdrv in the udev rule (default from packages/gdrcopy.yaml: 0660)")
     device_group: str = _flag("", "group of /dev/gdrdrv in the udev rule (default: video)")
     suite: str = _flag(
@@ -63,6 +73,8 @@ class PackageOptions:
             with_kmod=self.kmod,
             kernels=tuple(k for k in self.kernel.split(",") if k),
             rpm_family=self.family,
+            rpm_release=self.release,
+            targets=tuple(t for t in self.targets.split(",") if t.strip()),
             suite=self.suite,
             output=Path(self.output).resolve() if self.output else DIST,
             ref=self.ref,
@@ -77,7 +89,9 @@ class PackageOptions:
 
 
 # Flags that only one kind of package has: the others' tasks leave them out.
-_ONLY_FOR = {"suite": "deb", "family": "rpm"}
+_ONLY_FOR = {"suite": "deb", "family": "rpm", "release": "rpm"}
+# Flags that only one task has.
+_ONLY_IN = {"targets": "build-packages"}
 
 
 def _build(request: pipeline.Request) -> None:
@@ -90,12 +104,17 @@ def _build(request: pipeline.Request) -> None:
             print("steps:\n" + system.step_summary(first), flush=True)
     if rows:
         print(pipeline.summary_table(rows))
+        print("\nagainst each target's baseline:\n" + pipeline.baseline_table(rows))
     pipeline.check_rows(rows)
 
 
 def package_task(name: str, kinds: tuple[str, ...], doc: str) -> ConventionTask:
     """An Invoke task `name` building `kinds` whose flags are PackageOptions' fields for those kinds."""
-    fields = [f for f in dataclasses.fields(PackageOptions) if _ONLY_FOR.get(f.name, kinds[0]) in kinds]
+    fields = [
+        f
+        for f in dataclasses.fields(PackageOptions)
+        if _ONLY_FOR.get(f.name, kinds[0]) in kinds and _ONLY_IN.get(f.name, name) == name
+    ]
 
     def body(c: Context, **flags: Any) -> None:
         _build(PackageOptions(**flags).request(kinds))
@@ -133,7 +152,8 @@ build_rpm = package_task("build-rpm", ("rpm",), kind_doc("rpm"))
 build_packages = package_task(
     "build-packages",
     ("deb", "rpm"),
-    "Build every package, deb and rpm, into dist/ (installs the build dependencies first).",
+    "Build every package, deb and rpm, into dist/ (installs the build dependencies first);"
+    " --targets all: for every claimed target, each into dist/<release>/.",
 )
 
 _OPTION_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(PackageOptions)}

@@ -339,11 +339,12 @@ def _rpm_tag() -> str:
     return f".{clean['ID']}-{clean.get('VERSION_ID', '')}"
 
 
-RPMS = ["gdrcopy-2.6.1-1.x86_64.rpm", "gdrcopy-devel-2.6.1-1.x86_64.rpm", "gdrcopy-kmod-2.6.1-1.noarch.rpm"]
+# The toolkit's names carry its dist tag (.el9 where no release is named), which gives way to GDRCopy's.
+RPMS = ["gdrcopy-2.6.1-1.el9.x86_64.rpm", "gdrcopy-devel-2.6.1-1.el9.x86_64.rpm", "gdrcopy-kmod-2.6.1-1.el9.noarch.rpm"]
 
 
 def test_build_rpm_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) -> None:
-    kmod = "gdrcopy-kmod-6.1.0-57-amd64-2.6.1-1.x86_64.rpm"
+    kmod = "gdrcopy-kmod-6.1.0-57-amd64-2.6.1-1.el9.x86_64.rpm"
     top, env = _fake_tree(tmp_path, RPMS + [kmod])
     out = tmp_path / "out"
     _run(top, "build-rpm-packages.sh", ["-m"], dict(env, NVIDIA_SRC_DIR="/usr/src/nvidia-550/nvidia"), out)

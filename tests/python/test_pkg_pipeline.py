@@ -163,6 +163,7 @@ def test_kube_builds_its_packages_through_the_pipeline(monkeypatch: pytest.Monke
     images.build_packages(images.node_os("debian12"), ["6.1.0-56-amd64"], tmp_path, nvidia_src_dir=tmp_path)
     rpm, deb = requests
     assert (rpm.kinds, rpm.rpm_family, rpm.kernels, rpm.with_kmod) == (("rpm",), "rhel", (), False)
+    assert rpm.rpm_release == "el9"  # the node's own release: its glibc, Python and dist tag
     assert (deb.kinds, deb.suite, deb.kernels, deb.nvidia_src_dir) == (
         ("deb",),
         "bookworm",
