@@ -295,6 +295,8 @@ def test_node_gid_is_configurable_and_root_group_refused() -> None:
     assert found["kmm"] == ["node_mode=0660", "node_gid=2000"]
     with pytest.raises(UserError, match="--node-gid 0 is not a group id"):
         manifests.render(locked=LOCKED, node_gid=0)
+    import inspect
+
     from gdrkit.tasks import kube
 
-    assert kube.k8s_manifests.body.__defaults__[-1] == manifests.NODE_GID
+    assert inspect.signature(kube.k8s_manifests.body).parameters["node_gid"].default == manifests.NODE_GID
