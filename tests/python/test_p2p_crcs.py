@@ -56,6 +56,9 @@ def test_own_declarations_import_the_crcs_nvidia_exports(suite: str) -> None:
     assert all(row[4] == "same" for row in compared), output
 
 
+# Soak (a minute of .ci/run): the declarations themselves are judged against the
+# real drivers' CRCs above on every run; this is the 515-530 build option.
+@pytest.mark.soak
 def test_no_persistent_api_build_imports_no_persistent_symbol() -> None:
     # Drivers 515 to 530 export no nvidia_p2p_get_pages_persistent: a build for them must not import it.
     root = prepare_suite_root("bookworm")

@@ -226,7 +226,8 @@ def test_b_missing_headers_install_with_a_clear_message_then_autoinstall(deb_set
     _report("(b) kernel headers missing at install", outcome)
 
 
-@pytest.mark.slow
+# Soak: a downgrade is the rarer path, and a minute of .ci/run.
+@pytest.mark.soak
 def test_d_downgrade_to_the_previous_release_then_purge(deb_sets: DebSets, kernel: str) -> None:
     outcome = faults.run_in_container(
         kernel, "fault_downgrade.sh", deb_sets.previous, deb_sets.version, kernel,

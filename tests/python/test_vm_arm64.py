@@ -78,7 +78,10 @@ def check_sanity(console: str, mapping_type: str) -> None:
     print(f"sanity: Total: {total}, Passed: {passed}, Failed: {failed}, Waived: {waived}")
 
 
-@pytest.mark.slow
+# Soak, with the other arm64 boots (a minute and more of .ci/run): the arm64
+# library, its copy routines and the packages are judged in .ci/run by the
+# tests below, under qemu-user and by the cross builds.
+@pytest.mark.soak
 def test_sanity_on_the_4k_kernel_through_the_bar() -> None:
     # Write-combined MMIO mappings (GDR_MAPPING_TYPE_WC = 1) through the ivshmem BAR.
     check_sanity(run(built("arm64"), "gdrcopy_sanity -v"), "1")
