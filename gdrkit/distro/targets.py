@@ -9,6 +9,7 @@ its unit/udev/modprobe directories and how its package files are told apart
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from gdrkit.distro.arch import arch
@@ -108,3 +109,13 @@ def targets(spec: str) -> list[Target]:
 def target_for(family: Family, arch_name: str = "") -> Target:
     """The target a family set to its release builds for, on `arch_name` (default: amd64)."""
     return Target(family.name, family.release_name, arch(arch_name or "amd64").debian, family)
+
+
+def oldest_glibc(arch_name: str = "amd64") -> str:
+    """The oldest glibc among the claimed targets on `arch_name` (2.28, RHEL 8's): a binary linked
+    against it runs on every one of them, as a manylinux wheel must."""
+    debian_name = arch(arch_name).debian
+    found = [target.glibc for target in CLAIMED if target.arch == debian_name and target.glibc]
+    if not found:
+        raise die(f"no claimed target on {debian_name} names its glibc", "add the release's glibc to gdrkit/distro")
+    return min(found, key=lambda version: tuple(int(part) for part in re.findall(r"\d+", version)))

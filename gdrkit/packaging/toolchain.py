@@ -57,6 +57,17 @@ def zig_target(target_arch: Arch, glibc: str) -> str:
     return f"{target_arch.uname}-linux-gnu.{glibc}"
 
 
+def manylinux_tag(target_arch: Arch, glibc: str) -> str:
+    """The wheel platform tag for `target_arch` at glibc `glibc` (pure): manylinux_2_28_x86_64.
+
+    PEP 600 spells the architecture as uname -m does, as Zig's triple does.
+    """
+    parts = glibc.split(".")
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise die(f"glibc version {glibc!r} is not MAJOR.MINOR", "fix the release's glibc in gdrkit/distro")
+    return f"manylinux_{parts[0]}_{parts[1]}_{target_arch.uname}"
+
+
 @dataclass(frozen=True)
 class Toolchain:
     """The programs a build uses as CC and AR (wrappers around one Zig)."""

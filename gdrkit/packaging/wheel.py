@@ -5,13 +5,13 @@ Two wheels (python/setup.py says what each holds):
 - pure: py3-none-any, the bindings alone, for hosts with the libgdrapi package;
 - bundled: the bindings, their compiled copy calls (stable ABI, cp311-abi3)
   and libgdrapi.so.2 with gdrapi.h, pkg-config and CMake files, built with
-  `zig cc` against the glibc of the oldest target we claim (RHEL 8: glibc
+  the packages' pinned `zig cc` (gdrkit.packaging.toolchain) against the
+  glibc of the oldest target we claim (gdrkit.distro.targets: RHEL 8's
   2.28), tagged manylinux_2_28 and checked with `auditwheel show`.
 
-The build tools (ziglang, auditwheel; setuptools comes through pip's build
-isolation) live in a venv of their own under the toolkit's cache, installed
-from PyPI on first use.  The source is `git archive` of the commit, as for
-the deb and rpm packages.
+auditwheel lives in a venv of its own under the toolkit's cache, installed
+from PyPI on first use (setuptools comes through pip's build isolation).
+The source is `git archive` of the commit, as for the deb and rpm packages.
 """
 
 from __future__ import annotations
@@ -24,37 +24,35 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from gdrkit.distro.arch import Arch, arch
+from gdrkit.distro.targets import oldest_glibc
+from gdrkit.packaging import toolchain
 from gdrkit.packaging.build import Source, extract_commit
 from gdrkit.system import UserError, cache_dir, log, run
 
 KINDS = ("pure", "bundled")
-# RHEL 8, the oldest distribution the packages claim: its glibc is the wheel's baseline.
-GLIBC_BASELINE = (2, 28)
-TOOLS = ("ziglang", "auditwheel")
-# zig's target triple and manylinux's name for each machine we build on.
-ZIG_ARCH = {"x86_64": "x86_64", "aarch64": "aarch64", "ppc64le": "powerpc64le"}
+TOOLS = ("auditwheel",)
+
+
+def wheel_arch(machine: str | None = None) -> Arch:
+    """The architecture a bundled wheel is built for: `machine`, or this host's (dies on one we do not build)."""
+    return arch(machine or platform.machine())
 
 
 def manylinux_tag(machine: str | None = None) -> str:
-    arch = machine or platform.machine()
-    return f"manylinux_{GLIBC_BASELINE[0]}_{GLIBC_BASELINE[1]}_{arch}"
-
-
-def zig_target(machine: str | None = None) -> str:
-    arch = machine or platform.machine()
-    if arch not in ZIG_ARCH:
-        raise UserError(f"no zig target for {arch}", f"build the bundled wheel on one of {', '.join(ZIG_ARCH)}")
-    return f"{ZIG_ARCH[arch]}-linux-gnu.{GLIBC_BASELINE[0]}.{GLIBC_BASELINE[1]}"
+    """The bundled wheel's platform tag: the oldest claimed glibc on that architecture (manylinux_2_28_x86_64)."""
+    target_arch = wheel_arch(machine)
+    return toolchain.manylinux_tag(target_arch, oldest_glibc(target_arch.debian))
 
 
 def tools_python() -> Path:
-    """The Python of the wheel-tools venv (created, and the tools installed, on first use)."""
+    """The Python of the wheel-tools venv (created, and auditwheel installed, on first use)."""
     venv = cache_dir() / "wheel-tools"
     python = venv / "bin" / "python"
     if not python.exists():
         log(f"creating {venv} for the wheel build tools ({', '.join(TOOLS)}, from PyPI)")
         run([sys.executable, "-m", "venv", venv])
-    missing = run([python, "-c", "import ziglang, auditwheel"], check=False, capture=True).returncode
+    missing = run([python, "-c", "import auditwheel"], check=False, capture=True).returncode
     if missing:
         run([python, "-m", "pip", "install", "-q", *TOOLS])
     return python
@@ -97,10 +95,14 @@ def check_with_auditwheel(python: Path, wheel: Path, tag: str) -> str:
     when the library happens to need nothing newer); a wheel consistent with an
     older glibc may claim the baseline's tag.
     """
+    claimed = re.match(r"manylinux_(\d+)_(\d+)_", tag)
+    if claimed is None:
+        raise UserError(f"{tag!r} is not a manylinux_X_Y_ARCH tag", "see manylinux_tag()")
+    baseline = (int(claimed.group(1)), int(claimed.group(2)))
     report = run([python, "-m", "auditwheel", "show", wheel], capture=True).stdout
     text = " ".join(report.split())
     found = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_', text)
-    if found is None or (int(found.group(1)), int(found.group(2))) > GLIBC_BASELINE:
+    if found is None or (int(found.group(1)), int(found.group(2))) > baseline:
         raise UserError(f"auditwheel does not find {wheel.name} consistent with {tag}:\n{report}",
                         "see which symbol versions the library needs (objdump -T)")  # fmt: skip
     return report
@@ -121,9 +123,11 @@ def build_wheels(source: Source, output: Path, kinds: tuple[str, ...] = KINDS) -
         if "pure" in kinds:
             wheels.append(pip_wheel(project, output, {**base, "GDRCOPY_WHEEL": "pure"}))
         if "bundled" in kinds:
-            python = tools_python()
-            cc = f"{python} -m ziglang cc -target {zig_target()}"
-            tag = manylinux_tag()
+            target_arch = wheel_arch()
+            glibc = oldest_glibc(target_arch.debian)
+            tools = toolchain.zig_toolchain(Path(tmp) / "zig", target_arch, glibc)
+            cc = str(tools.cc)
+            tag = toolchain.manylinux_tag(target_arch, glibc)
             env = {
                 **base,
                 "GDRCOPY_WHEEL": "bundled",
@@ -135,7 +139,7 @@ def build_wheels(source: Source, output: Path, kinds: tuple[str, ...] = KINDS) -
                 "CFLAGS": " ".join(python_header_shim(Path(tmp) / "pyinc")),
             }
             wheel = pip_wheel(project, output, env)
-            report = check_with_auditwheel(python, wheel, tag)
+            report = check_with_auditwheel(tools_python(), wheel, tag)
             log(" ".join(report.split()))
             wheels.append(wheel)
     return wheels

@@ -112,6 +112,10 @@ def test_the_toolchain_links_against_the_target_glibc_only_where_this_host_is_ne
     assert not toolchain.needs_baseline_toolchain("2.39", "2.36")
     assert not toolchain.needs_baseline_toolchain("2.36", "2.36")
     assert toolchain.zig_target(arch("arm64"), "2.28") == "aarch64-linux-gnu.2.28"
+    assert toolchain.manylinux_tag(arch("amd64"), "2.28") == "manylinux_2_28_x86_64"
+    assert toolchain.manylinux_tag(arch("arm64"), "2.31") == "manylinux_2_31_aarch64"
+    with pytest.raises(UserError, match="not MAJOR.MINOR"):
+        toolchain.manylinux_tag(arch("amd64"), "2")
     script = toolchain.wrapper_script(Path("/z/zig"), "cc", "x86_64-linux-gnu.2.28")
     assert script.splitlines() == [
         "#!/bin/sh",
@@ -216,3 +220,11 @@ def test_a_release_known_only_from_a_hosts_os_release_has_no_limits_to_check() -
     assert (target.name, target.glibc, target.default_python) == ("duke", "", "")
     assert baseline.version_problems(target, "x", {"GLIBC": "2.99"}) == []
     assert baseline.requirement_problems(target, "p.deb", ["libc6 (>= 2.99)", "python3 (>= 3.8)"]) == []
+
+
+def test_the_oldest_claimed_glibc_is_the_wheels_baseline() -> None:
+    """RHEL 8's 2.28 on both architectures: older than SLE 15's 2.31 and Debian 11's 2.31."""
+    assert targets.oldest_glibc("amd64") == "2.28"
+    assert targets.oldest_glibc("aarch64") == "2.28"
+    claimed = [t.glibc for t in targets.CLAIMED if t.arch == "amd64"]
+    assert all(toolchain.version_key(g) >= (2, 28) for g in claimed) and "2.28" in claimed
