@@ -115,14 +115,17 @@ def help_texts() -> dict[str, str]:
         if result.returncode != 0:
             raise die(f"{path} -h exited {result.returncode}: {result.stderr.strip()[-300:]}", "fix its usage()")
         texts[path.name] = result.stdout or result.stderr
-    # A fixed width: argparse wraps to the terminal's.
-    doctor = subprocess.run(
+    texts["gdrcopy_doctor"] = doctor_help_text()
+    return texts
+
+
+def doctor_help_text() -> str:
+    """gdrcopy_doctor's --help at a fixed width (argparse wraps to the terminal's); it needs no build."""
+    return subprocess.run(
         [sys.executable, "-c", "from gdrkit.gdrcopy_doctor import cli; cli.parser().print_help()"],
         cwd=REPO_ROOT,
         env={**os.environ, "COLUMNS": "100"},
         capture_output=True,
         text=True,
         check=True,
-    )
-    texts["gdrcopy_doctor"] = doctor.stdout
-    return texts
+    ).stdout

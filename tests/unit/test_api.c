@@ -1309,6 +1309,11 @@ static void test_get_info_finds_a_mapping_unmapped_behind(void **state)
 static void test_pin_refusals_name_gdrdrvs_parameters(void **state)
 {
 	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	/* The per-file and per-user pin limits, each named by the errno gdrdrv gives. */
+	static const struct {
+		int err;
+		const char *parameter;
+	} limits[] = { { ENOSPC, "max_pins_per_file" }, { EDQUOT, "max_pins_per_user" } };
 	gdr_mh_t mh;
 	gdr_t g;
 	const char *log;
@@ -1331,23 +1336,16 @@ static void test_pin_refusals_name_gdrdrvs_parameters(void **state)
 	assert_int_equal(gdr_close(g), 0);
 
 	cfg = fake_gdrdrv_default();
-	cfg.pin_errno = ENOSPC;
-	use_config(&cfg);
-	g = gdr_open();
-	assert_non_null(g);
-	log_capture_begin();
-	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), ENOSPC);
-	assert_non_null(strstr(log_capture_end(), "max_pins_per_file"));
-	assert_int_equal(gdr_close(g), 0);
-
-	cfg.pin_errno = EDQUOT;
-	use_config(&cfg);
-	g = gdr_open();
-	assert_non_null(g);
-	log_capture_begin();
-	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), EDQUOT);
-	assert_non_null(strstr(log_capture_end(), "max_pins_per_user"));
-	assert_int_equal(gdr_close(g), 0);
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		cfg.pin_errno = limits[i].err;
+		use_config(&cfg);
+		g = gdr_open();
+		assert_non_null(g);
+		log_capture_begin();
+		assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), limits[i].err);
+		assert_non_null(strstr(log_capture_end(), limits[i].parameter));
+		assert_int_equal(gdr_close(g), 0);
+	}
 }
 
 static pid_t copy_caller_tid;
