@@ -43,7 +43,7 @@ EXES_VARS = $(SUBMAKE_VARS) CUDA=$(CUDA)
 KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 
 .PHONY: python_install doctor_install man_install all config check lib exes driver driver_if_headers softgpu ktests install lib_install exes_install \
-	uninstall lib_uninstall exes_uninstall driver_install drv_install softgpu_install ktests_install clean version
+	uninstall lib_uninstall exes_uninstall man_uninstall driver_install drv_install softgpu_install ktests_install clean version
 
 # As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
 # kernel's headers; where they are missing it is left out with a note
@@ -133,7 +133,10 @@ softgpu_install: softgpu
 	$(MAKE) -C tests/softgpu/libcuda install $(SUBMAKE_VARS)
 
 # The same variables as install; the directories shared with other software stay.
-uninstall: lib_uninstall exes_uninstall
+uninstall: lib_uninstall exes_uninstall man_uninstall
+
+man_uninstall:
+	rm -f $(addprefix $(DESTDIR)$(mandir)/man1/,$(notdir $(MAN_PAGES)))
 
 lib_uninstall:
 	$(MAKE) -C libgdrapi uninstall $(SUBMAKE_VARS)

@@ -28,7 +28,7 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
 
 `boot(kernel_image, modules_dir, root_dir, command, *, loads=(), check_refcount=False,
       ivshmem_mb=256, memory_mb=2048, timeout=900, log_dir=None, extra_kernel_args=(),
-      vram_copy=None, early_death_retries=1, arch=HOST_ARCH, busybox=BUSYBOX) -> VmResult`
+      vram_copy=None, early_death_retries=1, arch=HOST_ARCH, busybox=BUSYBOX, init="") -> VmResult`
     Boots `kernel_image` (2 vCPUs, TCG) with a generated initramfs holding
     busybox and the virtio-pci/9p modules from `modules_dir` (that kernel's
     `/lib/modules/<abi>`), mounts `root_dir` as root, `modprobe`s each
@@ -53,6 +53,8 @@ API (all raise `gdrkit.system.UserError`, with a hint, on expected failures):
     result is the last boot's; `earlier_attempts` holds the others (their
     logs moved to `<log_dir>/attempt-N/`) and `attempt_lines()` describes
     every boot.  A failure after the marker, or a timeout, is never retried.
+    With `init` (a program in the root, e.g. `/lib/systemd/systemd`) /init
+    hands the root to it as PID 1 instead of running `command`.
 
 Other architectures (`arch=ARCHES["arm64"]`, gdrkit.distro.arch):
     `prepare_suite_root(kernel, arch=, flavour=)` builds an arm64 root

@@ -256,8 +256,7 @@ def write_oci_archive(archive: Path, manifest: bytes, index_digest: str = "") ->
 
 
 def test_a_built_image_is_saved_and_its_digest_is_the_archives_manifest(tmp_path: Path) -> None:
-    deb = tmp_path / f"gdrdrv-dkms_{V}-1_all.deb"
-    deb.touch()
+    deb = empty_package(tmp_path / f"gdrdrv-dkms_{V}-1_all.deb")
     engine = FakeEngine()
     spec = images.ImageSpec("driver", images.node_os("debian12"), "")
     row = images.build_image(engine, spec, "base:1", [deb], archives=tmp_path / "oci")  # type: ignore[arg-type]
