@@ -75,6 +75,11 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 	finish	# what is done so far comes back even if the call is cut short
 done
+step "summarize"
+# The tables (and the pictures where matplotlib is installed) come back with the data.
+python3 tools/h200/summarize.py "$OUT" --plots "$OUT" > "$OUT/summary.md" 2> "$OUT/summary.txt" ||
+	python3 tools/h200/summarize.py "$OUT" > "$OUT/summary.md" 2>> "$OUT/summary.txt"
+finish
 step "done"
 if [ -f "$OUT/errors.txt" ]; then cat "$OUT/errors.txt"; fi
 grep -h -E "ERR|SKIPPED|pingpong:|polls of" "$OUT/pingpong.txt" "$OUT/pplat-line.txt" "$OUT/copylat.txt" | sort | uniq -c | head -20
