@@ -36,7 +36,8 @@ finish() {
 trap finish EXIT
 
 step "build"
-{ make -j16 lib && make -j16 -C tests/bench CUDA=/usr/local/cuda; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+# From clean: build outputs kept on the machine from an earlier call may look newer than this tree's sources.
+{ make -C libgdrapi clean && make -C tests/bench clean && make -j16 lib && make -j16 -C tests/bench CUDA=/usr/local/cuda; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 nvcc -O2 -arch=sm_90 -o "$OUT/pingpong" tools/h200/pingpong.cu -Iinclude -Llibgdrapi/build -lgdrapi \
 	-L/usr/local/nvidia/lib64 -lcuda -ldl >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 export LD_LIBRARY_PATH=$PWD/libgdrapi/build
@@ -75,6 +76,11 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 	finish	# what is done so far comes back even if the call is cut short
 done
+step "summarize"
+# The tables (and the pictures where matplotlib is installed) come back with the data.
+python3 tools/h200/summarize.py "$OUT" --plots "$OUT" > "$OUT/summary.md" 2> "$OUT/summary.txt" ||
+	python3 tools/h200/summarize.py "$OUT" > "$OUT/summary.md" 2>> "$OUT/summary.txt"
+finish
 step "done"
 if [ -f "$OUT/errors.txt" ]; then cat "$OUT/errors.txt"; fi
 grep -h -E "ERR|SKIPPED|pingpong:|polls of" "$OUT/pingpong.txt" "$OUT/pplat-line.txt" "$OUT/copylat.txt" | sort | uniq -c | head -20
