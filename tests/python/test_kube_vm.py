@@ -80,11 +80,19 @@ def prepared(root: SuiteRoot, kinds: tuple[str, ...], layout: str = "debian") ->
 
 
 def node_access() -> str:
-    """Who may open /dev/gdrdrv, as the committed manifests say (KMM's parameters), for kube_pod.sh."""
-    module = yaml.safe_load((manifests.OUTPUT_DIR / "kmm" / "module.yaml").read_text())
-    parameters = dict(p.split("=", 1) for p in module["spec"]["moduleLoader"]["container"]["modprobe"]["parameters"])
-    # test_kube_manifests checks that the loader's and the operator's env say the same.
-    return f"KUBE_NODE_GID={parameters['node_gid']} KUBE_NODE_MODE={parameters['node_mode']}"
+    """Who may open /dev/gdrdrv, as the committed manifests say (the loader's env), for kube_pod.sh.
+
+    The committed KMM Module exists only once the lock has a KMM image;
+    test_kube_manifests checks that every path (KMM's parameters too) says the same.
+    """
+    daemonset = next(
+        doc
+        for doc in yaml.safe_load_all((manifests.OUTPUT_DIR / "loader" / "daemonset.yaml").read_text())
+        if doc and doc.get("kind") == "DaemonSet"
+    )
+    init = daemonset["spec"]["template"]["spec"]["initContainers"][0]
+    env = {e["name"]: e["value"] for e in init["env"] if e["name"].startswith("GDRCOPY_NODE_")}
+    return f"KUBE_NODE_GID={env['GDRCOPY_NODE_GID']} KUBE_NODE_MODE={env['GDRCOPY_NODE_MODE']}"
 
 
 def boot_pods(root: SuiteRoot, rows: list[images.Row], pods: list[str]) -> Boot:
