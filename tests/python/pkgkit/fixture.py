@@ -46,7 +46,13 @@ def make_tree(root: Path, version: str = "", symbols_file: Path = REPO_SYMBOLS) 
     symbols_text = symbols_file.read_text()
     files["libgdrapi/libgdrapi.symbols"] = symbols_text
     header = ["void gdr_runtime_get_version(int *major, int *minor);"]
-    body = [f"void gdr_runtime_get_version(int *major, int *minor) {{ *major = {major}; *minor = {minor}; }}"]
+    # It calls into libc, as the real library does: Zig's linker (the RPMs'
+    # baseline toolchain) drops a libc the code never calls, and rpmlint
+    # refuses a shared library that then needs nothing.
+    body = [
+        "void gdr_runtime_get_version(int *major, int *minor)"
+        f' {{ *major = getenv("GDRCOPY_FIXTURE_UNSET") ? 0 : {major}; *minor = {minor}; }}'
+    ]
     nodes: dict[str, list[str]] = {}
     for line in symbols_text.splitlines():
         if not line.startswith(" ") or "@" not in line:
@@ -60,7 +66,7 @@ def make_tree(root: Path, version: str = "", symbols_file: Path = REPO_SYMBOLS) 
             header.append(f"int {name}(void);")
             body.append(f"int {name}(void) {{ return 0; }}")
     files["include/gdrapi.h"] = "\n".join(header) + "\n"
-    files["lib.c"] = '#include "include/gdrapi.h"\n' + "\n".join(body) + "\n"
+    files["lib.c"] = '#include <stdlib.h>\n#include "include/gdrapi.h"\n' + "\n".join(body) + "\n"
     # Base symbols stay unversioned, as in the real library; later nodes chain.
     stanzas = []
     previous = ""
