@@ -1203,6 +1203,24 @@ static void test_fork_child_gets_eperm(void **state)
 	assert_int_equal(gdr_close(g), 0);
 }
 
+/*
+ * Pin and map a page, then do what an application may do behind the
+ * library: munmap gdr_map's pointer and map something of its own (0x33s)
+ * at the same address.  Returns that address.
+ */
+static void *map_then_unmap_behind(gdr_t g, gdr_mh_t *mh)
+{
+	void *va, *other;
+
+	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, mh), 0);
+	assert_int_equal(gdr_map(g, *mh, &va, GPU_PAGE), 0);
+	assert_int_equal(munmap(va, GPU_PAGE), 0);
+	other = mmap(va, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	assert_ptr_equal(other, va);
+	memset(other, 0x33, GPU_PAGE);
+	return other;
+}
+
 /* The application munmapped the mapping itself: gdr_unmap must not unmap what is there now. */
 static void test_unmapped_behind_the_library(void **state)
 {
@@ -1211,12 +1229,8 @@ static void test_unmapped_behind_the_library(void **state)
 	void *va, *other;
 
 	(void)state;
-	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
-	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
-	assert_int_equal(munmap(va, GPU_PAGE), 0);
-	other = mmap(va, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	assert_ptr_equal(other, va);
-	memset(other, 0x33, GPU_PAGE);
+	other = map_then_unmap_behind(g, &mh);
+	va = other;
 	log_capture_begin();
 	assert_int_equal(gdr_unmap(g, mh, va, GPU_PAGE), EFAULT);
 	assert_non_null(strstr(log_capture_end(), "unmapped behind"));
@@ -1285,12 +1299,8 @@ static void test_get_info_finds_a_mapping_unmapped_behind(void **state)
 	unsigned char buf[64];
 
 	(void)state;
-	assert_int_equal(gdr_pin_buffer_v2(g, FAKE_GPU_VA, GPU_PAGE, 0, &mh), 0);
-	assert_int_equal(gdr_map(g, mh, &va, GPU_PAGE), 0);
-	assert_int_equal(munmap(va, GPU_PAGE), 0);
-	other = mmap(va, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	assert_ptr_equal(other, va);
-	memset(other, 0x33, GPU_PAGE);
+	other = map_then_unmap_behind(g, &mh);
+	va = other;
 	assert_int_equal(gdr_get_info_v2(g, mh, &info), 0);
 	assert_int_equal(info.mapped, 0);
 	memset(buf, 0x66, sizeof(buf));
