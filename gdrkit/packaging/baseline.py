@@ -10,17 +10,20 @@ or a Python must be met by what the target ships.  The parsers are pure;
 
 from __future__ import annotations
 
+import functools
 import re
 import stat
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gdrkit.distro.targets import Target
 from gdrkit.packaging.toolchain import version_key
-from gdrkit.system import run
+from gdrkit.system import die, run
+from gdrkit.version import REPO_ROOT
 
 # libgcc_s's newest version node on each release: that of its system
 # compiler's major version (GCC_12.0.0 appeared with gcc 12); a program
@@ -30,8 +33,16 @@ LIBGCC_BASELINE = {
     "bullseye": "10", "bookworm": "12", "trixie": "14", "jammy": "12", "noble": "14",
 }  # fmt: skip
 
-# The oldest Python the gdrcopy module and gdrcopy_doctor run on (packages/gdrcopy.yaml's requires_python).
-MIN_PYTHON = "3.8"
+
+@functools.cache
+def min_python() -> str:
+    """The oldest Python the gdrcopy module and gdrcopy_doctor run on: python/pyproject.toml's requires-python."""
+    spec = tomllib.loads((REPO_ROOT / "python" / "pyproject.toml").read_text())["project"]["requires-python"]
+    found = re.fullmatch(r">=\s*(\d+\.\d+)", spec.strip())
+    if found is None:
+        raise die(f"python/pyproject.toml: requires-python {spec!r} is not '>=X.Y'", "write it as >=X.Y")
+    return found[1]
+
 
 _NEED = re.compile(r"Name:\s*(GLIBC|GCC)_(\d+(?:\.\d+)*)\b")
 
@@ -88,7 +99,7 @@ def requirement_problems(target: Target, package: str, requirements: Sequence[st
     problems = []
     python = target.python
     # The release's python3 counts only where it runs our Python parts (EL8's and SLE 15's 3.6 does not).
-    default_runs = version_key(target.default_python) >= version_key(MIN_PYTHON)
+    default_runs = version_key(target.default_python) >= version_key(min_python())
     pythons = {python.version} | ({target.default_python} if default_runs else set())
     interpreters = {python.interpreter} | ({"/usr/bin/python3"} if default_runs else set())
     for item in requirements:

@@ -119,19 +119,6 @@ class DeviceNode:
 
 
 @dataclass(frozen=True)
-class PythonPackage:
-    """The gdrcopy Python package: its wheel's metadata and where its files are."""
-
-    name: str
-    source_dir: str
-    summary: str
-    description: str
-    requires_python: str
-    extras: Mapping[str, tuple[str, ...]]
-    classifiers: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Description:
     """The whole of packages/gdrcopy.yaml, placeholders not yet filled."""
 
@@ -139,7 +126,6 @@ class Description:
     kernel_module: KernelModule
     device_node: DeviceNode
     raw_packages: Mapping[str, tuple[Mapping[str, Any], ...]]
-    python: PythonPackage
 
     def install_set(self, package_type: str) -> tuple[str, ...]:
         """The packages of `package_type` a DKMS install takes: all but the prebuilt-module ones."""
@@ -238,16 +224,6 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
             kubernetes_cdi=_cdi_name(node["kubernetes_cdi"]),
         )
         raw = {kind: tuple(data[kind]) for kind in ("deb", "rpm")}
-        py = data["python"]
-        python = PythonPackage(
-            name=py["name"],
-            source_dir=py["source_dir"],
-            summary=py["summary"],
-            description=py["description"],
-            requires_python=str(py["requires_python"]),
-            extras={str(k): _strings(v, f"python.extras.{k}") for k, v in (py.get("extras") or {}).items()},
-            classifiers=_strings(py.get("classifiers"), "python.classifiers"),
-        )
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise die(
             f"{path}: malformed package description ({type(error).__name__}: {error})",
@@ -258,7 +234,7 @@ def load(path: Path = DESCRIPTION_FILE) -> Description:
         if len(set(names)) != len(names):
             raise die(f"{path}: duplicate {kind} package names in {names}")
         _runtime_package(entries, kind, path)
-    return Description(project, kernel_module, device_node, raw, python)
+    return Description(project, kernel_module, device_node, raw)
 
 
 @dataclass(frozen=True)
