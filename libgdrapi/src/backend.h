@@ -97,6 +97,13 @@ struct gdr_pin_request {
 struct gdr_backend_ops {
 	/* Short name used in logs and in GDRCOPY_BACKEND, e.g. "gdrdrv". */
 	const char *name;
+	/*
+	 * map() makes a mapping of its own (an mmap), so the address it returns
+	 * was free: an older buffer's mapping there was unmapped behind the
+	 * library.  Not so where map() hands out pointers into one mapping that
+	 * several buffers share (vulkan maps each allocation once).
+	 */
+	bool map_makes_own_mapping;
 
 	/*
 	 * Try to set up this backend for g; on success store state in

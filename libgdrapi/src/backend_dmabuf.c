@@ -290,6 +290,7 @@ static int dmabuf_driver_version(struct gdr *g, int *major, int *minor)
 
 const struct gdr_backend_ops gdr_backend_dmabuf = {
 	.name = "dmabuf",
+	.map_makes_own_mapping = true,
 	.open = dmabuf_open,
 	.close = dmabuf_close,
 	.pin = dmabuf_pin,

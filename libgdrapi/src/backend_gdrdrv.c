@@ -758,6 +758,7 @@ static int gdrdrv_driver_version(struct gdr *g, int *major, int *minor)
 
 const struct gdr_backend_ops gdr_backend_gdrdrv = {
 	.name = "gdrdrv",
+	.map_makes_own_mapping = true,
 	.open = gdrdrv_open,
 	.close = gdrdrv_close,
 	.pin = gdrdrv_pin,

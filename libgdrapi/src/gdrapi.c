@@ -627,7 +627,8 @@ static void forget_mappings_under(const struct gdr_memh *mapped, const void *va,
 		unsigned long h = atomic_load(&mh->handle);
 		const char *base = atomic_load(&mh->map_va);
 
-		if (mh == mapped || !h || mh->unpinned || !base || base >= end || base + mh->map_size <= start)
+		if (mh == mapped || !h || mh->unpinned || !base || base >= end || base + mh->map_size <= start ||
+		    !mh->owner->ops->map_makes_own_mapping)
 			continue;
 		mh->refs++;
 		pthread_mutex_unlock(&handle_lock);
@@ -702,7 +703,7 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 	*ptr_va = va;
 out:
 	pthread_mutex_unlock(&mh->lock);
-	if (rc == 0)
+	if (rc == 0 && g->ops->map_makes_own_mapping)
 		forget_mappings_under(mh, va, gdr_round_up_to_page(size));
 	memh_put(g, mh);
 	return rc;
