@@ -62,6 +62,12 @@ struct gdr_memh {
 	 * so no copy goes there, and gdr_unmap leaves the address alone.
 	 */
 	_Atomic bool unmapped_behind;
+	/*
+	 * Which gdr_map made map_va, from one process-wide count: of two
+	 * records that overlap, the newer mapping is the live one (the kernel
+	 * gave it free addresses).  Set before map_va, under lock.
+	 */
+	_Atomic unsigned long map_seq;
 
 	pthread_mutex_t lock;		/* serialises state changes of this buffer */
 

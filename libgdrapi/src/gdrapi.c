@@ -151,6 +151,7 @@ GDR_EXPORT gdr_t gdr_open(void)
 static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdr_memh *_Atomic handle_chunks[HANDLE_CHUNKS];
 static unsigned long handle_slots_used;	/* slots handed out at least once */
+static _Atomic unsigned long map_seq_last;	/* the newest gdr_map's map_seq */
 static struct gdr_memh *handle_free_list;
 
 static unsigned int chunk_of(unsigned long slot)
@@ -229,6 +230,7 @@ static struct gdr_memh *memh_alloc(void)
 		mh->map_size = 0;
 		atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
 		atomic_store(&mh->unmapped_behind, false);
+		atomic_store(&mh->map_seq, 0);
 	}
 	pthread_mutex_unlock(&handle_lock);
 	if (!mh)
@@ -403,12 +405,18 @@ static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 		gdr_mapping_count_add(type, -1);
 		return EFAULT;
 	}
+	/*
+	 * The record leaves before the mapping does: a gdr_map elsewhere that
+	 * gets these addresses back must not find them still recorded here and
+	 * take its own new mapping for one unmapped behind our back.
+	 */
+	atomic_store(&mh->map_va, NULL);
 	rc = g->ops->unmap(g, mh, va, mh->map_size);
 	if (rc) {
+		atomic_store(&mh->map_va, va);
 		atomic_store(&mh->mapping_type, type);
 		return rc;
 	}
-	atomic_store(&mh->map_va, NULL);
 	mh->map_size = 0;
 	gdr_mapping_count_add(type, -1);
 	return 0;
@@ -613,8 +621,14 @@ GDR_EXPORT int gdr_get_info_v2(gdr_t g, gdr_mh_t handle, gdr_info_v2_t *info)
  * the new mapping.  One pass over the table per gdr_map, nothing on the
  * copy path; the lock-free look at map_va only picks candidates, each
  * confirmed under its own lock with a reference held.
+ *
+ * This runs after gdr_map let go of the buffer's lock, so by then another
+ * thread may have unmapped it and mapped a second buffer on the same
+ * addresses.  Only a record older than this mapping (map_seq), confirmed
+ * while this mapping is still recorded (so still live: the record goes
+ * before the munmap), is one the application unmapped.
  */
-static void forget_mappings_under(const struct gdr_memh *mapped, const void *va, size_t size)
+static void forget_mappings_under(const struct gdr_memh *mapped, const void *va, size_t size, unsigned long seq)
 {
 	const char *start = va, *end = start + size;
 	unsigned long slot;
@@ -634,7 +648,9 @@ static void forget_mappings_under(const struct gdr_memh *mapped, const void *va,
 		pthread_mutex_unlock(&handle_lock);
 		pthread_mutex_lock(&mh->lock);
 		base = atomic_load(&mh->map_va);
-		if (atomic_load(&mh->handle) == h && base && base < end && base + mh->map_size > start)
+		if (atomic_load(&mh->handle) == h && base && base < end && base + mh->map_size > start &&
+		    atomic_load(&mh->map_seq) < seq && atomic_load(&mapped->map_va) == va &&
+		    atomic_load(&mapped->map_seq) == seq)
 			mark_unmapped_behind(mh, "gdr_map");
 		pthread_mutex_unlock(&mh->lock);
 		memh_put(mh->owner, mh);
@@ -654,6 +670,7 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 	gdr_mapping_type_t type = GDR_MAPPING_TYPE_NONE;
 	struct gdr_memh *mh;
 	void *va = NULL;
+	unsigned long seq = 0;
 	int rc;
 
 	if (!g || !ptr_va)
@@ -697,6 +714,8 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 	if (rc)
 		goto out;
 	mh->map_size = gdr_round_up_to_page(size);
+	seq = atomic_fetch_add(&map_seq_last, 1) + 1;
+	atomic_store(&mh->map_seq, seq);
 	atomic_store(&mh->map_va, va);
 	atomic_store(&mh->mapping_type, type);
 	gdr_mapping_count_add(type, 1);
@@ -704,7 +723,7 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 out:
 	pthread_mutex_unlock(&mh->lock);
 	if (rc == 0 && g->ops->map_makes_own_mapping)
-		forget_mappings_under(mh, va, gdr_round_up_to_page(size));
+		forget_mappings_under(mh, va, gdr_round_up_to_page(size), seq);
 	memh_put(g, mh);
 	return rc;
 }

@@ -222,6 +222,7 @@ BASE_SYSTEM_DIRS = {
     "/usr/libexec", "/usr/share", "/usr/share/doc", "/usr/share/licenses", "/usr/src",
     "/usr/lib/systemd", "/usr/lib/systemd/system", "/usr/lib/udev", "/usr/lib/udev/rules.d", "/usr/lib/modprobe.d",
     "/var", "/var/tmp",  # rpm makes /var/tmp for its scriptlets
+    "/usr/share/man", "/usr/share/man/man1",  # EL's and SLE's filesystem package owns each man section
 }  # fmt: skip
 
 
