@@ -41,10 +41,14 @@ void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
 	if ((int)type <= GDR_MAPPING_TYPE_NONE || (int)type >= GDR_MAPPING_TYPE_MAX)
 		return;
 	before = atomic_fetch_add(&live_mappings[type], delta);
-	if (before == 0 && delta > 0)
-		atomic_fetch_add(&gdr_live_mapping_types, 1);
-	else if (before + delta == 0 && delta < 0)
-		atomic_fetch_sub(&gdr_live_mapping_types, 1);
+	/* Each crossing between one type and two is seen by exactly one thread. */
+	if (before == 0 && delta > 0) {
+		if (atomic_fetch_add(&gdr_live_mapping_types, 1) == 1)
+			atomic_fetch_add(&gdr_copy_fast_blockers, GDR_FAST_BLOCK_MIXED);
+	} else if (before + delta == 0 && delta < 0) {
+		if (atomic_fetch_sub(&gdr_live_mapping_types, 1) == 2)
+			atomic_fetch_sub(&gdr_copy_fast_blockers, GDR_FAST_BLOCK_MIXED);
+	}
 }
 
 /* One load on every copy's path. */
@@ -345,6 +349,10 @@ static void engine_choose(void)
 	gdr_fast_read32 = engine.read32;
 	gdr_poll_setup(engine.poll16, engine.poll32);
 	atomic_store_explicit(&gdr_copy_fast_ok, gdr_arch_fast_path_ok(), memory_order_release);
+	if (atomic_load(&gdr_copy_fast_ok))
+		atomic_fetch_and_explicit(&gdr_copy_fast_blockers, ~GDR_FAST_BLOCK_ENGINE, memory_order_release);
+	else
+		atomic_fetch_or(&gdr_copy_fast_blockers, GDR_FAST_BLOCK_ENGINE);
 	gdr_info("copy engine: %s: stores to WC memory with %s, loads with %s", engine.name, engine.store_desc,
 		 engine.load_desc);
 }

@@ -31,6 +31,7 @@
 #include "internal.h"
 
 atomic_bool gdr_copy_fast_ok;
+atomic_uint gdr_copy_fast_blockers = GDR_FAST_BLOCK_ENGINE;
 gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
 gdr_small_read_fn gdr_fast_line_read;
 gdr_block_copy_fn gdr_fast_read32;

@@ -31,6 +31,16 @@ extern gdr_small_read_fn gdr_fast_line_read;
 extern gdr_block_copy_fn gdr_fast_read32;
 /* How many mapping types have live mappings (copy.c): above 1, copies end with a full fence. */
 extern atomic_int gdr_live_mapping_types;
+/*
+ * 0 when the inline path may take WC copies: both reasons it may not, in the
+ * one word a copy reads.  GDR_FAST_BLOCK_ENGINE while the engine is not
+ * chosen or not fit (gdr_copy_fast_ok false); GDR_FAST_BLOCK_MIXED added
+ * while mappings of more than one type live (their copies need the general
+ * path's full fence).
+ */
+extern atomic_uint gdr_copy_fast_blockers;
+#define GDR_FAST_BLOCK_ENGINE 1u
+#define GDR_FAST_BLOCK_MIXED 2u
 
 /* At most this many bytes of whole lines take the inline path (above: the general one, same routines). */
 #define GDR_FAST_LINES_MAX 512
@@ -128,12 +138,21 @@ static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type
 	gdr_block_copy_fn lines;
 	size_t i;
 
-	if (type != GDR_MAPPING_TYPE_WC || n == 0 || n > GDR_FAST_LINES_MAX ||
-	    !atomic_load_explicit(&gdr_copy_fast_ok, memory_order_acquire) ||
-	    atomic_load_explicit(&gdr_live_mapping_types, memory_order_relaxed) > 1)
+	/* n - 1 wraps for 0: one compare for both ends.  Acquire: the engine's pointers below are set. */
+	if (type != GDR_MAPPING_TYPE_WC || n - 1 >= GDR_FAST_LINES_MAX ||
+	    atomic_load_explicit(&gdr_copy_fast_blockers, memory_order_acquire))
 		return false;
 	lines = to_mapping ? gdr_fast_lines_to : gdr_fast_lines_from;
-	if (n < 16) {
+	/*
+	 * A poll of a 16- or 32-byte slot first: every instruction before its
+	 * load lengthens a polling loop's period (the reorder window holds fewer
+	 * calls).  The same loads as the cases below would pick.
+	 */
+	if (!to_mapping && n == 32 && !(wc & 31) && gdr_fast_read32) {
+		gdr_fast_stream_read32(dst, src);
+	} else if (!to_mapping && n == 16 && !(wc & 15)) {
+		_mm_storeu_si128((__m128i *)dst, gdr_fast_stream_load16(src));
+	} else if (n < 16) {
 		if ((n & (n - 1)) || (wc & (n - 1)))
 			return false;
 		if (to_mapping) {

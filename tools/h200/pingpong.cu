@@ -437,48 +437,60 @@ static void run_torn(uint64_t dev, const char *label, int round, const char *onl
 /*
  * Reads with nothing writing: back to back (the next read issued at once, as
  * a polling loop issues them) and single (each read fenced off from the next
- * and its data used), per call, median of bucket means.
+ * and its data used), per call, median of bucket means.  The routines take
+ * turns bucket by bucket, so that a slow spell of this shared machine falls
+ * on all of them alike rather than on whichever ran through it.
  */
+static void time_reads(const struct routine *r, size_t n, double *b2b, double *single)
+{
+	alignas(64) uint32_t got[32];
+	double t0 = now_us();
+
+	for (int k = 0; k < 500; k++)
+		r->read(got, map + LINE_OFFSET, n);
+	*b2b = (now_us() - t0) / 500;
+	t0 = now_us();
+	for (int k = 0; k < 100; k++) {
+		_mm_mfence();
+		_mm_lfence();
+		r->read(got, map + LINE_OFFSET, n);
+		*(volatile uint32_t *)&got[n / 4 - 1];
+		_mm_mfence();
+	}
+	*single = (now_us() - t0) / 100;
+}
+
 static void run_reads(const char *label, int round, const char *only)
 {
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t n = sizes[s];
+		static double b2b[NROUTINES][BUCKETS], single[NROUTINES][BUCKETS];
+		bool timed[NROUTINES] = { false };
+		double ignored_b2b, ignored_single;
+		const char *why;
 
 		for (size_t i = 0; i < NROUTINES; i++) {
-			const struct routine *r = &routines[i];
-			alignas(64) uint32_t got[32];
-			double b2b[BUCKETS], single[BUCKETS];
-			const char *why;
-
-			if (only && strcmp(only, r->name))
+			if (only && strcmp(only, routines[i].name))
 				continue;
-			if (!usable(r, n, &why)) {
-				print_not_run("reads", label, round, r->name, n, why);
+			if (!usable(&routines[i], n, &why)) {
+				print_not_run("reads", label, round, routines[i].name, n, why);
 				continue;
 			}
-			for (int b = -1; b < BUCKETS; b++) {
-				double t0 = now_us();
-
-				for (int k = 0; k < 500; k++)
-					r->read(got, map + LINE_OFFSET, n);
-				if (b >= 0)
-					b2b[b] = (now_us() - t0) / 500;
-				t0 = now_us();
-				for (int k = 0; k < 100; k++) {
-					_mm_mfence();
-					_mm_lfence();
-					r->read(got, map + LINE_OFFSET, n);
-					*(volatile uint32_t *)&got[n / 4 - 1];
-					_mm_mfence();
-				}
-				if (b >= 0)
-					single[b] = (now_us() - t0) / 100;
-			}
-			qsort(b2b, BUCKETS, sizeof(double), cmp_double);
-			qsort(single, BUCKETS, sizeof(double), cmp_double);
+			timed[i] = true;
+			time_reads(&routines[i], n, &ignored_b2b, &ignored_single);	/* warm-up */
+		}
+		for (int b = 0; b < BUCKETS; b++)
+			for (size_t i = 0; i < NROUTINES; i++)
+				if (timed[i])
+					time_reads(&routines[i], n, &b2b[i][b], &single[i][b]);
+		for (size_t i = 0; i < NROUTINES; i++) {
+			if (!timed[i])
+				continue;
+			qsort(b2b[i], BUCKETS, sizeof(double), cmp_double);
+			qsort(single[i], BUCKETS, sizeof(double), cmp_double);
 			printf("{\"tool\":\"pingpong\",\"test\":\"reads\",\"variant\":\"%s\",\"round\":%d,\"routine\":\"%s\",\"size\":%zu,"
 			       "\"b2b_us\":%.4f,\"single_us\":%.4f}\n",
-			       label, round, r->name, n, b2b[BUCKETS / 2], single[BUCKETS / 2]);
+			       label, round, routines[i].name, n, b2b[i][BUCKETS / 2], single[i][BUCKETS / 2]);
 		}
 	}
 }
