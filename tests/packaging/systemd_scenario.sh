@@ -91,11 +91,18 @@ install_phase() {
 		case " $after " in *" $unit "*) ;; *) fail "$MODULE.service is not After=$unit (After=$after)" ;; esac
 	done
 
-	check "systemctl stop unloads $MODULE"
+	# With persistenced stopped, nvidia is held by gdrdrv alone: `modprobe -r
+	# gdrdrv` would unload it too, as it would on a node without persistenced.
+	check "systemctl stop unloads $MODULE alone: nvidia, held by nothing else, stays loaded"
+	systemctl stop nvidia-persistenced.service || fail "systemctl stop nvidia-persistenced"
+	[ "$(cat /sys/module/nvidia/refcnt)" = 1 ] || fail "nvidia's refcnt is $(cat /sys/module/nvidia/refcnt), not 1 ($MODULE's)"
 	systemctl stop $MODULE.service || fail "systemctl stop"
 	expect_state $MODULE inactive
 	expect_unloaded "after stop"
 	[ -d /sys/module/nvidia ] || fail "stopping $MODULE.service unloaded nvidia"
+	echo "nvidia still loaded after systemctl stop $MODULE (refcnt $(cat /sys/module/nvidia/refcnt))"
+	systemctl start nvidia-persistenced.service || fail "systemctl start nvidia-persistenced"
+	expect_state nvidia-persistenced active
 	check "systemctl start loads it"
 	systemctl start $MODULE.service || fail "systemctl start"
 	expect_state $MODULE active

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from gdrkit.distro.families import DebianFamily, debian_release, families_of_type
+from gdrkit.distro.targets import CLAIMED
 from gdrkit.packaging import model, render
 from gdrkit.version import REPO_ROOT
 from pkgkit import scenarios
@@ -46,6 +47,19 @@ def test_the_gdrcopy_unit_name(kind: str) -> None:
     unit = files[f"pkgroot{family.unitdir}/gdrdrv.service"].text
     assert ("Alias=gdrcopy.service" in unit) == (kind == "deb")
     assert (f"pkgroot{family.unitdir}/gdrcopy.service" in files) == (kind == "rpm")
+
+
+@pytest.mark.parametrize("target", sorted({t.release for t in CLAIMED}))
+def test_stopping_unloads_gdrdrv_alone(target: str) -> None:
+    # `modprobe -r gdrdrv` would also unload an nvidia module that nothing else
+    # holds; kmod has no option to keep it, so every stop path is rmmod.
+    family = next(t.family for t in CLAIMED if t.release == target)
+    assert family.rmmod.rsplit("/", 1)[0] == family.modprobe.split()[0].rsplit("/", 1)[0], "one kmod, one directory"
+    files = render.render(model.plan(family))
+    assert f"\nExecStop={family.rmmod} gdrdrv\n" in files[f"pkgroot{family.unitdir}/gdrdrv.service"].text
+    for path, file in files.items():
+        code = "\n".join(line for line in file.text.splitlines() if not line.lstrip().startswith("#"))
+        assert " -r gdrdrv" not in code and '-r "$module"' not in code, f"{path} unloads with modprobe -r"
 
 
 @pytest.mark.soak
