@@ -6,7 +6,10 @@ For an entry whose image we build here (a Debian suite):
   build    `./toolkit build-deb --kernel <abi> --suite <suite>` inside a
            container, on a clean clone of the committed tree (packages are
            built from a commit); .deb packages are checked by the suite's own
-           lintian there, since what it accepts differs by release
+           lintian there, since what it accepts differs by release; then
+           every package is read against the row's target (its suite on its
+           arch, gdrkit.distro.targets): the glibc and Python it needs, the
+           newest glibc kept in the row's facts
   install  the family's package manager installs the built packages in a fresh container
   dkms     DKMS has built and installed gdrdrv for the entry's kernel
   load     that kernel booted under qemu with the container's filesystem as
@@ -45,7 +48,7 @@ from gdrkit.containers import Engine, RunResult
 from gdrkit.distro.arch import arch
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
-from gdrkit.packaging import build, pipeline
+from gdrkit.packaging import baseline, build, pipeline, toolchain
 from gdrkit.distro.families import family
 from gdrkit.stage import image as stage_image
 from gdrkit.stage.image import script_command
@@ -160,8 +163,8 @@ def build_command(entry: Entry, abi: str) -> str:
         # bookworm, /usr/lib from trixie on), and only that release's lintian
         # judges it: build for the suite named here (a registry image: the
         # release its /etc/os-release names) and lint there, failing on errors.
-        if entry.local_suite is not None:
-            argv += ["--suite", entry.local_suite]
+        if entry.local_suite is not None and entry.target is not None:
+            argv += ["--suite", entry.target.release]
     else:
         # rpmlint belongs to the package tests on the build host; here the question is
         # whether the distribution's own toolchain builds packages that install and work.
@@ -171,8 +174,14 @@ def build_command(entry: Entry, abi: str) -> str:
 
 def cross_request(entry: Entry, source: Path, dist: Path) -> pipeline.Request:
     """How the packages of an entry of another architecture are built: cross, on this host (pure)."""
+    target = entry.target
     return pipeline.Request(
-        kinds=("deb",), with_kmod=False, suite=entry.local_suite or "", output=dist, repo=source, host_arch=entry.arch
+        kinds=("deb",),
+        with_kmod=False,
+        suite=target.release if target else "",
+        output=dist,
+        repo=source,
+        host_arch=entry.arch,
     )
 
 
@@ -243,7 +252,13 @@ def plan_entry(entry: Entry, *, offline: bool) -> EntryPlan:
     install = f"install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv"
     if entry.nvidia is not None:
         image.append(f"image: add Debian's NVIDIA {entry.nvidia} driver DKMS-built (nvidia_layer.sh)")
-    steps = [PlannedStep("image", tuple(image)), PlannedStep("build", (f"build from a clean clone of HEAD: {how}",))]
+    build_says = [f"build from a clean clone of HEAD: {how}"]
+    target = entry.target
+    if target is not None:
+        build_says.append(
+            f"check them against target {target.name}: glibc {target.glibc or '(not known)'}, {target.python.requires}"
+        )
+    steps = [PlannedStep("image", tuple(image)), PlannedStep("build", tuple(build_says))]
     if entry.nvidia is not None:
         real = "check gdrdrv against the real driver (real_nvidia.sh); load and sanity: skipped"
         steps.append(PlannedStep("real_nvidia", (install, real)))
@@ -298,7 +313,10 @@ class EntryRun:
         entry = self.entry
         prepared = stage_image.prepare(self.engine, entry.stage, offline=self.offline, refresh=self.refresh)
         if prepared.skipped:
-            self.result.skip_rest(prepared.skipped)
+            # Name the target whose packages go untested here, not only the row.
+            target = entry.target
+            untested = f"target {target.name}'s packages are not installed nor booted here: " if target else ""
+            self.result.skip_rest(untested + prepared.skipped)
             return False
         self.abi = prepared.abi
         if self.abi:
@@ -373,6 +391,9 @@ class EntryRun:
                 shutil.copy2(path, self.ws.dist / path.name)
             reused = sorted(f.name for f in self.built(self.ws.dist))
             self.note_version(self.built(self.ws.dist))
+            problems = self.check_baseline(self.built(self.ws.dist))
+            if problems:
+                return self.timed("build", Outcome.FAILED, "\n".join(problems), started)
             return self.timed(
                 "build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started
             )
@@ -388,6 +409,9 @@ class EntryRun:
                 "build", Outcome.FAILED, f"expected packages {self.packages}, built {sorted(names)}", started
             )
         self.note_version(files)
+        problems = self.check_baseline(files)
+        if problems:
+            return self.timed("build", Outcome.FAILED, "\n".join(problems), started)
         partial = cached.with_name(cached.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -397,6 +421,23 @@ class EntryRun:
         shutil.rmtree(cached, ignore_errors=True)
         partial.rename(cached)
         return self.timed("build", Outcome.PASSED, ", ".join(sorted(names)), started)
+
+    def check_baseline(self, files: Sequence[Path]) -> list[str]:
+        """The packages the row installs against its target's glibc and Python (gdrkit.packaging.baseline).
+
+        Prints their table and records the target and the newest glibc
+        needed as facts of the row; returns the problems.
+        """
+        target = self.entry.target
+        if target is None:
+            return []
+        reports = baseline.check_packages(target, files)
+        log(f"{self.entry.name}: packages for target {target.name}:\n{baseline.table(reports)}")
+        needed = [r.newest_glibc for r in reports if r.newest_glibc]
+        self.result.facts["target"] = target.name
+        self.result.facts["glibc.target"] = target.glibc or "unknown"
+        self.result.facts["glibc.needed"] = max(needed, key=toolchain.version_key) if needed else "none"
+        return [p for r in reports for p in r.problems]
 
     def check_real_nvidia(self) -> None:
         """Install next to the real driver, check gdrdrv against it, remove and reinstall both (real_nvidia.sh)."""

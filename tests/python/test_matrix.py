@@ -309,6 +309,24 @@ def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Pa
     online = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == ["rockylinux:9"] and online.skipped
     assert "no registry reachable here" in online.skip_reason()
+    # An Ubuntu row names the target whose packages go untested, and why.
+    noble = next(e for e in model.load() if e.name == "ubuntu-24.04")
+    plan = runner.plan_entry(noble, offline=False)
+    reason = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run().skip_reason()  # type: ignore[arg-type]
+    assert reason.startswith("target noble's packages are not installed nor booted here: no registry reachable here: ")
+
+
+def test_each_debian_row_picks_its_target_from_the_registry() -> None:
+    # The row's suite (and arch) is the one home: what it builds, checks against and installs.
+    from gdrkit.matrix import runner
+
+    targets = {e.name: e.target.name if e.target else None for e in model.load()}
+    assert targets["debian-bullseye"] == "bullseye" and targets["debian-trixie-arm64"] == "trixie-arm64"
+    assert targets["ubuntu-22.04"] == "jammy" and targets["ubuntu-24.04"] == "noble"
+    assert targets["rockylinux-9"] is None
+    bullseye = next(e for e in model.load() if e.name == "debian-bullseye")
+    says = runner.entry_plan(bullseye, offline=True)
+    assert "debian-bullseye: check them against target bullseye: glibc 2.31, python3 (>= 3.8)" in says
 
 
 LOCAL_ENTRIES = [e for e in model.select(model.load(), ci_local=True) if e.nvidia is None]
