@@ -5,7 +5,8 @@ systemd-sysv (pkgkit.systemd): the first installs the previous release's
 prebuilt-module set and drives the unit (start, stop, restart, the GDRCopy
 name gdrcopy.service, the journal); the second finds gdrdrv loaded at boot
 after the NVIDIA driver (softgpu as `nvidia`), upgrades to this release,
-removes (the prerm's deb-systemd-invoke stop) and purges.
+removes (gdrdrv stays loaded: no maintainer script unloads it; rmmod then
+leaves nvidia loaded) and purges.
 
 Soak tier: 10-20 min on 2 busy cores, measured in part: the two package
 sets build in 50 s each (kept per commit in build/), a systemd boot under TCG
