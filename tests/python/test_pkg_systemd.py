@@ -8,11 +8,12 @@ after the NVIDIA driver (softgpu as `nvidia`), upgrades to this release,
 removes (gdrdrv stays loaded: no maintainer script unloads it; rmmod then
 leaves nvidia loaded) and purges.
 
-Soak tier: 10-20 min on 2 busy cores, measured in part: the two package
-sets build in 50 s each (kept per commit in build/), a systemd boot under TCG
-takes about 2 min before the scenario starts, and the dpkg runs with their
-depmods 1-3 min each; .ci/run has no room for it.  The shell checks of the
-scenario and the unit's alias run in the quick tier.
+Soak tier: 16-17 min on 2 busy cores (measured twice): the two package sets
+build in 40 s each (kept per commit in build/), the first boot takes 6-8 min
+and the second 7-9 min under TCG, most of it systemd's start and the dpkg
+runs with their depmods; .ci/run has no room for it.  The shell checks of
+the scenario, the unit's alias and every target's stop command run in the
+quick tier.
 """
 
 from __future__ import annotations
