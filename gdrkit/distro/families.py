@@ -115,6 +115,10 @@ class Family:
     # that runs it and the gdrcopy module is the `python` property's.
     doctordir: ClassVar[str] = "/usr/share/gdrcopy"
     modprobe: ClassVar[str]
+    # Unloads gdrdrv alone.  Not `modprobe -r`: that also removes the modules
+    # gdrdrv needed (nvidia, by symbols and by softdep) once nothing holds
+    # them, and kmod has no option to keep them.
+    rmmod: ClassVar[str]
     # Where DKMS installs modules under <modulesdir>/<kver> on this family.
     dkms_module_location: ClassVar[str]
     # Where a prebuilt module package puts gdrdrv.ko under <modulesdir>/<kver>.
@@ -337,6 +341,7 @@ class DebianFamily(Family):
     # debhelper substitutes the multiarch triplet in .install files.
     libdir = "/usr/lib/${DEB_HOST_MULTIARCH}"
     modprobe = "/sbin/modprobe"
+    rmmod = "/sbin/rmmod"
     dkms_module_location = "/updates/dkms"
     kmod_module_location = "/updates"
     templates = {
@@ -429,6 +434,7 @@ class RhelFamily(RpmFamily):
     }
     libdir = "/usr/lib64"
     modprobe = "/usr/sbin/modprobe"
+    rmmod = "/usr/sbin/rmmod"
     dkms_module_location = "/extra"
     kmod_module_location = "/extra"
     nvidia_dkms_packages = ("kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms")
@@ -481,6 +487,7 @@ class SuseFamily(RpmFamily):
     libdir = "/usr/lib64"
     # SUSE kernels refuse unsupported (out-of-tree) modules unless told.
     modprobe = "/usr/sbin/modprobe --allow-unsupported-modules"
+    rmmod = "/usr/sbin/rmmod"
     dkms_module_location = "/updates"
     kmod_module_location = "/updates"
     nvidia_dkms_packages = ("nvidia-open-driver-G06-signed-kmp-default",)

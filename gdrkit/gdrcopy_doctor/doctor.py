@@ -533,7 +533,7 @@ def _module_fix(probe: Probe, library: str) -> str:
     where = "on the host (a container uses the host's gdrdrv)" if _in_container(probe) else "here"
     return (
         f"upgrade gdrdrv to {library} or newer {where}: {dkms} (or {prebuilt}), then reload it"
-        " (modprobe -r gdrdrv; modprobe gdrdrv); or pair them the other way: a libgdrapi no newer than"
+        " (rmmod gdrdrv; modprobe gdrdrv); or pair them the other way: a libgdrapi no newer than"
         " the running gdrdrv (the container image's, where the library comes from one)"
     )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from gdrkit.distro import debian, families
 from gdrkit.distro.arch import HOST_ARCH, arch
+from gdrkit.distro.targets import Target, target_for
 from gdrkit.stage.image import StageSpec
 from gdrkit import yamlfile
 from gdrkit.system import bad_input, die
@@ -80,6 +81,27 @@ class Entry:
         )
         described += f" ({self.arch}, under qemu-user)" if self.foreign else ""
         return described + (f" + NVIDIA {self.nvidia}" if self.nvidia else "")
+
+    @property
+    def target(self) -> Target | None:
+        """The build target (gdrkit.distro.targets) whose packages the row builds, installs and boots.
+
+        A Debian suite image's: that suite on the row's architecture.  A
+        registry image of Ubuntu's: the release its tag names (ubuntu:22.04 is
+        jammy).  None for the RPM rows, whose release is the image's own.
+        """
+        release = None
+        if self.local_suite is not None:
+            release = debian.debian_release(self.local_suite)
+        elif self.registry_image is not None and self.family == "debian":
+            name, _, tag = self.registry_image.partition(":")
+            release = next(
+                (r for r in debian.DEBIAN_RELEASES.values() if r.os_id == name.rsplit("/", 1)[-1] and r.version == tag),
+                None,
+            )
+        if release is None:
+            return None
+        return target_for(families.DebianFamily(release=release), self.arch)
 
     def as_job(self) -> dict[str, object]:
         """What the GitHub workflow's job matrix needs of this entry."""

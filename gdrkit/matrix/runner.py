@@ -3,10 +3,15 @@
 For an entry whose image we build here (a Debian suite):
   image    the suite's root (gdrkit.vm: minbase + that suite's kernel image and
            exact headers) imported into Docker, plus the package build tools
-  build    `./toolkit build-deb --kernel <abi> --suite <suite>` inside a
-           container, on a clean clone of the committed tree (packages are
-           built from a commit); .deb packages are checked by the suite's own
-           lintian there, since what it accepts differs by release
+  build    the row's target (gdrkit.distro.targets: its suite on its arch)
+           picks its packages: those of the per-target build
+           (`build-packages --targets <target>`, here, in the suite's own
+           root or cross-built; into dist/<release>/), from a clean clone of
+           the committed tree (packages are built from a commit) and linted
+           by the suite's lintian.  A suite no target claims (sid) builds with
+           `./toolkit build-deb --kernel <abi> --suite <suite>` in a container
+           of its image.  Every package is then read against the target: the
+           glibc and Python it needs, the newest glibc kept in the row's facts
   install  the family's package manager installs the built packages in a fresh container
   dkms     DKMS has built and installed gdrdrv for the entry's kernel
   load     that kernel booted under qemu with the container's filesystem as
@@ -42,10 +47,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gdrkit.containers import Engine, RunResult
+from gdrkit.distro import targets
 from gdrkit.distro.arch import arch
 from gdrkit.matrix.model import Entry
 from gdrkit.matrix.report import STEPS, EntryResult, Outcome
-from gdrkit.packaging import build, pipeline
+from gdrkit.packaging import baseline, build, pipeline, toolchain
 from gdrkit.distro.families import family
 from gdrkit.stage import image as stage_image
 from gdrkit.stage.image import script_command
@@ -160,8 +166,8 @@ def build_command(entry: Entry, abi: str) -> str:
         # bookworm, /usr/lib from trixie on), and only that release's lintian
         # judges it: build for the suite named here (a registry image: the
         # release its /etc/os-release names) and lint there, failing on errors.
-        if entry.local_suite is not None:
-            argv += ["--suite", entry.local_suite]
+        if entry.local_suite is not None and entry.target is not None:
+            argv += ["--suite", entry.target.release]
     else:
         # rpmlint belongs to the package tests on the build host; here the question is
         # whether the distribution's own toolchain builds packages that install and work.
@@ -169,10 +175,28 @@ def build_command(entry: Entry, abi: str) -> str:
     return "cd /src && " + shlex.join(argv)
 
 
+def builds_per_target(entry: Entry) -> bool:
+    """Whether the row installs its claimed target's packages from the per-target build
+    (build-packages --targets, here: in the target's suite root or cross-built), in dist/<release>/."""
+    return entry.target is not None and entry.target.name in targets.BY_NAME
+
+
+def target_request(entry: Entry, source: Path, dist: Path) -> pipeline.Request:
+    """The per-target build of the row's target from the clone at `source`, into dist/<release>/ (pure)."""
+    assert entry.target is not None
+    return pipeline.Request(targets=(entry.target.name,), with_kmod=False, output=dist, repo=source)
+
+
 def cross_request(entry: Entry, source: Path, dist: Path) -> pipeline.Request:
     """How the packages of an entry of another architecture are built: cross, on this host (pure)."""
+    target = entry.target
     return pipeline.Request(
-        kinds=("deb",), with_kmod=False, suite=entry.local_suite or "", output=dist, repo=source, host_arch=entry.arch
+        kinds=("deb",),
+        with_kmod=False,
+        suite=target.release if target else "",
+        output=dist,
+        repo=source,
+        host_arch=entry.arch,
     )
 
 
@@ -182,11 +206,16 @@ def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: P
     An entry of another architecture cross-builds them here instead: its
     image runs under qemu-user, where the same build would take many times longer.
     """
-    if not entry.foreign:
+    if builds_per_target(entry):
+        request = target_request(entry, source, source / "dist")
+    elif not entry.foreign:
         title = f"{entry.name}: building the packages in {image}"
         return engine.run(image, build_command(entry, abi), mounts={source: "/src"}, title=title)[0]
+    else:
+        request = cross_request(entry, source, source / "dist")
     try:
-        rows = pipeline.execute(pipeline.plan_request(cross_request(entry, source, source / "dist")))
+        log(f"{entry.name}: building the packages here ({', '.join(request.targets) or entry.arch})")
+        rows = pipeline.execute(pipeline.plan_request(request))
         pipeline.check_rows(rows)
     except UserError as error:
         return RunResult(1, f"{error}\n{error.hint or ''}")
@@ -235,7 +264,13 @@ def plan_entry(entry: Entry, *, offline: bool) -> EntryPlan:
     else:
         base = f"import the {entry.local_suite} {entry.arch} VM root (built with mmdebstrap if not cached)"
     packages = " ".join(install_set(entry))
-    if entry.foreign:
+    target = entry.target
+    if builds_per_target(entry):
+        assert target is not None
+        how = (
+            f"build here for target {target.name} (build-packages --targets {target.name}) into dist/{target.release}/"
+        )
+    elif entry.foreign:
         how = f"cross-build here (build-deb --arch {entry.arch} --no-kmod --suite {entry.local_suite})"
     else:
         how = build_command(entry, "<kernel>" if entry.kernel_suite else "")
@@ -243,7 +278,12 @@ def plan_entry(entry: Entry, *, offline: bool) -> EntryPlan:
     install = f"install {packages} with {' '.join(fam.install_files_command)}, check DKMS built gdrdrv"
     if entry.nvidia is not None:
         image.append(f"image: add Debian's NVIDIA {entry.nvidia} driver DKMS-built (nvidia_layer.sh)")
-    steps = [PlannedStep("image", tuple(image)), PlannedStep("build", (f"build from a clean clone of HEAD: {how}",))]
+    build_says = [f"build from a clean clone of HEAD: {how}"]
+    if target is not None:
+        build_says.append(
+            f"check them against target {target.name}: glibc {target.glibc or '(not known)'}, {target.python.requires}"
+        )
+    steps = [PlannedStep("image", tuple(image)), PlannedStep("build", tuple(build_says))]
     if entry.nvidia is not None:
         real = "check gdrdrv against the real driver (real_nvidia.sh); load and sanity: skipped"
         steps.append(PlannedStep("real_nvidia", (install, real)))
@@ -286,6 +326,19 @@ class EntryRun:
         self.driver: DriverPackage | None = None
         self.packages = install_set(entry)
 
+    @property
+    def package_dir(self) -> Path:
+        """Where the row's packages are in its clone: dist/<release>/ for a per-target build, else dist/."""
+        target = self.entry.target
+        if builds_per_target(self.entry) and target is not None:
+            return self.ws.dist / target.release
+        return self.ws.dist
+
+    @property
+    def package_paths(self) -> list[str]:
+        """The row's packages as the containers see the clone (at /src)."""
+        return [f"/src/{path.relative_to(self.ws.source)}" for path in self.built(self.package_dir)]
+
     def built(self, dist: Path) -> list[Path]:
         return built_files(dist, self.entry.family, self.packages)
 
@@ -298,7 +351,10 @@ class EntryRun:
         entry = self.entry
         prepared = stage_image.prepare(self.engine, entry.stage, offline=self.offline, refresh=self.refresh)
         if prepared.skipped:
-            self.result.skip_rest(prepared.skipped)
+            # Name the target whose packages go untested here, not only the row.
+            target = entry.target
+            untested = f"target {target.name}'s packages are not installed nor booted here: " if target else ""
+            self.result.skip_rest(untested + prepared.skipped)
             return False
         self.abi = prepared.abi
         if self.abi:
@@ -368,11 +424,14 @@ class EntryRun:
         cached = self.packages_cache(commit)
         # Rows of one suite share a build image: the same commit builds the same packages there.
         if not self.refresh and len(self.built(cached)) >= len(self.packages):
-            self.ws.dist.mkdir(parents=True, exist_ok=True)
+            self.package_dir.mkdir(parents=True, exist_ok=True)
             for path in cached.iterdir():
-                shutil.copy2(path, self.ws.dist / path.name)
-            reused = sorted(f.name for f in self.built(self.ws.dist))
-            self.note_version(self.built(self.ws.dist))
+                shutil.copy2(path, self.package_dir / path.name)
+            reused = sorted(f.name for f in self.built(self.package_dir))
+            self.note_version(self.built(self.package_dir))
+            problems = self.check_baseline(self.built(self.package_dir))
+            if problems:
+                return self.timed("build", Outcome.FAILED, "\n".join(problems), started)
             return self.timed(
                 "build", Outcome.PASSED, f"reused (built from {commit[:12]} before): {', '.join(reused)}", started
             )
@@ -381,29 +440,49 @@ class EntryRun:
         (self.ws.logs / "build.log").write_text(result.output)
         if result.status != 0:
             return self.timed("build", Outcome.FAILED, tail(result.output), started)
-        files = self.built(self.ws.dist)
+        files = self.built(self.package_dir)
         names = {f.name for f in files}
         if len(files) < len(self.packages):
             return self.timed(
                 "build", Outcome.FAILED, f"expected packages {self.packages}, built {sorted(names)}", started
             )
         self.note_version(files)
+        problems = self.check_baseline(files)
+        if problems:
+            return self.timed("build", Outcome.FAILED, "\n".join(problems), started)
         partial = cached.with_name(cached.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        for path in self.ws.dist.iterdir():
+        for path in self.package_dir.iterdir():
             if path.is_file():
                 shutil.copy2(path, partial / path.name)
         shutil.rmtree(cached, ignore_errors=True)
         partial.rename(cached)
         return self.timed("build", Outcome.PASSED, ", ".join(sorted(names)), started)
 
+    def check_baseline(self, files: Sequence[Path]) -> list[str]:
+        """The packages the row installs against its target's glibc and Python (gdrkit.packaging.baseline).
+
+        Prints their table and records the target and the newest glibc
+        needed as facts of the row; returns the problems.
+        """
+        target = self.entry.target
+        if target is None:
+            return []
+        reports = baseline.check_packages(target, files)
+        log(f"{self.entry.name}: packages for target {target.name}:\n{baseline.table(reports)}")
+        needed = [r.newest_glibc for r in reports if r.newest_glibc]
+        self.result.facts["target"] = target.name
+        self.result.facts["glibc.target"] = target.glibc or "unknown"
+        self.result.facts["glibc.needed"] = max(needed, key=toolchain.version_key) if needed else "none"
+        return [p for r in reports for p in r.problems]
+
     def check_real_nvidia(self) -> None:
         """Install next to the real driver, check gdrdrv against it, remove and reinstall both (real_nvidia.sh)."""
         driver = self.driver
         assert driver is not None
         started = time.monotonic()
-        files = [f"/src/dist/{f.name}" for f in self.built(self.ws.dist)]
+        files = self.package_paths
         args = [self.abi, driver.flavour, driver.package, driver.version, driver.dkms_module, *files]
         result, _ = self.engine.run(
             self.test_image,
@@ -454,7 +533,7 @@ class EntryRun:
     def step_install(self) -> bool:
         """Install the packages and check DKMS's build; the container stays for the boot step (self.installed)."""
         started = time.monotonic()
-        files = [f"/src/dist/{f.name}" for f in self.built(self.ws.dist)]
+        files = self.package_paths
         result, container = self.engine.run(
             self.image,
             install_script(self.entry.family, files, self.abi),

@@ -167,11 +167,11 @@ static int explain_stale_node(const struct stat *st, const struct expected_devt 
 	describe_devt(exp, want, sizeof(want));
 	if (!S_ISCHR(st->st_mode))
 		snprintf(why, GDR_BACKEND_WHY_LEN,
-			 "stale node: %s is not a character device%s but gdrdrv is char %s (%s): recreate it: rm %s; mknod -m 666 %s c %u %u (or reload the module: modprobe -r gdrdrv; modprobe gdrdrv)",
+			 "stale node: %s is not a character device%s but gdrdrv is char %s (%s): recreate it: rm %s; mknod -m 666 %s c %u %u (or reload the module: rmmod gdrdrv; modprobe gdrdrv)",
 			 dev, what, want, exp->source, dev, dev, exp->major, exp->minor);
 	else
 		snprintf(why, GDR_BACKEND_WHY_LEN,
-			 "stale node: %s is char %u:%u%s but gdrdrv is char %s (%s), so it leads to another driver or none: recreate it: rm %s; mknod -m 666 %s c %u %u (or reload the module: modprobe -r gdrdrv; modprobe gdrdrv)",
+			 "stale node: %s is char %u:%u%s but gdrdrv is char %s (%s), so it leads to another driver or none: recreate it: rm %s; mknod -m 666 %s c %u %u (or reload the module: rmmod gdrdrv; modprobe gdrdrv)",
 			 dev, major(st->st_rdev), minor(st->st_rdev), what, want, exp->source, dev, dev, exp->major,
 			 exp->minor);
 	return ENODEV;
@@ -188,11 +188,11 @@ static int explain_open_failure(int err, char *why)
 	case ENOENT:
 		if (exp.known)
 			snprintf(why, GDR_BACKEND_WHY_LEN,
-				 "the gdrdrv module is loaded (char %u:%u in %s) but %s does not exist: udev/devtmpfs did not create it; create it with 'mknod -m 666 %s c %u %u' or reload the module (modprobe -r gdrdrv; modprobe gdrdrv); in a container, pass the device in (docker --device %s)",
+				 "the gdrdrv module is loaded (char %u:%u in %s) but %s does not exist: udev/devtmpfs did not create it; create it with 'mknod -m 666 %s c %u %u' or reload the module (rmmod gdrdrv; modprobe gdrdrv); in a container, pass the device in (docker --device %s)",
 				 exp.major, exp.minor, exp.source, dev, dev, exp.major, exp.minor, dev);
 		else if (module_present())
 			snprintf(why, GDR_BACKEND_WHY_LEN,
-				 "%s does not exist and gdrdrv is in %s but registered no device (none in %s or %s): it failed to initialise; check 'dmesg | grep gdrdrv' and reload it (modprobe -r gdrdrv; modprobe gdrdrv)",
+				 "%s does not exist and gdrdrv is in %s but registered no device (none in %s or %s): it failed to initialise; check 'dmesg | grep gdrdrv' and reload it (rmmod gdrdrv; modprobe gdrdrv)",
 				 dev, gdrdrv_sys_paths->sys_module, gdrdrv_sys_paths->sys_misc_dev,
 				 gdrdrv_sys_paths->proc_devices);
 		else

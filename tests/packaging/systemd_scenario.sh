@@ -7,7 +7,7 @@
 #   systemd_scenario.sh install OLD KERNEL    first boot: install OLD, then start, stop,
 #                                             restart, and the unit's GDRCopy name
 #   systemd_scenario.sh reboot OLD NEW KERNEL second boot: gdrdrv was loaded at boot; upgrade
-#                                             to NEW, then remove and purge
+#                                             to NEW, then remove (gdrdrv stays loaded) and purge
 #
 # It reports `command_status` and `done` to the results port, the kernel log
 # to the kernel-log port, and powers the VM off, as gdrkit.vm's /init does.
@@ -91,11 +91,18 @@ install_phase() {
 		case " $after " in *" $unit "*) ;; *) fail "$MODULE.service is not After=$unit (After=$after)" ;; esac
 	done
 
-	check "systemctl stop unloads $MODULE"
+	# With persistenced stopped, nvidia is held by gdrdrv alone: `modprobe -r
+	# gdrdrv` would unload it too, as it would on a node without persistenced.
+	check "systemctl stop unloads $MODULE alone: nvidia, held by nothing else, stays loaded"
+	systemctl stop nvidia-persistenced.service || fail "systemctl stop nvidia-persistenced"
+	[ "$(cat /sys/module/nvidia/refcnt)" = 1 ] || fail "nvidia's refcnt is $(cat /sys/module/nvidia/refcnt), not 1 ($MODULE's)"
 	systemctl stop $MODULE.service || fail "systemctl stop"
 	expect_state $MODULE inactive
 	expect_unloaded "after stop"
 	[ -d /sys/module/nvidia ] || fail "stopping $MODULE.service unloaded nvidia"
+	echo "nvidia still loaded after systemctl stop $MODULE (refcnt $(cat /sys/module/nvidia/refcnt))"
+	systemctl start nvidia-persistenced.service || fail "systemctl start nvidia-persistenced"
+	expect_state nvidia-persistenced active
 	check "systemctl start loads it"
 	systemctl start $MODULE.service || fail "systemctl start"
 	expect_state $MODULE active
@@ -153,11 +160,20 @@ reboot_phase() {
 	expect_loaded "after the restart"
 	[ "$(cat /sys/module/$MODULE/version)" = "$new" ] || fail "the module after restart is $(cat /sys/module/$MODULE/version), not $new"
 
-	check "removal: the prerm stops $MODULE.service through deb-systemd-invoke, which unloads $MODULE"
-	apt-get remove -y -q "gdrdrv-modules-$kernel" || fail "apt-get remove"
-	expect_unloaded "after the removal"
-	expect_state $MODULE inactive
-	[ -d /sys/module/nvidia ] || fail "the removal unloaded nvidia too"
+	# No maintainer script stops the unit or unloads gdrdrv (dh_installsystemd
+	# --no-start: no prerm; a program may have the node open): the postrm
+	# reloads systemd and says how to unload it.
+	check "removal: $MODULE stays loaded, the postrm says so and how to unload it"
+	removal=$(apt-get remove -y -q "gdrdrv-modules-$kernel" 2>&1) || fail "apt-get remove: $removal"
+	echo "$removal" | grep -v '^(Reading database'
+	grep -q "$MODULE: version $new stays loaded" <<<"$removal" || fail "the removal did not say that $MODULE stays loaded"
+	expect_loaded "after the removal"
+	[ "$(systemctl show -p LoadState --value $MODULE.service)" = not-found ] ||
+		fail "$MODULE.service is still installed after the removal"
+	check "rmmod $MODULE, as the removal said: nvidia stays loaded"
+	rmmod $MODULE || fail "rmmod $MODULE after the removal"
+	expect_unloaded "after rmmod"
+	[ -d /sys/module/nvidia ] || fail "unloading $MODULE unloaded nvidia too"
 	check "purge: no unit, no enablement links, no alias left"
 	apt-get purge -y -q "gdrdrv-modules-$kernel" libgdrapi gdrcopy-tests || fail "apt-get purge"
 	systemctl daemon-reload

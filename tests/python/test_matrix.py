@@ -309,6 +309,29 @@ def test_registry_entries_are_skipped_with_the_reason_never_dropped(tmp_path: Pa
     online = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run()  # type: ignore[arg-type]
     assert engine.pulled == ["rockylinux:9"] and online.skipped
     assert "no registry reachable here" in online.skip_reason()
+    # An Ubuntu row names the target whose packages go untested, and why.
+    noble = next(e for e in model.load() if e.name == "ubuntu-24.04")
+    plan = runner.plan_entry(noble, offline=False)
+    reason = runner.EntryRun(plan, engine, runner.Workspace(tmp_path), refresh=False).run().skip_reason()  # type: ignore[arg-type]
+    assert reason.startswith("target noble's packages are not installed nor booted here: no registry reachable here: ")
+
+
+def test_each_debian_row_picks_its_target_from_the_registry() -> None:
+    # The row's suite (and arch) is the one home: what it builds, checks against and installs.
+    from gdrkit.matrix import runner
+
+    targets = {e.name: e.target.name if e.target else None for e in model.load()}
+    assert targets["debian-bullseye"] == "bullseye" and targets["debian-trixie-arm64"] == "trixie-arm64"
+    assert targets["ubuntu-22.04"] == "jammy" and targets["ubuntu-24.04"] == "noble"
+    assert targets["rockylinux-9"] is None
+    bullseye = next(e for e in model.load() if e.name == "debian-bullseye")
+    says = runner.entry_plan(bullseye, offline=True)
+    assert "debian-bullseye: check them against target bullseye: glibc 2.31, python3 (>= 3.8)" in says
+    # The packages are the per-target build's (in bullseye's own root here), not the host's bookworm build.
+    request = runner.target_request(bullseye, Path("/clone"), Path("/clone/dist"))
+    assert request.targets == ("bullseye",) and not request.with_kmod
+    unclaimed = [e for e in model.load() if e.name in ("debian-sid", "rockylinux-9")]
+    assert unclaimed and not any(runner.builds_per_target(e) for e in unclaimed)
 
 
 LOCAL_ENTRIES = [e for e in model.select(model.load(), ci_local=True) if e.nvidia is None]
@@ -470,15 +493,17 @@ def real_nvidia_step(tmp_path: Path, output: str) -> tuple[report.EntryResult, S
     entry = next(e for e in model.load() if e.name == "debian-bookworm-nvidia")
     engine = ScriptEngine(output)
     workspace = runner.Workspace(tmp_path)
-    workspace.dist.mkdir(parents=True)
+    entry_run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, workspace, refresh=False)  # type: ignore[arg-type]
+    # Where the per-target build (build-packages --targets bookworm) puts them.
+    assert entry_run.package_dir == workspace.dist / "bookworm"
+    entry_run.package_dir.mkdir(parents=True)
     for name in (
         "libgdrapi_2.6.1-1_amd64.deb",
         "gdrcopy-tests_2.6.1-1_amd64.deb",
         "gdrdrv-dkms_2.6.1-1_all.deb",
         "gdrcopy_2.6.1-1_all.deb",
     ):
-        empty_package(workspace.dist / name)
-    entry_run = runner.EntryRun(runner.plan_entry(entry, offline=True), engine, workspace, refresh=False)  # type: ignore[arg-type]
+        empty_package(entry_run.package_dir / name)
     entry_run.abi = "6.1.0-57-amd64"
     entry_run.test_image = "gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms:x"
     entry_run.driver = DriverPackage(
@@ -495,7 +520,7 @@ def test_a_real_nvidia_row_reads_the_scripts_marks_and_names_what_cannot_run(tmp
     ((image, script),) = engine.scripts
     assert image.startswith("gdrkit-matrix/debian-bookworm-nvidia-kernel-dkms")
     assert script.startswith("bash /src/gdrkit/matrix/real_nvidia.sh 6.1.0-57-amd64 proprietary nvidia-kernel-dkms ")
-    assert "nvidia-current /src/dist/gdrcopy-tests_2.6.1-1_amd64.deb" in script
+    assert "nvidia-current /src/dist/bookworm/gdrcopy-tests_2.6.1-1_amd64.deb" in script
     assert [result.outcome(s) for s in ("install", "dkms", "nvidia")] == [report.Outcome.PASSED] * 3
     assert result.steps["nvidia"].detail.startswith("3 of 3 checks passed")
     for step in ("load", "sanity"):
@@ -538,7 +563,10 @@ def test_matrix_sweep_and_lint_dry_runs_plan_and_change_nothing(
     tasks.matrix(MockContext(), only=["debian-trixie", "rockylinux-9"], offline=True, dry_run=True)
     out = capsys.readouterr().out
     assert out.startswith("[dry-run] install docker.io\n[dry-run] start dockerd\n")
-    assert "debian-trixie: build from a clean clone of HEAD: cd /src && ./toolkit build-deb" in out
+    assert (
+        "debian-trixie: build from a clean clone of HEAD: build here for target trixie (build-packages --targets trixie)"
+        in out
+    )
     assert "debian-trixie: boot its kernel under qemu" in out
     assert "rockylinux-9: skipped: needs an image registry (--offline given)" in out
     tasks.compile_sweep(MockContext(), only=["rockylinux-9"], dry_run=True)
@@ -618,9 +646,9 @@ def test_the_install_step_hands_its_container_to_the_next_step_and_it_is_removed
     plan = runner.plan_entry(entry, offline=False)
     rest = runner.EntryPlan(entry, False, tuple(s for s in plan.steps if s.action not in ("image", "build")))
     workspace = runner.Workspace(tmp_path)
-    empty_package(workspace.dist / "gdrdrv-dkms_2.6.1-1_all.deb")
     engine = InstallEngine("".join(f"GDRKIT-STEP {line}\n" for line in marks.splitlines()))
     entry_run = runner.EntryRun(rest, engine, workspace, refresh=False)  # type: ignore[arg-type]
+    empty_package(entry_run.package_dir / "gdrdrv-dkms_2.6.1-1_all.deb")
     for step in ("image", "build"):  # as their steps would have
         entry_run.result.record(step, report.Outcome.PASSED)
     result = entry_run.run()

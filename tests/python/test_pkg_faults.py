@@ -192,7 +192,7 @@ def test_unloading_commands_are_told_from_messages() -> None:
 def test_no_maintainer_script_of_the_built_dkms_package_stops_or_unloads_gdrdrv(
     deb_sets: DebSets, tmp_path: Path
 ) -> None:
-    # Not even through the unit: stopping gdrdrv.service runs `modprobe -r`.
+    # Not even through the unit: stopping gdrdrv.service unloads gdrdrv (rmmod).
     (deb,) = deb_sets.new.glob("gdrdrv-dkms_*.deb")
     run(["dpkg-deb", "-e", deb, tmp_path / "control"])
     scripts = {

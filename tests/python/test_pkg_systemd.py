@@ -5,13 +5,15 @@ systemd-sysv (pkgkit.systemd): the first installs the previous release's
 prebuilt-module set and drives the unit (start, stop, restart, the GDRCopy
 name gdrcopy.service, the journal); the second finds gdrdrv loaded at boot
 after the NVIDIA driver (softgpu as `nvidia`), upgrades to this release,
-removes (the prerm's deb-systemd-invoke stop) and purges.
+removes (gdrdrv stays loaded: no maintainer script unloads it; rmmod then
+leaves nvidia loaded) and purges.
 
-Soak tier: 10-20 min on 2 busy cores, measured in part: the two package
-sets build in 50 s each (kept per commit in build/), a systemd boot under TCG
-takes about 2 min before the scenario starts, and the dpkg runs with their
-depmods 1-3 min each; .ci/run has no room for it.  The shell checks of the
-scenario and the unit's alias run in the quick tier.
+Soak tier: 16-17 min on 2 busy cores (measured twice): the two package sets
+build in 40 s each (kept per commit in build/), the first boot takes 6-8 min
+and the second 7-9 min under TCG, most of it systemd's start and the dpkg
+runs with their depmods; .ci/run has no room for it.  The shell checks of
+the scenario, the unit's alias and every target's stop command run in the
+quick tier.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from gdrkit.distro.families import DebianFamily, debian_release, families_of_type
+from gdrkit.distro.targets import CLAIMED
 from gdrkit.packaging import model, render
 from gdrkit.version import REPO_ROOT
 from pkgkit import scenarios
@@ -46,6 +49,19 @@ def test_the_gdrcopy_unit_name(kind: str) -> None:
     unit = files[f"pkgroot{family.unitdir}/gdrdrv.service"].text
     assert ("Alias=gdrcopy.service" in unit) == (kind == "deb")
     assert (f"pkgroot{family.unitdir}/gdrcopy.service" in files) == (kind == "rpm")
+
+
+@pytest.mark.parametrize("target", sorted({t.release for t in CLAIMED}))
+def test_stopping_unloads_gdrdrv_alone(target: str) -> None:
+    # `modprobe -r gdrdrv` would also unload an nvidia module that nothing else
+    # holds; kmod has no option to keep it, so every stop path is rmmod.
+    family = next(t.family for t in CLAIMED if t.release == target)
+    assert family.rmmod.rsplit("/", 1)[0] == family.modprobe.split()[0].rsplit("/", 1)[0], "one kmod, one directory"
+    files = render.render(model.plan(family))
+    assert f"\nExecStop={family.rmmod} gdrdrv\n" in files[f"pkgroot{family.unitdir}/gdrdrv.service"].text
+    for path, file in files.items():
+        code = "\n".join(line for line in file.text.splitlines() if not line.lstrip().startswith("#"))
+        assert " -r gdrdrv" not in code and '-r "$module"' not in code, f"{path} unloads with modprobe -r"
 
 
 @pytest.mark.soak

@@ -6,8 +6,9 @@ this run's own directory, so runs of other trees and clones share nothing
 they write.  Into the overlay go softgpu built as the module `nvidia` (loaded
 at boot by systemd-modules-load, as a node's NVIDIA driver is), the
 prebuilt-module package sets of this release and of the previous one (built
-here for the root's kernel), tests/packaging/systemd_scenario.sh and the
-unit that runs it.  The VM then boots twice on the same overlay: the first
+here for the root's kernel), a stand-in for nvidia-persistenced that holds
+the driver open, tests/packaging/systemd_scenario.sh and the unit that runs
+it.  The VM then boots twice on the same overlay: the first
 boot installs and drives the unit, the second finds gdrdrv loaded at boot,
 upgrades, removes and purges.
 """
@@ -33,6 +34,9 @@ ROOT_PACKAGES = ("systemd-sysv",)
 GUEST_DIR = "/opt/gdrkit-systemd"
 SCRIPT = "systemd_scenario.sh"
 UNIT = "gdrkit-scenario.service"
+# NVIDIA's persistence daemon, stood in for: it holds the driver open, as on a GPU node.
+PERSISTENCED_UNIT = "nvidia-persistenced.service"
+PERSISTENCED_SCRIPT = "persistenced_standin.sh"
 SYSTEMD = "/lib/systemd/systemd"
 # Under TCG: systemd's boot takes 1-2 min, each dpkg run with its depmod 1-3 min.
 BOOT_TIMEOUT_S = 1500
@@ -132,12 +136,13 @@ def populate(merged: Path, root: SuiteRoot, sets: KmodSets, nvidia_ko: Path) -> 
         (guest / name).mkdir(parents=True, exist_ok=True)
         for deb in (sets.old if name == "old" else sets.new).glob("*.deb"):
             shutil.copy2(deb, guest / name / deb.name)
-    for name in (SCRIPT, "lib.sh"):
+    for name in (SCRIPT, "lib.sh", PERSISTENCED_SCRIPT):
         shutil.copy2(scenarios.SCRIPTS / name, guest / name)
-    shutil.copy2(scenarios.SCRIPTS / UNIT, merged / "etc" / "systemd" / "system" / UNIT)
+    for unit in (UNIT, PERSISTENCED_UNIT):
+        shutil.copy2(scenarios.SCRIPTS / unit, merged / "etc" / "systemd" / "system" / unit)
     status, output = in_root(
         merged,
-        f"depmod -a {root.abi} && systemd-machine-id-setup && systemctl enable {UNIT}"
+        f"depmod -a {root.abi} && systemd-machine-id-setup && systemctl enable {UNIT} {PERSISTENCED_UNIT}"
         f" && systemctl mask {' '.join(MASKED_UNITS)}",
     )
     if status != 0:
