@@ -360,7 +360,8 @@ def test_an_arm64_row_gets_its_own_image_and_cross_builds_its_packages(tmp_path:
     assert (request.host_arch, request.kinds, request.with_kmod, request.suite) == ("arm64", ("deb",), False, "trixie")
     assert "skipped" in runner.sweep_plan(entry, offline=True)[0]
     plan_text = "\n".join(runner.entry_plan(entry, offline=True))
-    assert "build-deb --arch arm64" in plan_text and "linux-headers-<kernel>" in plan_text
+    assert "build-packages --targets trixie-arm64" in plan_text and "linux-headers-<kernel>" in plan_text
+    assert "check them against target trixie-arm64: glibc 2.41" in plan_text
 
 
 @pytest.mark.parametrize(
