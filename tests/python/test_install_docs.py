@@ -1,5 +1,6 @@
-"""docs/install.md: each family's block is shell that parses, and fetches the
-files that `./toolkit publish` writes under the names it writes them (issue 24)."""
+"""The README's install blocks, one per family: shell that parses, and fetches the
+files that `./toolkit publish` writes under the names it writes them (issue 24).
+docs/install.md says what they do and points to them."""
 
 from __future__ import annotations
 
@@ -13,19 +14,22 @@ import pytest
 from gdrkit.publish import repo
 from gdrkit.version import REPO_ROOT
 
+README = REPO_ROOT / "README.md"
 DOC = REPO_ROOT / "docs" / "install.md"
-BLOCK = re.compile(r"^## (?P<title>.+?)\n(?P<body>.*?)(?=^## |\Z)", re.S | re.M)
-SH = re.compile(r"```sh\n(.*?)```", re.S)
+SECTION = re.compile(r"^## Install on GPU nodes\n(?P<body>.*?)(?=^## |\Z)", re.S | re.M)
+# A family's block: the paragraph that names the family, then its sh block.
+FAMILY_BLOCK = re.compile(r"^(?P<family>[A-Z]\w+)[^\n]*(?:\n[^\n]+)*\n\n```sh\n(?P<code>.*?)```", re.S | re.M)
 
 
 def _family_blocks() -> dict[str, str]:
-    """The first sh block of each family's section, by the section's first word."""
-    blocks = {}
-    for section in BLOCK.finditer(DOC.read_text()):
-        code = SH.search(section["body"])
-        if code:
-            blocks[section["title"].split()[0].rstrip(",")] = code[1]
-    return blocks
+    """Each family's block in the README's install section, by the first word of the paragraph before it."""
+    section = SECTION.search(README.read_text())
+    assert section, "README.md has no '## Install on GPU nodes' section"
+    return {m["family"]: m["code"] for m in FAMILY_BLOCK.finditer(section["body"])}
+
+
+def test_the_guide_points_to_the_readme_blocks() -> None:
+    assert DOC.read_text().count("../README.md#install-on-gpu-nodes") >= 3
 
 
 def test_there_is_a_block_per_family() -> None:
