@@ -200,6 +200,12 @@ def cross_request(entry: Entry, source: Path, dist: Path) -> pipeline.Request:
     )
 
 
+def build_in_image(engine: Engine, image: str, entry: Entry, abi: str, source: Path) -> RunResult:
+    """`build-deb`/`build-rpm` of the clone at `source` inside a container of `image`: that release's own tools."""
+    title = f"{entry.name}: building the packages in {image}"
+    return engine.run(image, build_command(entry, abi), mounts={source: "/src"}, title=title)[0]
+
+
 def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: Path) -> RunResult:
     """Build (and for .deb, lint) the packages of the clone at `source` in a container of `image`.
 
@@ -209,8 +215,7 @@ def build_packages(engine: Engine, image: str, entry: Entry, abi: str, source: P
     if builds_per_target(entry):
         request = target_request(entry, source, source / "dist")
     elif not entry.foreign:
-        title = f"{entry.name}: building the packages in {image}"
-        return engine.run(image, build_command(entry, abi), mounts={source: "/src"}, title=title)[0]
+        return build_in_image(engine, image, entry, abi, source)
     else:
         request = cross_request(entry, source, source / "dist")
     try:

@@ -332,6 +332,7 @@ static struct gdr_copy_routines engine;
 static void engine_choose(void)
 {
 	const char *wanted = getenv("GDRCOPY_COPY_ROUTINE");
+	bool fast_ok;
 
 	if (wanted && *wanted && strcmp(wanted, "auto") != 0) {
 		if (gdr_copy_routines_get(wanted, &engine)) {
@@ -348,8 +349,9 @@ static void engine_choose(void)
 	gdr_fast_line_read = engine.small_read;
 	gdr_fast_read32 = engine.read32;
 	gdr_poll_setup(engine.poll16, engine.poll32);
-	atomic_store_explicit(&gdr_copy_fast_ok, gdr_arch_fast_path_ok(), memory_order_release);
-	if (atomic_load(&gdr_copy_fast_ok))
+	fast_ok = gdr_arch_fast_path_ok();
+	atomic_store_explicit(&gdr_copy_fast_ok, fast_ok, memory_order_release);
+	if (fast_ok)
 		atomic_fetch_and_explicit(&gdr_copy_fast_blockers, ~GDR_FAST_BLOCK_ENGINE, memory_order_release);
 	else
 		atomic_fetch_or(&gdr_copy_fast_blockers, GDR_FAST_BLOCK_ENGINE);

@@ -397,12 +397,7 @@ def test_debs_built_in_a_suite_pass_that_suites_lintian(suite: str, tmp_path: Pa
         assert entry_run.step_image(), entry_run.result.steps["image"].detail
         runner.clone_committed_tree(workspace.source)
         # In the image itself, not the row's per-target build (which lints on this host): this suite's own tools.
-        built, _ = docker.run(
-            entry_run.image,
-            runner.build_command(entry, entry_run.abi),
-            mounts={workspace.source: "/src"},
-            stream=False,
-        )
+        built = runner.build_in_image(docker, entry_run.image, entry, entry_run.abi, workspace.source)
         assert built.status == 0, runner.tail(built.output)
         # The full report, warnings too (build-deb prints only the errors).
         linted, _ = docker.run(
