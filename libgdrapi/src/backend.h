@@ -44,9 +44,16 @@ struct gdr_memh {
 	 */
 	_Atomic unsigned long handle;	/* the live gdr_mh_t.h naming this record, 0 when none */
 	_Atomic(void *) map_va;
+	/*
+	 * The bytes from map_va that the inline copy path may take: map_size
+	 * while the mapping is write-combined and of this process, else 0.  One
+	 * field answers what the path would otherwise ask of the mapping type
+	 * and the fork generation; set last at map, cleared first at unmap and
+	 * in a forked child (gdrapi.c).
+	 */
+	_Atomic size_t fast_len;
 	size_t map_size;
 	_Atomic int mapping_type;	/* gdr_mapping_type_t; NONE when unmapped */
-	unsigned int fork_generation;	/* the owner's (struct gdr), copied at pin: no owner load per copy */
 
 	unsigned long slot;		/* fixed: where it sits in the table */
 	unsigned long generation;	/* bumped on every reuse, under the table lock */

@@ -153,6 +153,34 @@ static int calibration_step(uint64_t since_last)
 	return poll_kinds[turn_kind(cal.polls++)];
 }
 
+/* Whole lines from the mapping (copy_fast.h). */
+void gdr_fast_read_lines(void *dst, const void *src, size_t n)
+{
+	int method = atomic_load_explicit(&gdr_poll_method, memory_order_relaxed);
+	struct gdr_poll_watch *watch;
+	uint64_t now, since_last;
+	bool again;
+
+	if (method == GDR_POLL_LINES) {
+		gdr_fast_lines_from(dst, src, n);	/* decided: no watch to keep */
+		return;
+	}
+	watch = &gdr_poll_watch;
+	now = __builtin_ia32_rdtsc();
+	since_last = now - watch->tsc;
+	again = watch->src == src;
+	watch->src = src;
+	watch->tsc = now;
+	if (!again || since_last >= GDR_POLL_GAP_TICKS)
+		gdr_fast_lines_from(dst, src, n);
+	else if (method == GDR_POLL_BLOCKS)
+		gdr_fast_poll_from(dst, src, n);
+	else if (method == GDR_POLL_HALVES)
+		gdr_fast_poll32_from(dst, src, n);
+	else
+		gdr_poll_read(dst, src, n, since_last);	/* still timing both kinds */
+}
+
 /* The inline path's poll while undecided (it reads the decided kinds itself). */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last)
 {

@@ -21,6 +21,13 @@
 #include "copy.h"
 #include "gdrapi.h"
 
+/*
+ * Hidden, as -fvisibility=hidden makes them where they are defined: said
+ * here too, each is one load on the copy path instead of a GOT address and
+ * a load.
+ */
+#pragma GCC visibility push(hidden)
+
 /* Set (release) once the engine is chosen: the CPU has SSE4.1 and nothing overrides the best set. */
 extern atomic_bool gdr_copy_fast_ok;
 /* The engine's whole-line routines (64-byte streaming stores and loads), or NULL; valid once fast_ok. */
@@ -39,6 +46,7 @@ extern atomic_int gdr_live_mapping_types;
  * path's full fence).
  */
 extern atomic_uint gdr_copy_fast_blockers;
+#pragma GCC visibility pop
 #define GDR_FAST_BLOCK_ENGINE 1u
 #define GDR_FAST_BLOCK_MIXED 2u
 
@@ -61,10 +69,12 @@ struct gdr_poll_watch {
 	const void *src;
 	uint64_t tsc;
 };
+#pragma GCC visibility push(hidden)
 extern __thread struct gdr_poll_watch gdr_poll_watch;
 extern atomic_int gdr_poll_method;
 /* 16- and 32-byte streaming loads of whole lines, each stored at once: the other kinds of poll (NULL: none). */
 extern gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
+#pragma GCC visibility pop
 /* A poll while undecided: one step of the timing, then the read with the kind it picked. */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
 /* GDRCOPY_POLL_READS's value (NULL: unset) to a GDR_POLL_*; can_time false: always lines. */
@@ -100,33 +110,12 @@ static inline void gdr_fast_stream_read32(void *dst, const void *src)
 			   "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 
-/* Whole lines from the mapping: a poll goes the way copy_fast.c decided, anything else with 64-byte loads. */
-static inline void gdr_fast_read_lines(void *dst, const void *src, size_t n)
-{
-	int method = atomic_load_explicit(&gdr_poll_method, memory_order_relaxed);
-	struct gdr_poll_watch *watch;
-	uint64_t now, since_last;
-	bool again;
-
-	if (method == GDR_POLL_LINES) {
-		gdr_fast_lines_from(dst, src, n);	/* decided: no watch to keep */
-		return;
-	}
-	watch = &gdr_poll_watch;
-	now = __builtin_ia32_rdtsc();
-	since_last = now - watch->tsc;
-	again = watch->src == src;
-	watch->src = src;
-	watch->tsc = now;
-	if (!again || since_last >= GDR_POLL_GAP_TICKS)
-		gdr_fast_lines_from(dst, src, n);
-	else if (method == GDR_POLL_BLOCKS)
-		gdr_fast_poll_from(dst, src, n);
-	else if (method == GDR_POLL_HALVES)
-		gdr_fast_poll32_from(dst, src, n);
-	else
-		gdr_poll_read(dst, src, n, since_last);	/* still timing both kinds */
-}
+/*
+ * Whole lines from the mapping: a poll goes the way copy_fast.c decided,
+ * anything else with 64-byte loads.  Not inline: its clock and per-thread
+ * watch would make every path of gdr_copy_fast save registers first.
+ */
+void gdr_fast_read_lines(void *dst, const void *src, size_t n);
 
 /*
  * True when the copy was done here (fence included); false: take the general path.
@@ -135,24 +124,24 @@ static inline void gdr_fast_read_lines(void *dst, const void *src, size_t n)
 static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)
 {
 	uintptr_t wc = to_mapping ? (uintptr_t)dst : (uintptr_t)src;
-	gdr_block_copy_fn lines;
 	size_t i;
 
-	/* n - 1 wraps for 0: one compare for both ends.  Acquire: the engine's pointers below are set. */
-	if (type != GDR_MAPPING_TYPE_WC || n - 1 >= GDR_FAST_LINES_MAX ||
-	    atomic_load_explicit(&gdr_copy_fast_blockers, memory_order_acquire))
+	/* Acquire: the engine's pointers below are set. */
+	if (type != GDR_MAPPING_TYPE_WC || atomic_load_explicit(&gdr_copy_fast_blockers, memory_order_acquire))
 		return false;
-	lines = to_mapping ? gdr_fast_lines_to : gdr_fast_lines_from;
 	/*
-	 * A poll of a 16- or 32-byte slot first: every instruction before its
-	 * load lengthens a polling loop's period (the reorder window holds fewer
-	 * calls).  The same loads as the cases below would pick.
+	 * A poll of a 16- or 32-byte slot first, before even the size bound:
+	 * every instruction before its load lengthens a polling loop's period
+	 * (the reorder window holds fewer calls).  The same loads as the cases
+	 * below would pick.
 	 */
 	if (!to_mapping && n == 32 && !(wc & 31) && gdr_fast_read32) {
 		/* One ymm load, no mask: a masked store made a 32-byte poll 0.8 us against 0.5 (H200). */
 		gdr_fast_stream_read32(dst, src);
 	} else if (!to_mapping && n == 16 && !(wc & 15)) {
 		_mm_storeu_si128((__m128i *)dst, gdr_fast_stream_load16(src));
+	} else if (n - 1 >= GDR_FAST_LINES_MAX) {	/* n - 1 wraps for 0: one compare for both ends */
+		return false;
 	} else if (n < 16) {
 		if ((n & (n - 1)) || (wc & (n - 1)))
 			return false;
@@ -164,22 +153,28 @@ static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type
 			default: *(volatile uint8_t *)dst = *(const uint8_t *)src; break;
 			}
 		} else {
-			/* One streaming load of the block holding it (no uncached scalar read). */
-			_Alignas(16) unsigned char block[16];
-			const unsigned char *at = block + (wc & 15);
+			/*
+			 * One streaming load of the block holding it (no uncached
+			 * scalar read), taken apart in registers: no stack frame
+			 * on the path (a poll loop pays for each instruction).
+			 */
+			__m128i block = gdr_fast_stream_load16((const void *)(wc & ~(uintptr_t)15));
+			uint64_t v = (uint64_t)_mm_cvtsi128_si64((wc & 8) ? _mm_unpackhi_epi64(block, block) : block);
 
-			_mm_store_si128((__m128i *)block, gdr_fast_stream_load16((const void *)(wc & ~(uintptr_t)15)));
+			v >>= (wc & 7) * 8;
 			switch (n) {
-			case 8: __builtin_memcpy(dst, at, 8); break;
-			case 4: __builtin_memcpy(dst, at, 4); break;
-			case 2: __builtin_memcpy(dst, at, 2); break;
-			default: *(unsigned char *)dst = *at; break;
+			case 8: __builtin_memcpy(dst, &v, 8); break;
+			case 4: { uint32_t w = (uint32_t)v; __builtin_memcpy(dst, &w, 4); break; }
+			case 2: { uint16_t w = (uint16_t)v; __builtin_memcpy(dst, &w, 2); break; }
+			default: *(unsigned char *)dst = (unsigned char)v; break;
 			}
 		}
-	} else if (n >= 64 && !((wc | n) & 63) && lines) {
+	} else if (n >= 64 && !((wc | n) & 63) && (to_mapping ? gdr_fast_lines_to : gdr_fast_lines_from)) {
 		/* One line is one load (never torn); only reads of several lines are polls to time. */
-		if (to_mapping || n == 64)
-			lines(dst, src, n);
+		if (to_mapping)
+			gdr_fast_lines_to(dst, src, n);
+		else if (n == 64)
+			gdr_fast_lines_from(dst, src, n);
 		else
 			gdr_fast_read_lines(dst, src, n);
 	} else if (n > 64 || ((wc | n) & 15)) {

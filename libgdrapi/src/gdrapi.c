@@ -56,6 +56,8 @@ static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
 	return NULL;
 }
 
+static void fork_child_hook(void);
+
 GDR_EXPORT gdr_t gdr_open(void)
 {
 	char why[GDR_BACKEND_COUNT][GDR_BACKEND_WHY_LEN];
@@ -77,6 +79,7 @@ GDR_EXPORT gdr_t gdr_open(void)
 	}
 	pthread_mutex_init(&g->lock, NULL);
 	g->fork_generation = gdr_fork_generation();
+	fork_child_hook();
 
 	for (i = 0; i < GDR_BACKEND_COUNT; i++) {
 		const struct gdr_backend_ops *ops = backends[i];
@@ -120,7 +123,7 @@ GDR_EXPORT gdr_t gdr_open(void)
 }
 
 /*
- * Handles.  gdr_mh_t.h is (generation << HANDLE_SLOT_BITS) | (slot + 1): a
+ * Handles.  gdr_mh_t.h is (generation << HANDLE_SLOT_BITS) | slot: a
  * slot of one process-wide table of records and how often that slot had been
  * used when the buffer was pinned.  Records are allocated in chunks that are
  * never freed, only reused, so looking up any value a caller passes, one
@@ -130,8 +133,12 @@ GDR_EXPORT gdr_t gdr_open(void)
  * dereferences the value as a pointer).  A slot's generation wraps after
  * 2^40 reuses (2^12 with 32-bit longs).
  *
- * Chunk k holds HANDLE_CHUNK0 << k records, slots HANDLE_CHUNK0 * (2^k - 1)
- * onwards, so a process with few buffers holds one small chunk.
+ * Slot s lives in chunk s / HANDLE_CHUNK_SLOTS, allocated when the first of
+ * its slots is handed out: a lookup is a mask, a shift and a load, with no
+ * bound to check and no arithmetic on chunk sizes (every copy starts with
+ * one).  The table of chunk pointers is static and zero, so only its
+ * touched pages cost memory.  Slot 0 is never handed out: its record keeps
+ * handle 0 and an empty mapping, so a value with no slot finds nothing.
  */
 #if ULONG_MAX > 0xffffffffUL
 #define HANDLE_SLOT_BITS 24
@@ -140,9 +147,9 @@ GDR_EXPORT gdr_t gdr_open(void)
 #endif
 #define HANDLE_SLOT_MASK ((1UL << HANDLE_SLOT_BITS) - 1)
 #define HANDLE_GENERATION_MASK (ULONG_MAX >> HANDLE_SLOT_BITS)
-#define HANDLE_CHUNK0 64UL
-#define HANDLE_CHUNKS (HANDLE_SLOT_BITS - 6)	/* log2(HANDLE_CHUNK0) */
-#define HANDLE_CAPACITY (HANDLE_CHUNK0 * ((1UL << HANDLE_CHUNKS) - 1))
+#define HANDLE_CHUNK_SLOTS 256UL
+#define HANDLE_CHUNKS ((1UL << HANDLE_SLOT_BITS) / HANDLE_CHUNK_SLOTS)
+#define HANDLE_CAPACITY HANDLE_SLOT_MASK	/* slots 1 to HANDLE_SLOT_MASK */
 
 /*
  * Guards slot allocation, the free list, generations and every record's
@@ -150,39 +157,69 @@ GDR_EXPORT gdr_t gdr_open(void)
  */
 static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gdr_memh *_Atomic handle_chunks[HANDLE_CHUNKS];
-static unsigned long handle_slots_used;	/* slots handed out at least once */
+static unsigned long handle_slots_used = 1;	/* slots below were handed out at least once (slot 0: never) */
 static _Atomic unsigned long map_seq_last;	/* the newest gdr_map's map_seq */
 static struct gdr_memh *handle_free_list;
 
-static unsigned int chunk_of(unsigned long slot)
+/* The record of a slot handed out at least once (its chunk exists). */
+static struct gdr_memh *record_of_slot(unsigned long slot)
 {
-	return (unsigned int)(sizeof(unsigned long) * 8 - 1) - (unsigned int)__builtin_clzl(slot / HANDLE_CHUNK0 + 1);
-}
-
-static unsigned long chunk_first_slot(unsigned int k)
-{
-	return HANDLE_CHUNK0 * ((1UL << k) - 1);
+	return atomic_load_explicit(&handle_chunks[slot / HANDLE_CHUNK_SLOTS], memory_order_acquire) +
+	       slot % HANDLE_CHUNK_SLOTS;
 }
 
 /*
- * The record of a live handle, or NULL; lock-free.  The answer may go stale at once unless the caller holds handle_lock.
- * Inlined: every copy starts here.
+ * A forked child must not copy through its parent's mappings: the inline
+ * path declines them from now on, and the general path's fork check says
+ * why.  The child runs one thread, so no lock (another of the parent's may
+ * have held handle_lock at the fork).  Chunks are made in slot order.
  */
-static inline __attribute__((always_inline)) struct gdr_memh *memh_lookup(unsigned long h)
+static void close_fast_windows_in_child(void)
+{
+	unsigned long k, i;
+
+	for (k = 0; k < HANDLE_CHUNKS; k++) {
+		struct gdr_memh *chunk = atomic_load_explicit(&handle_chunks[k], memory_order_relaxed);
+
+		if (!chunk)
+			break;
+		for (i = 0; i < HANDLE_CHUNK_SLOTS; i++)
+			atomic_store_explicit(&chunk[i].fast_len, 0, memory_order_relaxed);
+	}
+}
+
+static void fork_child_hook_install(void)
+{
+	pthread_atfork(NULL, NULL, close_fast_windows_in_child);
+}
+
+/* At gdr_open, before any buffer can be mapped. */
+static void fork_child_hook(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, fork_child_hook_install);
+}
+
+/*
+ * The record of h's slot, whether h is live or not, or NULL when that slot
+ * was never handed out; lock-free.  Inlined: every copy starts here.
+ */
+static inline __attribute__((always_inline)) struct gdr_memh *memh_slot_record(unsigned long h)
 {
 	unsigned long slot = h & HANDLE_SLOT_MASK;
-	struct gdr_memh *chunk;
-	unsigned int k;
+	struct gdr_memh *chunk = atomic_load_explicit(&handle_chunks[slot / HANDLE_CHUNK_SLOTS], memory_order_acquire);
 
-	if (slot == 0 || slot > HANDLE_CAPACITY)
-		return NULL;
-	slot--;
-	k = chunk_of(slot);
-	chunk = atomic_load_explicit(&handle_chunks[k], memory_order_acquire);
-	if (!chunk)
-		return NULL;
-	chunk += slot - chunk_first_slot(k);
-	return atomic_load_explicit(&chunk->handle, memory_order_acquire) == h ? chunk : NULL;
+	return chunk ? chunk + slot % HANDLE_CHUNK_SLOTS : NULL;
+}
+
+/* The record of a live handle, or NULL; lock-free.  The answer may go stale at once unless the caller holds handle_lock. */
+static inline struct gdr_memh *memh_lookup(unsigned long h)
+{
+	struct gdr_memh *mh = memh_slot_record(h);
+
+	/* h 0 would match slot 0's record, which is never live. */
+	return h && mh && atomic_load_explicit(&mh->handle, memory_order_acquire) == h ? mh : NULL;
 }
 
 /* A record for a new buffer, not yet reachable through any handle; NULL when memory or slots ran out. */
@@ -194,20 +231,20 @@ static struct gdr_memh *memh_alloc(void)
 	mh = handle_free_list;
 	if (mh) {
 		handle_free_list = mh->next;
-	} else if (handle_slots_used < HANDLE_CAPACITY) {
-		unsigned int k = chunk_of(handle_slots_used);
+	} else if (handle_slots_used <= HANDLE_CAPACITY) {
+		unsigned long k = handle_slots_used / HANDLE_CHUNK_SLOTS;
 		struct gdr_memh *chunk = atomic_load_explicit(&handle_chunks[k], memory_order_relaxed);
 
 		if (!chunk) {
 			/* Aligned: a copy reads one line of its record (backend.h). */
-			chunk = aligned_alloc(_Alignof(struct gdr_memh), (HANDLE_CHUNK0 << k) * sizeof(*chunk));
+			chunk = aligned_alloc(_Alignof(struct gdr_memh), HANDLE_CHUNK_SLOTS * sizeof(*chunk));
 			if (chunk)
-				memset(chunk, 0, (HANDLE_CHUNK0 << k) * sizeof(*chunk));
+				memset(chunk, 0, HANDLE_CHUNK_SLOTS * sizeof(*chunk));
 			if (chunk)
 				atomic_store_explicit(&handle_chunks[k], chunk, memory_order_release);
 		}
 		if (chunk) {
-			mh = chunk + (handle_slots_used - chunk_first_slot(k));
+			mh = chunk + handle_slots_used % HANDLE_CHUNK_SLOTS;
 			mh->slot = handle_slots_used++;
 		}
 	}
@@ -218,7 +255,6 @@ static struct gdr_memh *memh_alloc(void)
 		 */
 		mh->generation = (mh->generation + 1) & HANDLE_GENERATION_MASK;
 		mh->owner = NULL;
-		mh->fork_generation = 0;
 		mh->prev = mh->next = NULL;
 		mh->refs = 0;
 		mh->unpinned = false;
@@ -226,6 +262,7 @@ static struct gdr_memh *memh_alloc(void)
 		mh->pinned_size = 0;
 		mh->pin_flags = 0;
 		mh->backend_priv = NULL;
+		atomic_store(&mh->fast_len, 0);
 		atomic_store(&mh->map_va, NULL);
 		mh->map_size = 0;
 		atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
@@ -241,7 +278,7 @@ static struct gdr_memh *memh_alloc(void)
 
 static unsigned long memh_handle_value(const struct gdr_memh *mh)
 {
-	return (mh->generation << HANDLE_SLOT_BITS) | (mh->slot + 1);
+	return (mh->generation << HANDLE_SLOT_BITS) | mh->slot;
 }
 
 /* Caller holds handle_lock; nothing refers to mh any more. */
@@ -370,6 +407,7 @@ static void mark_unmapped_behind(struct gdr_memh *mh, const char *found_by)
 
 	if (!atomic_load(&mh->map_va) || atomic_load(&mh->unmapped_behind))
 		return;
+	atomic_store(&mh->fast_len, 0);
 	atomic_store(&mh->unmapped_behind, true);
 	atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
 	gdr_mapping_count_add(type, -1);
@@ -382,6 +420,7 @@ static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 {
 	void *va = atomic_load(&mh->map_va);
 	gdr_mapping_type_t type = atomic_load(&mh->mapping_type);
+	size_t fast_len;
 	int rc;
 
 	if (!va)
@@ -396,6 +435,7 @@ static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 		return EFAULT;
 	}
 	/* Copies that start from now on see an unmapped buffer. */
+	fast_len = atomic_exchange(&mh->fast_len, 0);
 	atomic_store(&mh->mapping_type, GDR_MAPPING_TYPE_NONE);
 	if (!mapping_still_there(g, mh)) {
 		gdr_err("gdr_unmap: the mapping of the buffer at %#lx (%p) was unmapped behind the library's back (munmap of gdr_map's pointer?); leaving that address range alone",
@@ -415,6 +455,7 @@ static int memh_unmap_locked(struct gdr *g, struct gdr_memh *mh)
 	if (rc) {
 		atomic_store(&mh->map_va, va);
 		atomic_store(&mh->mapping_type, type);
+		atomic_store(&mh->fast_len, fast_len);
 		return rc;
 	}
 	mh->map_size = 0;
@@ -493,7 +534,6 @@ static int pin_common(gdr_t g, const struct gdr_pin_request *req, gdr_mh_t *hand
 	if (!mh)
 		return ENOMEM;
 	mh->owner = g;
-	mh->fork_generation = g->fork_generation;
 	mh->refs = 1;	/* held by g's list until unpinned */
 	pthread_mutex_init(&mh->lock, NULL);
 
@@ -634,10 +674,8 @@ static void forget_mappings_under(const struct gdr_memh *mapped, const void *va,
 	unsigned long slot;
 
 	pthread_mutex_lock(&handle_lock);
-	for (slot = 0; slot < handle_slots_used; slot++) {
-		unsigned int k = chunk_of(slot);
-		struct gdr_memh *mh = atomic_load_explicit(&handle_chunks[k], memory_order_relaxed) +
-				      (slot - chunk_first_slot(k));
+	for (slot = 1; slot < handle_slots_used; slot++) {
+		struct gdr_memh *mh = record_of_slot(slot);
 		unsigned long h = atomic_load(&mh->handle);
 		const char *base = atomic_load(&mh->map_va);
 
@@ -718,6 +756,8 @@ GDR_EXPORT int gdr_map_v2(gdr_t g, gdr_mh_t handle, void **ptr_va, size_t size, 
 	atomic_store(&mh->map_seq, seq);
 	atomic_store(&mh->map_va, va);
 	atomic_store(&mh->mapping_type, type);
+	if (type == GDR_MAPPING_TYPE_WC)
+		atomic_store(&mh->fast_len, mh->map_size);	/* last: the inline path may take it now */
 	gdr_mapping_count_add(type, 1);
 	*ptr_va = va;
 out:
@@ -856,28 +896,39 @@ static __attribute__((noinline)) int copy_mapping(gdr_mh_t handle, bool to_mappi
 }
 
 /*
- * The polling loop's path: a copy the inline engine takes (copy_fast.h), of
- * a live buffer of this process, inside its mapping, with the same checks
- * as copy_mapping's and nothing else: no call before the load, no lock, no
- * store, one line of the record read (backend.h).  Whatever fails a check
- * goes to copy_mapping, which checks again and says what is wrong.
- * Inlined into each entry point, so the direction is a constant.
+ * The polling loop's path: a copy the inline engine takes (copy_fast.h)
+ * inside a buffer's fast window (fast_len: mapped write-combined, in this
+ * process), and nothing else: no call before the load, no lock, no store,
+ * one line of the record read (backend.h).  Each instruction here costs a
+ * back-to-back poll its overlap with the next (tools/h200/RESULTS.md), so
+ * the window answers the mapping type and fork checks in one compare.
+ * Whatever it declines goes to copy_mapping, which checks everything and
+ * says what is wrong.  Inlined into each entry point, so the direction is a
+ * constant.
  */
 static inline __attribute__((always_inline)) int copy_small(gdr_mh_t handle, bool to_mapping, void *dst,
 							    const void *src, size_t size)
 {
-	const struct gdr_memh *mh = memh_lookup(handle.h);
-	const char *p = to_mapping ? dst : src, *base;
-	gdr_mapping_type_t type;
+	struct gdr_memh *mh = memh_slot_record(handle.h);
 
-	if (__builtin_expect(mh != NULL && size <= GDR_FAST_LINES_MAX, 1) &&
-	    mh->fork_generation == gdr_fork_generation_hooked()) {
-		/* Acquire: read before the handle is checked again below. */
-		base = atomic_load_explicit(&((struct gdr_memh *)mh)->map_va, memory_order_acquire);
-		type = atomic_load_explicit(&((struct gdr_memh *)mh)->mapping_type, memory_order_acquire);
-		if (base && p >= base && (size_t)(p - base) <= mh->map_size && size <= mh->map_size - (size_t)(p - base) &&
-		    atomic_load_explicit(&((struct gdr_memh *)mh)->handle, memory_order_acquire) == handle.h &&
-		    gdr_copy_fast(type, to_mapping, dst, src, size))
+	if (__builtin_expect(mh != NULL, 1)) {
+		/*
+		 * Acquire: both read before the handle is checked, once, after
+		 * them.  A record is never freed, and its window closes before
+		 * its handle changes (unmap before unpin), so a window read
+		 * before the handle is found live is that handle's.
+		 */
+		uintptr_t base = (uintptr_t)atomic_load_explicit(&mh->map_va, memory_order_acquire);
+		size_t len = atomic_load_explicit(&mh->fast_len, memory_order_acquire);
+		size_t offset = (uintptr_t)(to_mapping ? dst : src) - base;	/* huge below base */
+
+		/*
+		 * offset < len keeps offset + size from wrapping for any size up
+		 * to 2^63; gdr_copy_fast takes no size beyond GDR_FAST_LINES_MAX.
+		 */
+		if (offset < len && offset + size <= len &&
+		    atomic_load_explicit(&mh->handle, memory_order_acquire) == handle.h &&
+		    gdr_copy_fast(GDR_MAPPING_TYPE_WC, to_mapping, dst, src, size))
 			return 0;
 	}
 	return copy_mapping(handle, to_mapping, dst, src, size, 0);

@@ -27,7 +27,7 @@ const struct gdr_host_page *gdr_host_page(void)
 }
 
 static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
-_Atomic unsigned int gdr_fork_count;
+static _Atomic unsigned int gdr_fork_count;
 
 static void fork_child_count(void)
 {

@@ -49,17 +49,6 @@ const struct gdr_host_page *gdr_host_page(void);
  */
 unsigned int gdr_fork_generation(void);
 
-/*
- * The same count, read without installing the fork hook: only for callers
- * that hold a buffer of an open gdr_t (gdr_open() installed it), i.e. the
- * copy path, which must not pay pthread_once's call on every copy.
- */
-extern _Atomic unsigned int gdr_fork_count;
-static inline unsigned int gdr_fork_generation_hooked(void)
-{
-	return atomic_load_explicit(&gdr_fork_count, memory_order_relaxed);
-}
-
 static inline size_t gdr_round_up_to_page(size_t len)
 {
 	const struct gdr_host_page *page = gdr_host_page();

@@ -1104,7 +1104,22 @@ static void test_copy_through_mapping(void **state)
 	/* Outside the mapping. */
 	assert_int_equal(gdr_copy_to_mapping(mh, va + GPU_PAGE - 10, in, 11), EINVAL);
 	assert_int_equal(gdr_copy_from_mapping(mh, out, va - 1, 2), EINVAL);
+	/* The inline path's window, at each edge, with the sizes it takes (aligned polls, flags, lines). */
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va - 16, 16), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va - 32, 32), EINVAL);
+	assert_int_equal(gdr_copy_to_mapping(mh, va - 8, in, 8), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va - 256, 256), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va + GPU_PAGE, 16), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va + GPU_PAGE - 32, 64), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va + GPU_PAGE - 16, 16), 0);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va + 64, SIZE_MAX), EINVAL);	/* would wrap */
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va + 64, SIZE_MAX - 63), EINVAL);
+	/* A value with the live buffer's generation bits but no slot, or another slot. */
+	assert_int_equal(gdr_copy_from_mapping((gdr_mh_t){ mh.h & ~0xffffffUL }, out, va, 16), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping((gdr_mh_t){ mh.h ^ 1 }, out, va, 16), EINVAL);
 	assert_int_equal(gdr_unmap(g, mh, va, GPU_PAGE), 0);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va, 16), EINVAL);
+	assert_int_equal(gdr_copy_from_mapping(mh, out, va, 32), EINVAL);
 	assert_int_equal(gdr_copy_from_mapping(mh, out, va, 1), EINVAL);
 	assert_int_equal(gdr_close(g), 0);
 }
