@@ -83,7 +83,7 @@ struct gdr_memh {
 	size_t pinned_size;
 	uint32_t pin_flags;
 	void *backend_priv;
-} __attribute__((aligned(64)));
+} __attribute__((aligned(256)));	/* a power of two: a handle's record is one shift from its chunk */
 
 struct gdr {
 	const struct gdr_backend_ops *ops;

@@ -153,6 +153,26 @@ static int calibration_step(uint64_t since_last)
 	return poll_kinds[turn_kind(cal.polls++)];
 }
 
+/* The inline path's copies that call the engine (copy_fast.h). */
+int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping)
+{
+	uintptr_t wc = to_mapping ? (uintptr_t)dst : (uintptr_t)src;
+
+	if (n >= 64 && !((wc | n) & 63)) {
+		/* One line is one load (never torn); only reads of several lines are polls to time. */
+		if (to_mapping)
+			gdr_fast_lines_to(dst, src, n);
+		else if (n == 64)
+			gdr_fast_lines_from(dst, src, n);
+		else
+			gdr_fast_read_lines(dst, src, n);
+	} else {
+		gdr_fast_line_read(dst, src, n);
+	}
+	_mm_sfence();	/* as every WC copy ends (copy_fast.h) */
+	return 0;
+}
+
 /* Whole lines from the mapping (copy_fast.h). */
 void gdr_fast_read_lines(void *dst, const void *src, size_t n)
 {

@@ -53,6 +53,13 @@ extern atomic_uint gdr_copy_fast_blockers;
 /* At most this many bytes of whole lines take the inline path (above: the general one, same routines). */
 #define GDR_FAST_LINES_MAX 512
 
+/* What gdr_copy_fast_inline did with a copy. */
+enum gdr_fast_verdict {
+	GDR_FAST_DECLINED,	/* take the general path */
+	GDR_FAST_DONE,		/* copied and fenced */
+	GDR_FAST_CALL,		/* gdr_copy_fast_call takes it */
+};
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 
@@ -118,17 +125,27 @@ static inline void gdr_fast_stream_read32(void *dst, const void *src)
 void gdr_fast_read_lines(void *dst, const void *src, size_t n);
 
 /*
- * True when the copy was done here (fence included); false: take the general path.
- * Always inlined: with the direction a constant at each caller, half of it goes.
+ * Whole lines (64..512 B) either way, or a 17-48 B read inside one line:
+ * the copies gdr_copy_fast_inline leaves to the engine's routines.  Fenced;
+ * returns 0, so that an API entry point can end with a jump here.  Not
+ * inline: a call on the inline path would make every path of its caller
+ * set up a stack frame first.
  */
-static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)
+int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping);
+
+/*
+ * The inline path, making no call.  Always inlined: with the direction a
+ * constant at each caller, half of it goes.
+ */
+static inline __attribute__((always_inline)) enum gdr_fast_verdict
+gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)
 {
 	uintptr_t wc = to_mapping ? (uintptr_t)dst : (uintptr_t)src;
 	size_t i;
 
 	/* Acquire: the engine's pointers below are set. */
 	if (type != GDR_MAPPING_TYPE_WC || atomic_load_explicit(&gdr_copy_fast_blockers, memory_order_acquire))
-		return false;
+		return GDR_FAST_DECLINED;
 	/*
 	 * A poll of a 16- or 32-byte slot first, before even the size bound:
 	 * every instruction before its load lengthens a polling loop's period
@@ -141,10 +158,10 @@ static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type
 	} else if (!to_mapping && n == 16 && !(wc & 15)) {
 		_mm_storeu_si128((__m128i *)dst, gdr_fast_stream_load16(src));
 	} else if (n - 1 >= GDR_FAST_LINES_MAX) {	/* n - 1 wraps for 0: one compare for both ends */
-		return false;
+		return GDR_FAST_DECLINED;
 	} else if (n < 16) {
 		if ((n & (n - 1)) || (wc & (n - 1)))
-			return false;
+			return GDR_FAST_DECLINED;
 		if (to_mapping) {
 			switch (n) {
 			case 8: { uint64_t v; __builtin_memcpy(&v, src, 8); *(volatile uint64_t *)dst = v; break; }
@@ -170,17 +187,11 @@ static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type
 			}
 		}
 	} else if (n >= 64 && !((wc | n) & 63) && (to_mapping ? gdr_fast_lines_to : gdr_fast_lines_from)) {
-		/* One line is one load (never torn); only reads of several lines are polls to time. */
-		if (to_mapping)
-			gdr_fast_lines_to(dst, src, n);
-		else if (n == 64)
-			gdr_fast_lines_from(dst, src, n);
-		else
-			gdr_fast_read_lines(dst, src, n);
+		return GDR_FAST_CALL;
 	} else if (n > 64 || ((wc | n) & 15)) {
-		return false;
+		return GDR_FAST_DECLINED;
 	} else if (!to_mapping && n > 16 && gdr_fast_line_read && gdr_single_load_width(wc, n)) {
-		gdr_fast_line_read(dst, src, n);	/* 32 or 48 B inside a line: one load */
+		return GDR_FAST_CALL;	/* 32 or 48 B inside a line: one load */
 	} else if (to_mapping) {
 		for (i = 0; i < n / 16; i++)
 			_mm_stream_si128((__m128i *)dst + i, _mm_loadu_si128((const __m128i *)src + i));
@@ -195,9 +206,39 @@ static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type
 	 * fetches the line again.
 	 */
 	_mm_sfence();
-	return true;
+	return GDR_FAST_DONE;
+}
+
+/* True when the copy was done here (fence included); false: take the general path. */
+static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)
+{
+	switch (gdr_copy_fast_inline(type, to_mapping, dst, src, n)) {
+	case GDR_FAST_DONE:
+		return true;
+	case GDR_FAST_CALL:
+		gdr_copy_fast_call(dst, src, n, to_mapping);
+		return true;
+	default:
+		return false;
+	}
 }
 #else
+#include <errno.h>
+
+/* No inline path here: every copy takes the general one. */
+static inline enum gdr_fast_verdict gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst,
+							 const void *src, size_t n)
+{
+	(void)type, (void)to_mapping, (void)dst, (void)src, (void)n;
+	return GDR_FAST_DECLINED;
+}
+
+static inline int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping)
+{
+	(void)dst, (void)src, (void)n, (void)to_mapping;
+	return EINVAL;	/* never reached: nothing is GDR_FAST_CALL here */
+}
+
 static inline bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)
 {
 	(void)type, (void)to_mapping, (void)dst, (void)src, (void)n;

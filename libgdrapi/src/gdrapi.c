@@ -859,8 +859,8 @@ static bool buffer_revocable(struct gdr_memh *mh)
  * splits the copy among worker threads (parallel_copy.c).  Small copies
  * come here only when copy_small declined them.
  */
-static __attribute__((noinline)) int copy_mapping(gdr_mh_t handle, bool to_mapping, void *dst, const void *src,
-						  size_t size, unsigned int threads)
+static __attribute__((noinline)) int copy_mapping(gdr_mh_t handle, void *dst, const void *src, size_t size,
+						  bool to_mapping, unsigned int threads)
 {
 	struct gdr_memh *mh = memh_lookup(handle.h);
 	gdr_mapping_type_t type;
@@ -906,8 +906,8 @@ static __attribute__((noinline)) int copy_mapping(gdr_mh_t handle, bool to_mappi
  * says what is wrong.  Inlined into each entry point, so the direction is a
  * constant.
  */
-static inline __attribute__((always_inline)) int copy_small(gdr_mh_t handle, bool to_mapping, void *dst,
-							    const void *src, size_t size)
+static inline __attribute__((always_inline)) int copy_small(gdr_mh_t handle, void *dst, const void *src,
+							    size_t size, bool to_mapping)
 {
 	struct gdr_memh *mh = memh_slot_record(handle.h);
 
@@ -927,34 +927,41 @@ static inline __attribute__((always_inline)) int copy_small(gdr_mh_t handle, boo
 		 * to 2^63; gdr_copy_fast takes no size beyond GDR_FAST_LINES_MAX.
 		 */
 		if (offset < len && offset + size <= len &&
-		    atomic_load_explicit(&mh->handle, memory_order_acquire) == handle.h &&
-		    gdr_copy_fast(GDR_MAPPING_TYPE_WC, to_mapping, dst, src, size))
-			return 0;
+		    atomic_load_explicit(&mh->handle, memory_order_acquire) == handle.h) {
+			switch (gdr_copy_fast_inline(GDR_MAPPING_TYPE_WC, to_mapping, dst, src, size)) {
+			case GDR_FAST_DONE:
+				return 0;
+			case GDR_FAST_CALL:
+				return gdr_copy_fast_call(dst, src, size, to_mapping);	/* a jump: no frame here */
+			default:
+				break;
+			}
+		}
 	}
-	return copy_mapping(handle, to_mapping, dst, src, size, 0);
+	return copy_mapping(handle, dst, src, size, to_mapping, 0);
 }
 
 /* threads 0: the default for the size (GDRCOPY_COPY_THREADS); copies of 64 bytes or less never split. */
 GDR_EXPORT int gdr_copy_to_mapping(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size)
 {
-	return copy_small(handle, true, map_d_ptr, h_ptr, size);
+	return copy_small(handle, map_d_ptr, h_ptr, size, true);
 }
 
 GDR_EXPORT int gdr_copy_from_mapping(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size)
 {
-	return copy_small(handle, false, h_ptr, map_d_ptr, size);
+	return copy_small(handle, h_ptr, map_d_ptr, size, false);
 }
 
 GDR_EXPORT int gdr_copy_to_mapping_parallel(gdr_mh_t handle, void *map_d_ptr, const void *h_ptr, size_t size,
 					    unsigned int threads)
 {
-	return copy_mapping(handle, true, map_d_ptr, h_ptr, size, threads ? threads : 1);
+	return copy_mapping(handle, map_d_ptr, h_ptr, size, true, threads ? threads : 1);
 }
 
 GDR_EXPORT int gdr_copy_from_mapping_parallel(gdr_mh_t handle, void *h_ptr, const void *map_d_ptr, size_t size,
 					      unsigned int threads)
 {
-	return copy_mapping(handle, false, h_ptr, map_d_ptr, size, threads ? threads : 1);
+	return copy_mapping(handle, h_ptr, map_d_ptr, size, false, threads ? threads : 1);
 }
 
 GDR_EXPORT int gdr_copy_to_mapped_memory(gdr_mapping_type_t type, void *dst, const void *src, size_t size)
