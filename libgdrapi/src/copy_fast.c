@@ -160,14 +160,17 @@ int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping)
 
 	if (n >= 64 && !((wc | n) & 63)) {
 		/* One line is one load (never torn); only reads of several lines are polls to time. */
-		if (to_mapping)
+		if (to_mapping) {
 			gdr_fast_lines_to(dst, src, n);
-		else if (n == 64)
+		} else if (n == 64) {
 			gdr_fast_lines_from(dst, src, n);
-		else
+			gdr_fast_read_wait();	/* one line (copy_fast.h) */
+		} else {
 			gdr_fast_read_lines(dst, src, n);
+		}
 	} else {
 		gdr_fast_line_read(dst, src, n);
+		gdr_fast_read_wait();
 	}
 	_mm_sfence();	/* as every WC copy ends (copy_fast.h) */
 	return 0;
