@@ -68,3 +68,5 @@ for label in "${labels[@]}"; do
 	# The reads tables: what this comparison is for.
 	sed -n '/^### Reads back to back/,$p' "$RESULTS/$label/summary.md" | head -16
 done
+# The builds side by side, ours against NVIDIA's paired round by round.
+python3 tools/h200/summarize.py "$RESULTS" | tee "$RESULTS/summary.md"

@@ -2,10 +2,13 @@
 """Medians and ranges over the rounds of one tools/h200/run.sh or pingpong.sh run, as Markdown tables.
 
     python3 tools/h200/summarize.py RESULTS_DIR [--plots DIR]
+    python3 tools/h200/summarize.py AB_DIR          (a tools/h200/ab_libs.sh run)
 
 Each figure is the median over rounds of that round's median (copylat, pplat
 and pingpong report per-bucket medians); the range is the lowest and highest
-round.  gdrcopy_pplat's line modes (pplat-line-ROUND.jsonl) join pingpong.cu's
+round.  For an ab_libs.sh run (one folder per library build), the builds
+side by side: ours per build, and ours against NVIDIA's routines paired
+round by round (both in the same process).  gdrcopy_pplat's line modes (pplat-line-ROUND.jsonl) join pingpong.cu's
 routines as one more column.  --plots draws the curves (SVG, matplotlib: `pip install matplotlib`
 where it is missing) into DIR.
 """
@@ -283,6 +286,40 @@ def pingpong_tables(results: Path) -> list[str]:
     )
 
 
+def paired_ratios(figures: dict[tuple[str, str, int], list[float]], field: str, size: int, other: str) -> list[float]:
+    """ours / other, round by round (each round is one process: both saw the same machine)."""
+    ours, theirs = figures.get((field, "ours", size), []), figures.get((field, other, size), [])
+    return [a / b for a, b in zip(ours, theirs) if b] if len(ours) == len(theirs) else []
+
+
+def builds_tables(results: Path) -> list[str]:
+    """An ab_libs.sh run: ping-pong and back-to-back reads of ours per build, in one table."""
+    builds = sorted(p.parent for p in results.glob("*/pingpong.jsonl"))
+    if not builds:
+        return []
+    figures = {b.name: pingpong_figures(b)[0] for b in builds}
+    rows = (
+        ("ping-pong round trip (µs)", "median_us", 3),
+        ("polls per round trip", "polls_per_trip", 2),
+        ("reads back to back, nothing writing (µs)", "b2b_us", 3),
+    )
+    lines = [
+        "\n### Builds side by side: ours, and ours / NVIDIA's routines paired round by round\n",
+        "| figure | size | " + " | ".join(f"`{b}`" for b in figures) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in figures) + " |",
+    ]
+    for title, field, digits in rows:
+        for size in PINGPONG_SIZES:
+            cells = []
+            for fig in figures.values():
+                values = fig.get((field, "ours", size), [])
+                ratios = paired_ratios(fig, field, size, "reference") if field != "polls_per_trip" else []
+                text = cell(values, digits) if values else "–"
+                cells.append(f"{text}; ×{cell(ratios, 2)}" if ratios else text)
+            lines.append(f"| {title} | {size} B | " + " | ".join(cells) + " |")
+    return lines
+
+
 def draw_plots(results: Path, out: Path) -> list[Path]:
     """Latency against size with the rounds' range as a band, one picture per figure; SVG files written."""
     matplotlib = importlib.import_module("matplotlib")
@@ -378,6 +415,7 @@ def main() -> int:
         + parallel_table(results)
         + pplat_table(results)
         + pingpong_tables(results)
+        + builds_tables(results)
     )
     if not lines:
         print(
