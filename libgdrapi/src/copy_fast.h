@@ -4,11 +4,14 @@
  * naturally aligned 1/2/4/8-byte accesses (flags, doorbells), 16-byte-aligned
  * blocks of up to 64 bytes, and whole 64-byte lines up to 512 bytes either
  * way.  A read that lies inside one 64-byte line is one load (copy.h,
- * gdr_single_load_width), so it never sees a line half-written.  Inlined into the API functions so that such a copy is a dozen
- * instructions after the handle is checked: a loop polling GPU memory keeps
- * as many reads in flight as the core's reorder window holds calls, so every
- * instruction on this path lengthens its period (measured on an H200:
- * tools/h200/RESULTS.md).  Everything else goes through copy.c.
+ * gdr_single_load_width), so it never sees a line half-written, and waits for
+ * its data (gdr_fast_read_wait), so a polling loop has one read in flight.
+ * Inlined into the API functions so that such a copy is a dozen instructions
+ * after the handle is checked, with no call and no stack frame: copies that
+ * overlap (writes, reads of several lines) keep as many in flight as the
+ * core's reorder window holds calls, so every instruction on this path
+ * lengthens their period (measured on an H200: tools/h200/RESULTS.md).
+ * Everything else goes through copy.c.
  */
 #ifndef GDRAPI_COPY_FAST_H
 #define GDRAPI_COPY_FAST_H
@@ -162,10 +165,9 @@ gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const 
 	if (type != GDR_MAPPING_TYPE_WC || atomic_load_explicit(&gdr_copy_fast_blockers, memory_order_acquire))
 		return GDR_FAST_DECLINED;
 	/*
-	 * A poll of a 16- or 32-byte slot first, before even the size bound:
-	 * every instruction before its load lengthens a polling loop's period
-	 * (the reorder window holds fewer calls).  The same loads as the cases
-	 * below would pick.
+	 * A 16- or 32-byte slot first, before even the size bound: the commonest
+	 * poll, in the fewest instructions.  The same loads as the cases below
+	 * would pick.
 	 */
 	if (!to_mapping && n == 32 && !(wc & 31) && gdr_fast_read32) {
 		/* One ymm load, no mask: a masked store made a 32-byte poll 0.8 us against 0.5 (H200). */

@@ -899,9 +899,10 @@ static __attribute__((noinline)) int copy_mapping(gdr_mh_t handle, void *dst, co
  * The polling loop's path: a copy the inline engine takes (copy_fast.h)
  * inside a buffer's fast window (fast_len: mapped write-combined, in this
  * process), and nothing else: no call before the load, no lock, no store,
- * one line of the record read (backend.h).  Each instruction here costs a
- * back-to-back poll its overlap with the next (tools/h200/RESULTS.md), so
- * the window answers the mapping type and fork checks in one compare.
+ * one line of the record read (backend.h).  Each instruction here shortens
+ * the run of copies whose transfers overlap (writes, reads of several lines:
+ * tools/h200/RESULTS.md), so the window answers the mapping type and fork
+ * checks in one compare.
  * Whatever it declines goes to copy_mapping, which checks everything and
  * says what is wrong.  Inlined into each entry point, so the direction is a
  * constant.
