@@ -89,6 +89,15 @@ static const char pplat_kernel_ptx_template[] =
 	"	setp.eq.u32 %p1, %r5, 0;\n"
 	"	setp.eq.u32 %p2, %r7, 0;\n"
 	"	setp.ne.u32 %p4, %r3, 0;\n"
+	/*
+	 * %p0: flags only, mode 0, one thread in all (pplat's default): the
+	 * answer goes out as soon as the flag is seen, without the two
+	 * bar.syncs and the consume loop between (about 0.1 us of the round
+	 * trip against a bare 8-byte ping-pong on an H200).
+	 */
+	"	setp.eq.u32 %p0, %r10, 1;\n"
+	"	setp.eq.and.u32 %p0, %r1, 0, %p0;\n"
+	"	setp.eq.and.u32 %p0, %r3, 0, %p0;\n"
 	"\n"
 	/* Phase 0: the last leader to arrive raises cpu_flag = 1. */
 	"	@!%p1 bra READY_DONE;\n"
@@ -125,6 +134,8 @@ static const char pplat_kernel_ptx_template[] =
 	"	setp.ne.u32 %p3, %r12, %r15;\n"
 	"	@%p3 bra WAIT_GPU_FLAG0;\n"
 	PPLAT_FENCE_MARK "\n"
+	"	@%p0 st.relaxed.sys.global.u32 [%rd2], %r13;\n"
+	"	@%p0 bra NEXT;\n"
 	"CONSUME_START:\n"
 	"	bar.sync 0;\n"
 	"	mov.u32 %r17, %r9;\n"
