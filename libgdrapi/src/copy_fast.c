@@ -40,6 +40,7 @@ gdr_block_copy_fn gdr_fast_read32;
 
 atomic_int gdr_poll_method;
 gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
+bool gdr_fast_read_waits = true;
 __thread struct gdr_poll_watch gdr_poll_watch;
 
 #define POLL_TURN 16		/* polls with one kind of load before switching */
@@ -240,8 +241,21 @@ int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves)
 	return GDR_POLL_UNDECIDED;
 }
 
+bool gdr_read_wait_from_env(const char *value)
+{
+	if (!value || !*value || strcmp(value, "1") == 0)
+		return true;
+	if (strcmp(value, "0") == 0)
+		return false;
+	gdr_warn("copy engine: GDRCOPY_READ_WAIT=%s is neither 0 nor 1; reads of one line wait for their data (1)", value);
+	return true;
+}
+
 void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32)
 {
+	gdr_fast_read_waits = gdr_read_wait_from_env(getenv("GDRCOPY_READ_WAIT"));
+	if (!gdr_fast_read_waits)
+		gdr_info("copy engine: GDRCOPY_READ_WAIT=0: reads of one line overlap instead of waiting for their data");
 	gdr_fast_poll_from = poll16;
 	gdr_fast_poll32_from = poll32;
 	poll_kinds_timed = poll32 ? GDR_POLL_KINDS : 2;

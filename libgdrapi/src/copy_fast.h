@@ -80,6 +80,8 @@ struct gdr_poll_watch {
 	uint64_t tsc;
 };
 #pragma GCC visibility push(hidden)
+/* Whether a read of one line waits for its data (GDRCOPY_READ_WAIT; set once, before the engine is fit). */
+extern bool gdr_fast_read_waits;
 extern __thread struct gdr_poll_watch gdr_poll_watch;
 extern atomic_int gdr_poll_method;
 /* 16- and 32-byte streaming loads of whole lines, each stored at once: the other kinds of poll (NULL: none). */
@@ -87,6 +89,8 @@ extern gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
 #pragma GCC visibility pop
 /* A poll while undecided: one step of the timing, then the read with the kind it picked. */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
+/* GDRCOPY_READ_WAIT's value (NULL: unset) to whether reads of one line wait: only "0" says no. */
+bool gdr_read_wait_from_env(const char *value);
 /* GDRCOPY_POLL_READS's value (NULL: unset) to a GDR_POLL_*; can_time false: always lines. */
 int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves);
 /*
@@ -135,11 +139,14 @@ void gdr_fast_read_lines(void *dst, const void *src, size_t n);
  * against 2.55-2.85 us with back-to-back reads overlapping, although the
  * overlapping reads came 2-3 times as often: the reads still in flight when
  * the GPU's write is seen delay what follows.  Copies of several lines keep
- * overlapping (their polls are timed, copy_fast.c).
+ * overlapping (their polls are timed, copy_fast.c).  GDRCOPY_READ_WAIT=0
+ * lets one-line reads overlap too, for loops that read many distinct small
+ * entries one call at a time.
  */
 static inline void gdr_fast_read_wait(void)
 {
-	_mm_lfence();
+	if (gdr_fast_read_waits)
+		_mm_lfence();
 }
 
 /*

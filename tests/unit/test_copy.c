@@ -319,6 +319,12 @@ static void test_poll_choice(void **state)
 	assert_int_equal(gdr_poll_method_from_env("halves", true, false), GDR_POLL_UNDECIDED);
 	assert_int_equal(gdr_poll_method_from_env("blocks", false, true), GDR_POLL_LINES);
 	assert_int_equal(gdr_poll_method_from_env("sideways", true, true), GDR_POLL_UNDECIDED);
+	/* Reads of one line wait unless told "0" (a typo keeps the wait). */
+	assert_true(gdr_read_wait_from_env(NULL));
+	assert_true(gdr_read_wait_from_env(""));
+	assert_true(gdr_read_wait_from_env("1"));
+	assert_false(gdr_read_wait_from_env("0"));
+	assert_true(gdr_read_wait_from_env("no"));
 }
 
 /*

@@ -10,6 +10,7 @@
 #     protocol through the installed engine, no nvcc;
 #   - gdrcopy_pplat (default flags), beside the floor;
 #   - pingpong.cu with the engine's general path forced (GDRCOPY_COPY_ROUTINE=avx512);
+#   - pingpong.cu with reads of one line overlapping (GDRCOPY_READ_WAIT=0);
 #   - gdrcopy_copylat 1 B - 512 B, back to back and single, with memcpy, the
 #     streaming loop and cuMemcpy;
 #   - gdrcopy_copylat 64-512 B reads with each kind of poll load forced
@@ -67,6 +68,9 @@ for round in $(seq 1 "$ROUNDS"); do
 	step "round $round: pingpong.cu, general path forced (GDRCOPY_COPY_ROUTINE=avx512)"
 	GDRCOPY_COPY_ROUTINE=avx512 "${single_core[@]}" "$OUT/pingpong" -n "$round" -l general_path -t pingpong,torn -o ours \
 		>> "$OUT/pingpong.jsonl" 2>> "$OUT/pingpong.txt" || echo "pingpong general round $round: exit $?" >> "$OUT/errors.txt"
+	step "round $round: pingpong.cu, reads of one line overlapping (GDRCOPY_READ_WAIT=0)"
+	GDRCOPY_READ_WAIT=0 "${single_core[@]}" "$OUT/pingpong" -n "$round" -l read_overlap -t pingpong,torn,reads -o ours \
+		>> "$OUT/pingpong.jsonl" 2>> "$OUT/pingpong.txt" || echo "pingpong overlap round $round: exit $?" >> "$OUT/errors.txt"
 	step "round $round: copylat 1 B - 512 B with memcpy, the stream loop and cuMemcpy"
 	"${engine_log[@]}" "${single_core[@]}" tests/bench/gdrcopy_copylat -a gdr_alloc_mapped -s 512 -w 2000 -r 400 -m both -p -c -j \
 		> "$OUT/copylat-small-$round.jsonl" 2>> "$OUT/copylat.txt" || echo "copylat round $round: exit $?" >> "$OUT/errors.txt"

@@ -33,12 +33,12 @@ echo "commit ${TREE_COMMIT:-unknown (set TREE_COMMIT)}" | tee -a "$RESULTS/gpu.t
 
 run=(timeout 120 taskset -c 2)
 for round in $(seq 1 "$ROUNDS"); do
-	"${run[@]}" "$RESULTS/pingpong" -n "$round" -t floor >> "$RESULTS/pingpong.jsonl" 2>> "$RESULTS/errors.txt"
+	"${run[@]}" "$RESULTS/pingpong" -n "$round" -t floor >> "$RESULTS/pingpong.jsonl" 2>> "$RESULTS/floor.txt"
 	"${run[@]}" tests/bench/gdrcopy_pplat -a gdr_alloc_mapped -t 10000 -j \
-		> "$RESULTS/pplat-default-$round.jsonl" 2>> "$RESULTS/errors.txt"
+		> "$RESULTS/pplat-default-$round.jsonl" 2>> "$RESULTS/pplat.txt"
 	for spec in "$@"; do
 		"${run[@]}" tests/bench/gdrcopy_pplat -a gdr_alloc_mapped -t 10000 -j -k "${spec#*=}" \
-			> "$RESULTS/pplat-${spec%%=*}-$round.jsonl" 2>> "$RESULTS/errors.txt"
+			> "$RESULTS/pplat-${spec%%=*}-$round.jsonl" 2>> "$RESULTS/pplat.txt"
 	done
 done
 # pplat per kernel, and the built-in one's ratio to the floor.
