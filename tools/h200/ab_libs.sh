@@ -53,6 +53,7 @@ nvcc -O2 -arch=sm_90 -o "$RESULTS/pingpong" tools/h200/pingpong.cu -Iinclude -Ll
 install_vulkan_loader || exit 1
 export GDRCOPY_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RESULTS/gpu.txt"
+tree_commit_line | tee -a "$RESULTS/gpu.txt"
 
 for round in $(seq 1 "$ROUNDS"); do
 	for label in "${labels[@]}"; do

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by the H200 scripts (run.sh, diagnose.sh, python_bindings.sh): sourced.
+# Shared by the H200 scripts (run.sh, pingpong.sh, diagnose.sh, ab_libs.sh, pplat_floor.sh, ...): sourced.
 
 # The Vulkan loader from .device/debs (that machine has the NVIDIA ICD but no
 # loader and reaches no registry): unpacked with dpkg -x, nothing else changes.
@@ -11,4 +11,10 @@ install_vulkan_loader() {
 	for deb in .device/debs/*.deb; do dpkg -x "$deb" /; done
 	ldconfig
 	export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+}
+
+# The commit the caller sent, as "commit ..." (the machine's copy of the tree
+# may carry stale git metadata: callers set TREE_COMMIT).
+tree_commit_line() {
+	echo "commit ${TREE_COMMIT:-$(git log -1 --format='%h (from git metadata there, maybe stale: set TREE_COMMIT)' 2>/dev/null)}"
 }

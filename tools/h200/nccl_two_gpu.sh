@@ -43,8 +43,7 @@ step "build libgdrapi"
 # From clean: build outputs kept on the machine from an earlier call may look newer than this tree's sources.
 { make -C libgdrapi clean && make -j16 lib; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-# The machine's copy of the tree may carry stale git metadata: the caller names the commit it sent (TREE_COMMIT).
-echo "commit ${TREE_COMMIT:-$(git log -1 --format='%h (from git metadata there, maybe stale: set TREE_COMMIT)' 2>/dev/null)}" | tee -a "$OUT/gpu.txt"
+tree_commit_line | tee -a "$OUT/gpu.txt"
 "$PY" -c 'import torch; print("torch", torch.__version__, "NCCL", torch.cuda.nccl.version())' | tee -a "$OUT/gpu.txt"
 install_vulkan_loader || exit 1
 

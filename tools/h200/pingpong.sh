@@ -43,8 +43,7 @@ nvcc -O2 -arch=sm_90 -o "$OUT/pingpong" tools/h200/pingpong.cu -Iinclude -Llibgd
 	-L/usr/local/nvidia/lib64 -lcuda -ldl >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 export LD_LIBRARY_PATH=$PWD/libgdrapi/build
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-# The machine's copy of the tree may carry stale git metadata: the caller names the commit it sent (TREE_COMMIT).
-echo "commit ${TREE_COMMIT:-$(git log -1 --format='%h (from git metadata there, maybe stale: set TREE_COMMIT)' 2>/dev/null)}" | tee -a "$OUT/gpu.txt"
+tree_commit_line | tee -a "$OUT/gpu.txt"
 install_vulkan_loader || exit 1
 export GDRCOPY_BACKEND=vulkan
 if [ ! -f "$REFERENCE/src/memcpy_avx2.c" ]; then

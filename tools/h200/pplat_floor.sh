@@ -29,7 +29,7 @@ export LD_LIBRARY_PATH=$PWD/libgdrapi/build
 install_vulkan_loader || exit 1
 export GDRCOPY_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RESULTS/gpu.txt"
-echo "commit ${TREE_COMMIT:-unknown (set TREE_COMMIT)}" | tee -a "$RESULTS/gpu.txt"
+tree_commit_line | tee -a "$RESULTS/gpu.txt"
 
 run=(timeout 120 taskset -c 2)
 for round in $(seq 1 "$ROUNDS"); do
