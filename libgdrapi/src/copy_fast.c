@@ -155,11 +155,9 @@ static int calibration_step(uint64_t since_last)
 }
 
 /* The inline path's copies that call the engine (copy_fast.h). */
-int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping)
+int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping, enum gdr_fast_verdict verdict)
 {
-	uintptr_t wc = to_mapping ? (uintptr_t)dst : (uintptr_t)src;
-
-	if (n >= 64 && !((wc | n) & 63)) {
+	if (verdict == GDR_FAST_LINES) {
 		/* One line is one load (never torn); only reads of several lines are polls to time. */
 		if (to_mapping) {
 			gdr_fast_lines_to(dst, src, n);

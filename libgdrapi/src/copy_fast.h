@@ -60,7 +60,8 @@ extern atomic_uint gdr_copy_fast_blockers;
 enum gdr_fast_verdict {
 	GDR_FAST_DECLINED,	/* take the general path */
 	GDR_FAST_DONE,		/* copied and fenced */
-	GDR_FAST_CALL,		/* gdr_copy_fast_call takes it */
+	GDR_FAST_LINES,		/* whole lines either way: gdr_copy_fast_call takes them */
+	GDR_FAST_IN_LINE,	/* a 17-48 B read inside one line: gdr_copy_fast_call takes it */
 };
 
 #if defined(__x86_64__)
@@ -150,13 +151,13 @@ static inline void gdr_fast_read_wait(void)
 }
 
 /*
- * Whole lines (64..512 B) either way, or a 17-48 B read inside one line:
- * the copies gdr_copy_fast_inline leaves to the engine's routines.  Fenced;
- * returns 0, so that an API entry point can end with a jump here.  Not
- * inline: a call on the inline path would make every path of its caller
- * set up a stack frame first.
+ * The copies gdr_copy_fast_inline leaves to the engine's routines, as its
+ * verdict says (GDR_FAST_LINES or GDR_FAST_IN_LINE).  Fenced; returns 0, so
+ * that an API entry point can end with a jump here.  Not inline: a call on
+ * the inline path would make every path of its caller set up a stack frame
+ * first.
  */
-int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping);
+int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping, enum gdr_fast_verdict verdict);
 
 /*
  * The inline path, making no call.  Always inlined: with the direction a
@@ -214,11 +215,11 @@ gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const 
 			gdr_fast_read_wait();
 		}
 	} else if (n >= 64 && !((wc | n) & 63) && (to_mapping ? gdr_fast_lines_to : gdr_fast_lines_from)) {
-		return GDR_FAST_CALL;
+		return GDR_FAST_LINES;
 	} else if (n > 64 || ((wc | n) & 15)) {
 		return GDR_FAST_DECLINED;
 	} else if (!to_mapping && n > 16 && gdr_fast_line_read && gdr_single_load_width(wc, n)) {
-		return GDR_FAST_CALL;	/* 32 or 48 B inside a line: one load */
+		return GDR_FAST_IN_LINE;	/* 32 or 48 B inside a line: one load */
 	} else if (to_mapping) {
 		for (i = 0; i < n / 16; i++)
 			_mm_stream_si128((__m128i *)dst + i, _mm_loadu_si128((const __m128i *)src + i));
@@ -241,15 +242,13 @@ gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const 
 /* True when the copy was done here (fence included); false: take the general path. */
 static inline __attribute__((always_inline)) bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)
 {
-	switch (gdr_copy_fast_inline(type, to_mapping, dst, src, n)) {
-	case GDR_FAST_DONE:
-		return true;
-	case GDR_FAST_CALL:
-		gdr_copy_fast_call(dst, src, n, to_mapping);
-		return true;
-	default:
+	enum gdr_fast_verdict verdict = gdr_copy_fast_inline(type, to_mapping, dst, src, n);
+
+	if (verdict == GDR_FAST_DECLINED)
 		return false;
-	}
+	if (verdict != GDR_FAST_DONE)
+		gdr_copy_fast_call(dst, src, n, to_mapping, verdict);
+	return true;
 }
 #else
 #include <errno.h>
@@ -262,10 +261,11 @@ static inline enum gdr_fast_verdict gdr_copy_fast_inline(gdr_mapping_type_t type
 	return GDR_FAST_DECLINED;
 }
 
-static inline int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping)
+static inline int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping,
+				     enum gdr_fast_verdict verdict)
 {
-	(void)dst, (void)src, (void)n, (void)to_mapping;
-	return EINVAL;	/* never reached: nothing is GDR_FAST_CALL here */
+	(void)dst, (void)src, (void)n, (void)to_mapping, (void)verdict;
+	return EINVAL;	/* never reached: the inline path declines everything here */
 }
 
 static inline bool gdr_copy_fast(gdr_mapping_type_t type, bool to_mapping, void *dst, const void *src, size_t n)

@@ -929,14 +929,12 @@ static inline __attribute__((always_inline)) int copy_small(gdr_mh_t handle, voi
 		 */
 		if (offset < len && offset + size <= len &&
 		    atomic_load_explicit(&mh->handle, memory_order_acquire) == handle.h) {
-			switch (gdr_copy_fast_inline(GDR_MAPPING_TYPE_WC, to_mapping, dst, src, size)) {
-			case GDR_FAST_DONE:
+			enum gdr_fast_verdict verdict = gdr_copy_fast_inline(GDR_MAPPING_TYPE_WC, to_mapping, dst, src, size);
+
+			if (verdict == GDR_FAST_DONE)
 				return 0;
-			case GDR_FAST_CALL:
-				return gdr_copy_fast_call(dst, src, size, to_mapping);	/* a jump: no frame here */
-			default:
-				break;
-			}
+			if (verdict != GDR_FAST_DECLINED)	/* a jump: no frame here */
+				return gdr_copy_fast_call(dst, src, size, to_mapping, verdict);
 		}
 	}
 	return copy_mapping(handle, dst, src, size, to_mapping, 0);
