@@ -48,8 +48,7 @@ for spec in "$@"; do
 	labels+=("$label")
 done
 make -j16 lib > "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
-nvcc -O2 -arch=sm_90 -o "$RESULTS/pingpong" tools/h200/pingpong.cu -Iinclude -Llibgdrapi/build -lgdrapi \
-	-L/usr/local/nvidia/lib64 -lcuda -ldl >> "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
+build_pingpong "$RESULTS" || exit 1
 install_vulkan_loader || exit 1
 export GDRCOPY_BACKEND=vulkan
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$RESULTS/gpu.txt"

@@ -18,3 +18,10 @@ install_vulkan_loader() {
 tree_commit_line() {
 	echo "commit ${TREE_COMMIT:-$(git log -1 --format='%h (from git metadata there, maybe stale: set TREE_COMMIT)' 2>/dev/null)}"
 }
+
+# tools/h200/pingpong.cu built into DIR/pingpong against this tree's libgdrapi
+# (make lib first); its output is appended to DIR/build.log.  Fails with the log's tail.
+build_pingpong() {
+	nvcc -O2 -arch=sm_90 -o "$1/pingpong" tools/h200/pingpong.cu -Iinclude -Llibgdrapi/build -lgdrapi \
+		-L/usr/local/nvidia/lib64 -lcuda -ldl >> "$1/build.log" 2>&1 || { tail -40 "$1/build.log"; return 1; }
+}

@@ -39,8 +39,7 @@ trap finish EXIT
 step "build"
 # From clean: build outputs kept on the machine from an earlier call may look newer than this tree's sources.
 { make -C libgdrapi clean && make -C tests/bench clean && make -j16 lib && make -j16 -C tests/bench CUDA=/usr/local/cuda; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-nvcc -O2 -arch=sm_90 -o "$OUT/pingpong" tools/h200/pingpong.cu -Iinclude -Llibgdrapi/build -lgdrapi \
-	-L/usr/local/nvidia/lib64 -lcuda -ldl >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+build_pingpong "$OUT" || exit 1
 export LD_LIBRARY_PATH=$PWD/libgdrapi/build
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 tree_commit_line | tee -a "$OUT/gpu.txt"

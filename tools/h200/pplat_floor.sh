@@ -23,8 +23,7 @@ for spec in "$@"; do
 done
 { make -C libgdrapi clean && make -C tests/bench clean && make -j16 lib && make -j16 -C tests/bench CUDA=/usr/local/cuda; } > "$RESULTS/build.log" 2>&1 ||
 	{ tail -30 "$RESULTS/build.log"; exit 1; }
-nvcc -O2 -arch=sm_90 -o "$RESULTS/pingpong" tools/h200/pingpong.cu -Iinclude -Llibgdrapi/build -lgdrapi \
-	-L/usr/local/nvidia/lib64 -lcuda -ldl >> "$RESULTS/build.log" 2>&1 || { tail -30 "$RESULTS/build.log"; exit 1; }
+build_pingpong "$RESULTS" || exit 1
 export LD_LIBRARY_PATH=$PWD/libgdrapi/build
 install_vulkan_loader || exit 1
 export GDRCOPY_BACKEND=vulkan

@@ -127,13 +127,19 @@ def parallel_table(results: Path) -> list[str]:
     return lines
 
 
-def pplat_table(results: Path) -> list[str]:
+def pplat_trips(results: Path) -> dict[str, list[float]]:
+    """pplat's flag ping-pong per configuration (pplat-CONFIGURATION-ROUND.jsonl): its round trips, one per round."""
     trips: dict[str, list[float]] = defaultdict(list)
     for path in sorted(results.glob("pplat-*.jsonl")):
         variant = path.name[len("pplat-") :].rsplit("-", 1)[0]
         for rec in records(path):
             if rec.get("test") == "pplat":  # the flag ping-pong; the line modes have tables of their own
                 trips[variant].append(rec["median_us"])
+    return trips
+
+
+def pplat_table(results: Path) -> list[str]:
+    trips = pplat_trips(results)
     if not trips:
         return []
     lines = [
@@ -250,11 +256,7 @@ def floor_table(results: Path) -> list[str]:
     """pplat's round trip (each kernel it ran with) against the hand-written 8-byte flag ping-pong of the same run."""
     path = results / "pingpong.jsonl"
     floor = [r["median_us"] for r in records(path) if r.get("test") == "floor"] if path.exists() else []
-    trips: dict[str, list[float]] = defaultdict(list)
-    for pplat_path in sorted(results.glob("pplat-*.jsonl")):
-        variant = pplat_path.name[len("pplat-") :].rsplit("-", 1)[0]
-        if variant != "line":  # the line modes are not the flag ping-pong
-            trips[variant] += [r["median_us"] for r in records(pplat_path) if r.get("test") == "pplat"]
+    trips = pplat_trips(results)
     if not floor or not trips:
         return []
     lines = [
