@@ -289,6 +289,10 @@ def apt_install_hint(packages: Iterable[str]) -> str:
     return f"apt-get install {' '.join(packages)}"
 
 
+# The audit event ensure_debian_packages raises with the packages it was asked for.
+ENSURE_EVENT = "gdrkit.ensure_debian_packages"
+
+
 def missing_debian_packages(packages: Iterable[str]) -> list[str]:
     """The packages of `packages` that dpkg does not report as installed."""
     missing = []
@@ -312,6 +316,10 @@ def ensure_debian_packages(packages: Iterable[str], *, dry_run: bool = False) ->
             f"need the packages {' '.join(wanted)} but this is not a Debian-like host",
             "install their equivalents with your distribution's package manager",
         )
+    if not dry_run:
+        # Announced to audit hooks: the test suite's host-needs check
+        # (tests/python/hostneeds.py) counts what each test asked for.
+        sys.audit(ENSURE_EVENT, tuple(wanted))
     missing = missing_debian_packages(wanted)
     if not missing:
         return

@@ -14,6 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gdrkit.packaging import doctor_facts  # noqa: E402, F401  (the registry hands the tree's doctor its facts)
 from gdrkit.vm import SuiteRoot, build_in_root, prepare_suite_root  # noqa: E402
 
+# Every test is held to what a new machine has, or what it asked the toolkit to install (issue 34).
+pytest_plugins = ["hostneeds"]
+
 if TYPE_CHECKING:
     from pkgkit.faults import DebSets
 
