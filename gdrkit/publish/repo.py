@@ -89,6 +89,8 @@ class Signer:
 
     def fingerprint(self) -> str:
         """The signing key's fingerprint; dies when there is no secret key of that id."""
+        # Reading the key needs gpg, a dry run's check too; a new machine may have only gpgv.
+        ensure_debian_packages(["gpg"])
         out = run(
             ["gpg", "--batch", "--with-colons", "--list-secret-keys", self.key], env=self.env, capture=True, check=False
         )
@@ -108,6 +110,7 @@ class Signer:
 def throwaway_signer(home: Path, email: str = "publish-test@invalid") -> Signer:
     """A new passphrase-less signing key in its own GnuPG home `home`: for tests and local runs only."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_debian_packages(["gpg"])
     argv = [
         "gpg",
         "--batch",

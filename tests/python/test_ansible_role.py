@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -25,6 +24,7 @@ from gdrkit.fleet import ansible, molecule, vmload
 from gdrkit.gdrcopy_doctor import cli
 from gdrkit.packaging import model, render
 from gdrkit.publish import repo
+from gdrkit.system import ensure_debian_packages
 
 ROLE = ansible.ROLE_DIR
 KVER = "6.1.0-57-amd64"
@@ -172,6 +172,7 @@ def load_fingerprint_module() -> Any:
 
 def test_key_fingerprint_module_agrees_with_gpg(tmp_path: Path) -> None:
     """The role reads the repository key's fingerprint itself (no gpg on hosts): it must be gpg's."""
+    ensure_debian_packages(["gpg"])
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     env = dict(os.environ, GNUPGHOME=str(home))
@@ -343,9 +344,7 @@ def test_suse_path_in_check_mode_with_a_sle_hosts_facts(tmp_path: Path) -> None:
     real SLE host accepts the repository and installs (no SUSE image can be
     pulled here); the files go to tmp_path, not /etc.
     """
-    for tool in ("rpm", "gpg"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"rpm_key needs {tool} on this host")
+    ensure_debian_packages(["rpm", "gpg"])  # rpm_key's tools, on this host
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     gpg_env = dict(os.environ, GNUPGHOME=str(home))
