@@ -185,15 +185,17 @@ class Ledger:
         asked = set().union(*(self.asked.get(owner, set()) for owner in owners))
         return self._base | self.packages.closure(asked)
 
-    def asked_for_headers(self) -> bool:
-        return any(name.startswith(_HEADERS) for name in self.allowed() - (self._base or set()))
+    def asked_for_kernel_trees(self) -> bool:
+        """Whether a kernel's headers or sources were asked for: what listing /lib/modules or /usr/src looks for."""
+        asked = self.allowed() - (self._base or set())
+        return any(name.startswith((_HEADERS, "linux-source")) for name in asked)
 
     def use(self, what: str, package: str | None) -> None:
         """Note a use of the host; a finding unless `package` (None: any headers package) was asked for."""
         if package is None:
-            if self.asked_for_headers():
+            if self.asked_for_kernel_trees():
                 return
-            need = "a linux-headers-<release> package"
+            need = "a linux-headers-<release> or linux-source package"
         elif package in self.allowed():
             return
         else:
@@ -225,7 +227,7 @@ class Ledger:
         elif event in ("os.listdir", "os.scandir") and isinstance(args[0], str):
             path = args[0].rstrip("/") or "/"
             if path in _KERNEL_LISTINGS:
-                self.use(f"listed {path} to find a kernel build tree", None)
+                self.use(f"listed {path} to find a kernel tree", None)
             elif tree_package(path):
                 self.use(f"listed {path}", tree_package(path))
         elif event == "subprocess.Popen":

@@ -167,8 +167,7 @@ def test_make_uninstall_removes_exactly_what_make_install_put(tmp_path: Path, la
 
 
 def _shellcheck(path: Path) -> None:
-    if shutil.which("shellcheck") is None:
-        ensure_debian_packages(["shellcheck"])
+    ensure_debian_packages(["shellcheck"])
     result = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 

@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 import gdrcopy  # noqa: E402
 from gdrcopy import _lib  # noqa: E402
+from gdrkit.system import ensure_debian_packages  # noqa: E402
 
 GPU_PAGE = 1 << 16
 FAKE_VA = 0x7F0000000000
@@ -88,9 +89,8 @@ class SysPaths(ctypes.Structure):
 
 @pytest.fixture(scope="session")
 def fake_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler: the fake libgdrapi is built from C (apt-get install gcc)")
+    ensure_debian_packages(["gcc", "libc6-dev"])
+    cc = shutil.which("cc") or "gcc"
     out = tmp_path_factory.mktemp("fakelib") / "libgdrapi-fakes.so"
     sources = sorted(str(p) for p in (REPO / "libgdrapi" / "src").glob("*.c"))
     sources += [str(REPO / "tests" / "unit" / "fakes.c"), str(REPO / "tests" / "unit" / "fake_vulkan.c")]
@@ -150,9 +150,8 @@ def fastcopy_module(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import importlib.util
     import sysconfig
 
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler: gdrcopy._fastcopy is built from C (apt-get install gcc)")
+    ensure_debian_packages(["gcc", "libc6-dev"])
+    cc = shutil.which("cc") or "gcc"
     if sys.version_info < (3, 11):
         pytest.skip(f"gdrcopy._fastcopy needs the stable ABI of Python 3.11; this is {sys.version.split()[0]}")
     out = tmp_path_factory.mktemp("fastcopy") / "_fastcopy.abi3.so"

@@ -70,10 +70,7 @@ def test_a_bad_path_is_an_input_error(tree: Path) -> None:
     assert raised.value.code == BAD_INPUT
 
 
-def test_toolkit_sanity_runs_the_built_program_with_no_environment_set() -> None:
-    built = [programs.BUILT["sanity"], programs.LIBRARY_DIR / programs.SONAME]
-    if not all(p.exists() for p in built):
-        pytest.skip(f"not built in this tree ({', '.join(map(str, built))}): ./toolkit build --no-driver")
+def test_toolkit_sanity_runs_the_built_program_with_no_environment_set(tree_programs: None) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gdrkit.tasks.program", "sanity", "--args=-h"],
         cwd=REPO_ROOT,

@@ -5,13 +5,13 @@ docs/install.md says what they do and points to them."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from gdrkit.publish import repo
+from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
@@ -41,11 +41,9 @@ def test_each_block_is_shell_that_parses(family: str, tmp_path: Path) -> None:
     script = tmp_path / "block.sh"
     script.write_text("#!/bin/sh\n" + _family_blocks()[family])
     subprocess.run(["bash", "-n", str(script)], check=True)
-    shellcheck = shutil.which("shellcheck")
-    if shellcheck is None:
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck); bash -n passed")
+    ensure_debian_packages(["shellcheck"])
     # SC1091: /etc/os-release is the node's, not here to follow.
-    subprocess.run([shellcheck, "-s", "sh", "-e", "SC1091", str(script)], check=True)
+    subprocess.run(["shellcheck", "-s", "sh", "-e", "SC1091", str(script)], check=True)
 
 
 @pytest.mark.parametrize(

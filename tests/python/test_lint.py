@@ -7,14 +7,13 @@ never into the tree itself.
 from __future__ import annotations
 
 import re
-import shutil
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from gdrkit import lint
-from gdrkit.system import UserError
+from gdrkit.system import UserError, ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
 # What mypy checks, as pyproject.toml lists it (one home for that list).
@@ -162,6 +161,7 @@ def test_a_planted_abi_change_fails(tmp_path: Path) -> None:
 
 
 def test_a_changed_public_struct_does_not_even_build(tmp_path: Path) -> None:
+    prepared("abi")  # the library's build
     root = copy(("include", "libgdrapi"), tmp_path)
     header = root / "include" / "gdrapi.h"
     text = header.read_text()
@@ -187,8 +187,8 @@ def test_unknown_checks_are_named() -> None:
         lint.select("mypy,nope")
 
 
-@pytest.mark.skipif(shutil.which("perl") is None, reason="checkpatch.pl needs perl")
 def test_a_planted_checkpatch_warning_fails(tmp_path: Path) -> None:
+    ensure_debian_packages(["perl"])  # checkpatch.pl's interpreter
     prepared("checkpatch")
     root = copy(("gdrdrv", "include"), tmp_path)
     assert lint.checkpatch(root) == []
