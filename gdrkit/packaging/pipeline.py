@@ -20,7 +20,7 @@ from gdrkit.distro.rpm import release_of_major
 from gdrkit.distro.targets import Target
 from gdrkit.packaging import baseline, build, model, suiteroot, toolchain
 from gdrkit.packaging.baseline import PackageReport
-from gdrkit.system import die, log, run
+from gdrkit.system import die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
 
 
@@ -330,6 +330,8 @@ def headers_hint(kver: str, os_release: Path = OS_RELEASE) -> str:
 def build_tree(kernel: str = "", *, with_driver: bool = True, jobs: int = 2, dry_run: bool = False) -> None:
     """`invoke build`: the library, test programs and module in the working tree."""
     build.check_kernel_releases([kernel] if kernel else [])
+    # A new machine may have no compiler: install it, as every task installs what it needs.
+    ensure_debian_packages(["build-essential"], dry_run=dry_run)
     run(["make", f"-j{jobs}", "lib", "exes"], cwd=REPO_ROOT, dry_run=dry_run)
     if not with_driver:
         return

@@ -55,13 +55,9 @@ def deb_sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DebSets]:
 
 @pytest.fixture(scope="session")
 def tree_programs() -> None:
-    """The library and test programs built in this tree (make lib exes), as ./toolkit build --no-driver
-    makes them: tests that run or read them get them here, not from whatever an earlier test built."""
-    import subprocess
+    """The library and test programs built in this tree by `./toolkit build --no-driver` (which
+    installs the compiler first): tests that run or read them get them here, not from whatever
+    an earlier test built."""
+    from gdrkit.packaging import pipeline
 
-    from gdrkit.system import ensure_debian_packages
-    from gdrkit.version import REPO_ROOT
-
-    ensure_debian_packages(["build-essential"])
-    result = subprocess.run(["make", "-j2", "lib", "exes"], cwd=REPO_ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, f"make lib exes failed:\n{(result.stdout + result.stderr)[-4000:]}"
+    pipeline.build_tree(with_driver=False)

@@ -25,7 +25,8 @@ for its own packages).  Commands that enter another root (chroot, docker,
 qemu) name that root's paths, not the host's, so their arguments are not
 read.
 
-A test that breaks the rule fails, naming what it used and the package to
+A test marked `probes_host` (it runs the doctor against this host, whose
+probes run what they find) is exempt.  A test that breaks the rule fails, naming what it used and the package to
 ask for.  GDRKIT_HOST_NEEDS_REPORT=<file> records each finding there as a JSON
 line instead of failing (to survey a whole run).
 """
@@ -55,6 +56,10 @@ NEW_MACHINE_PACKAGES = frozenset({"git", "python3", "python3-venv"})
 PROGRAM_DIRS = ("/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/")
 # Programs whose arguments name paths inside another root or machine.
 ROOT_ENTERING = frozenset({"chroot", "unshare", "systemd-nspawn", "bwrap", "docker", "podman", "ssh", "mmdebstrap"})
+
+# The marker of a test that looks at the host as it is (the doctor's probes run
+# what they find): what it runs or reads is a probe, not a need.
+PROBES_HOST = "probes_host"
 
 _TREE = re.compile(r"(?:/usr)?/lib/modules/([^/\s'\"]+)/(?:build|source)(?=/|$|[\s'\"])|/usr/src/(linux-headers-[^/\s'\"]+)")
 _TREE_IN_ARG = re.compile(r"(?:^|(?<=[=\s:'\"]))(?:" + _TREE.pattern + ")")
@@ -192,6 +197,8 @@ class Ledger:
 
     def use(self, what: str, package: str | None) -> None:
         """Note a use of the host; a finding unless `package` (None: any headers package) was asked for."""
+        if self.item is not None and self.item.get_closest_marker(PROBES_HOST):
+            return
         if package is None:
             if self.asked_for_kernel_trees():
                 return

@@ -21,6 +21,7 @@ from gdrkit.gdrcopy_doctor import cli, doctor, facts
 from gdrkit.gdrcopy_doctor.probe import FakeProbe, Output, Probe
 from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging import model, render
+from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
 
 DEBIAN = families.DebianFamily(release=families.debian_release("bookworm"))
@@ -31,6 +32,7 @@ KALLSYMS_SOFTGPU = "0 T nvidia_p2p_get_pages\t[softgpu]\n0 T nvidia_p2p_put_page
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A DESTDIR holding what the packages install of gdrcopy_doctor."""
     root = tmp_path_factory.mktemp("destdir")
+    ensure_debian_packages(["make"])
     subprocess.run(
         ["make", "-s", "-C", str(REPO_ROOT), "doctor_install", f"DESTDIR={root}", f"doctordir={DEBIAN.doctordir}"],
         check=True,
@@ -61,6 +63,7 @@ def test_launcher_runs_the_installed_modules(installed: Path) -> None:
     assert shipped == ["__init__.py", "cli.py", "consumers.py", "doctor.py", facts.FACTS_FILE, "facts.py", "probe.py"]
 
 
+@pytest.mark.probes_host
 def test_installed_copy_gives_the_toolkits_findings_and_exit_status(installed: Path) -> None:
     done = run_installed(installed, "--json")
     print(done.stdout[-2000:], done.stderr)
