@@ -39,6 +39,7 @@ SERVICE_SCRIPT = render.GDRCOPY_SERVICE_SCRIPT
 
 
 def _make(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    ensure_debian_packages(["make"])
     return subprocess.run(["make", *args], cwd=cwd, capture_output=True, text=True)
 
 
@@ -67,6 +68,7 @@ def test_gdrapi_h_does_not_compile_when_its_version_drifts(tmp_path: Path) -> No
     shutil.copytree(REPO_ROOT / "include", include)
     program = tmp_path / "use.c"
     program.write_text('#include "gdrapi.h"\nint main(void) { return GDR_API_VERSION == 0; }\n')
+    ensure_debian_packages(["gcc", "libc6-dev"])
     compile_it = ["cc", "-fsyntax-only", f"-I{include}", str(program)]
     assert subprocess.run(compile_it, capture_output=True).returncode == 0
     drifted = include / "gdrcopy_version.h"
