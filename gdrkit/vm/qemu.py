@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
-from gdrkit.system import UserError, apt_install_hint, die, log, run_step
+from gdrkit.system import UserError, die, ensure_debian_packages, log, run_step
 from gdrkit.vm import initramfs, klog
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 from gdrkit.vm.kimage import bootable_image
@@ -266,8 +266,8 @@ def boot(
     ):
         if not path.exists():
             raise die(f"{what} {path} does not exist")
-    if not shutil.which(arch.qemu_system):
-        raise die(f"{arch.qemu_system} not found", apt_install_hint([arch.qemu_system_package]))
+    # Installed if missing (idempotent), whoever built the root: a cached root outlives the host's packages.
+    ensure_debian_packages([arch.qemu_system_package])
     paths = VmPaths.create(log_dir)
     plan = GuestPlan(command, tuple(loads), check_refcount, arch=arch, init=init)
     earlier: list[VmResult] = []
