@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 import threading
 from collections.abc import Generator, Iterable, Iterator
@@ -246,7 +245,7 @@ class Ledger:
             return
         program = os.fsdecode(executable) if executable else words[0]
         search = (env or os.environ).get("PATH", os.defpath) if isinstance(env, dict) else os.environ.get("PATH")
-        resolved = program if "/" in program else shutil.which(program, path=search)
+        resolved = program if "/" in program else _which(program, search)
         if resolved and resolved.startswith(PROGRAM_DIRS):
             package = self.packages.holder(resolved)
             if package:
@@ -256,6 +255,15 @@ class Ledger:
         for word in words[1:]:
             for package in trees_named(word):
                 self.use(f"named a kernel build tree in `{Path(words[0]).name} ... {word}`", package)
+
+
+def _which(program: str, search: str | None) -> str | None:
+    """The PATH lookup exec makes; not shutil.which, which tests replace with fakes."""
+    for folder in (search or os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def _status_stamp() -> float:

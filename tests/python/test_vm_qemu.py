@@ -142,7 +142,8 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(
         "gdrkit.vm.initramfs.build_initramfs", lambda dest, mods, plan, busybox=None: dest.write_bytes(b"x") or plan
     )
-    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    # qemu is faked below: nothing is installed for it.
+    monkeypatch.setattr("gdrkit.vm.qemu.ensure_debian_packages", lambda packages: None)
     return root
 
 
