@@ -60,7 +60,9 @@ ROOT_ENTERING = frozenset({"chroot", "unshare", "systemd-nspawn", "bwrap", "dock
 # what they find): what it runs or reads is a probe, not a need.
 PROBES_HOST = "probes_host"
 
-_TREE = re.compile(r"(?:/usr)?/lib/modules/([^/\s'\"]+)/(?:build|source)(?=/|$|[\s'\"])|/usr/src/(linux-headers-[^/\s'\"]+)")
+_TREE = re.compile(
+    r"(?:/usr)?/lib/modules/([^/\s'\"]+)/(?:build|source)(?=/|$|[\s'\"])|/usr/src/(linux-headers-[^/\s'\"]+)"
+)
 _TREE_IN_ARG = re.compile(r"(?:^|(?<=[=\s:'\"]))(?:" + _TREE.pattern + ")")
 _KERNEL_LISTINGS = frozenset({"/lib/modules", "/usr/lib/modules", "/usr/src"})
 _HEADERS = "linux-headers-"

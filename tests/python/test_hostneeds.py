@@ -33,7 +33,7 @@ def test_kernel_build_trees_name_their_headers_package() -> None:
     assert trees_named("/tmp/x/usr/src/linux-headers-6.1.0-57-amd64") == []
 
 
-PLANTED = '''
+PLANTED = """
 import subprocess
 from gdrkit.packaging.build import default_kernels
 from gdrkit.system import ensure_debian_packages
@@ -54,14 +54,16 @@ def test_asks_then_uses_the_same():
     default_kernels()
     subprocess.run(["make", "-s", "-C", f"/lib/modules/{{ABI}}/build", "kernelversion"], check=True)
     subprocess.run(["shellcheck", "--version"], check=True, capture_output=True)
-'''
+"""
 
 
 @pytest.mark.slow
 def test_a_planted_test_that_uses_kernel_headers_without_asking_fails(tmp_path: Path) -> None:
     # This test's own needs: the planted ones find these installed, so only the check can fail them.
     ensure_debian_packages(["linux-headers-amd64", "make", "shellcheck"])
-    depends = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", "linux-headers-amd64"], capture_output=True, text=True)
+    depends = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Depends}", "linux-headers-amd64"], capture_output=True, text=True
+    )
     abi = depends.stdout.split(",")[0].split()[0].removeprefix("linux-headers-")
     (tmp_path / "test_planted.py").write_text(textwrap.dedent(PLANTED.format(abi=abi)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(REPO_ROOT)]))
@@ -75,7 +77,13 @@ def test_a_planted_test_that_uses_kernel_headers_without_asking_fails(tmp_path: 
     assert result.returncode == 1, out
     assert "3 failed, 1 passed" in out, out
     assert "PASSED test_planted.py::test_asks_then_uses_the_same" in out, out
-    assert "listed /lib/modules to find a kernel tree without asking for a linux-headers-<release> or linux-source package" in out
-    assert f"named a kernel build tree in `make ... /lib/modules/{abi}/build` without asking for linux-headers-{abi}" in out
+    assert (
+        "listed /lib/modules to find a kernel tree without asking for a linux-headers-<release> or linux-source package"
+        in out
+    )
+    assert (
+        f"named a kernel build tree in `make ... /lib/modules/{abi}/build` without asking for linux-headers-{abi}"
+        in out
+    )
     assert "ran make without asking for make" in out
     assert "ran shellcheck without asking for shellcheck" in out
