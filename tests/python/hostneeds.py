@@ -277,6 +277,16 @@ def _status_stamp() -> float:
 
 LEDGER = Ledger()
 _INSTALLED = False
+# The tools many tests share, asked for once before any test runs (so in every
+# order and selection): shell and RPM checks, signing, the VM roots' tools.
+SUITE_TOOLS = ("shellcheck", "rpm", "gpg", "zstd", "mmdebstrap")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _INSTALLED:
+        from gdrkit.system import ensure_debian_packages
+
+        ensure_debian_packages(SUITE_TOOLS)
 
 
 def pytest_configure(config: pytest.Config) -> None:

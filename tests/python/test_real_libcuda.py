@@ -417,6 +417,7 @@ def golden_cases(real: DriverLibraries) -> Iterator[tuple[Path, dict[str, Any]]]
     yield GOLDEN / f"{major}-no-nvml-summary.json", smi_capture(real, SMI_ARGS["summary"], with_nvml=False)
 
 
+@pytest.mark.probes_host  # the doctor's probes run what they find (dkms)
 def test_real_nvidia_smi_without_driver_is_what_doctor_expects(real: DriverLibraries) -> None:
     for path, captured in golden_cases(real):
         print(f"{path.name}: exit {captured['returncode']}: {captured['stdout'] + captured['stderr']!r}")
