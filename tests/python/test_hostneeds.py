@@ -47,20 +47,20 @@ def test_builds_against_a_kernel_without_asking():
     subprocess.run(["make", "-s", "-C", f"/lib/modules/{{ABI}}/build", "kernelversion"], check=True)
 
 def test_runs_a_program_without_asking():
-    subprocess.run(["shellcheck", "--version"], check=True, capture_output=True)
+    subprocess.run(["make", "--version"], check=True, capture_output=True)
 
 def test_asks_then_uses_the_same():
-    ensure_debian_packages(["linux-headers-amd64", "make", "shellcheck"])
+    ensure_debian_packages(["linux-headers-amd64", "make"])
     default_kernels()
     subprocess.run(["make", "-s", "-C", f"/lib/modules/{{ABI}}/build", "kernelversion"], check=True)
-    subprocess.run(["shellcheck", "--version"], check=True, capture_output=True)
+    subprocess.run(["make", "--version"], check=True, capture_output=True)
 """
 
 
 @pytest.mark.slow
 def test_a_planted_test_that_uses_kernel_headers_without_asking_fails(tmp_path: Path) -> None:
     # This test's own needs: the planted ones find these installed, so only the check can fail them.
-    ensure_debian_packages(["linux-headers-amd64", "make", "shellcheck"])
+    ensure_debian_packages(["linux-headers-amd64", "make"])
     depends = subprocess.run(
         ["dpkg-query", "-W", "-f=${Depends}", "linux-headers-amd64"], capture_output=True, text=True
     )
@@ -86,4 +86,4 @@ def test_a_planted_test_that_uses_kernel_headers_without_asking_fails(tmp_path: 
         in out
     )
     assert "ran make without asking for make" in out
-    assert "ran shellcheck without asking for shellcheck" in out
+    assert out.count("ran make without asking for make") == 2, out
