@@ -142,7 +142,7 @@ def test_targets_plan_one_job_each_into_their_release_directory(
     bookworm_host.write_text("ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n")
     monkeypatch.setattr(pipeline, "OS_RELEASE", bookworm_host)
     # The plan, not this host's kernel headers, is judged: no prebuilt kernels are found.
-    monkeypatch.setattr(pipeline.build, "default_kernels", lambda: [])
+    monkeypatch.setattr("gdrkit.packaging.build.default_kernels", lambda: [])
     request = pipeline.Request(targets=("el8", "el8-arm64", "bullseye", "bookworm", "trixie-arm64"), output=tmp_path)
     plan = pipeline.plan_request(request, SOURCE)
     got = [(j.target.name, j.output.name, j.host_arch, j.build_suite) for j in plan.jobs]
