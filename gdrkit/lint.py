@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gdrkit import doclinks
 from gdrkit.system import UserError, apt_install_hint, cache_dir, ensure_debian_packages, log, run
 
 # The tree was formatted in one commit (issue 11); lint keeps it so.
@@ -415,6 +416,7 @@ CHECKS = [
           lambda: ["make", "gcc", "libcmocka-dev"]),
     Check("abi", "libgdrapi.so.2 against its abidw baseline", abi, lambda: ["abigail-tools", "make", "gcc"]),
     Check("deps", "no include/call circle in libgdrapi", deps, lambda: ["make", "gcc", "binutils"]),
+    Check("doc-links", "relative links and #anchors of the README, docs/ and the READMEs they name", doclinks.check),
 ]  # fmt: skip
 
 

@@ -182,7 +182,8 @@ const char *gdr_get_backend_name(gdr_t g);
 
 /*
  * Extension: the backends this library has, one name a line (each ending in
- * "\n"), in the order gdr_open() tries them: what GDRCOPY_BACKEND accepts.
+ * "\n"), in the order gdr_open() tries them (vulkan only when asked:
+ * gdr_open_ex()): what GDRCOPY_BACKEND accepts, which also takes "dma-buf".
  * A static string, never NULL.
  */
 #define GDRAPI_HAVE_BACKEND_LIST 1
@@ -221,10 +222,10 @@ int gdr_copy_from_mapping_parallel(gdr_mh_t handle, void *h_ptr, const void *map
  * Extension: GPU memory that needs no kernel module (the "vulkan" backend).
  *
  * Where neither gdrdrv nor dma-buf mmap is usable but the GPU exposes
- * device-local, host-visible memory through Vulkan (its BAR1), gdr_open()
- * falls back to the "vulkan" backend (GDRCOPY_BACKEND=vulkan forces it).
- * That backend cannot pin arbitrary cudaMalloc memory: allocate the GPU
- * memory with gdr_alloc_mapped() instead.  It returns a CUDA device pointer
+ * device-local, host-visible memory through Vulkan (its BAR1), the "vulkan"
+ * backend maps GPU memory without a module.  gdr_open() never takes it by
+ * itself (gdr_open_ex() below says when it does).  It cannot pin cudaMalloc
+ * memory: allocate the GPU memory with gdr_alloc_mapped() instead.  It returns a CUDA device pointer
  * (*gpu_ptr, a CUdeviceptr usable with any CUDA call in the current context's
  * device) and a CPU pointer (*cpu_ptr, a write-combined mapping of the same
  * bytes through BAR1).  gdr_pin_buffer(), gdr_map(), gdr_get_info() and the
@@ -236,6 +237,25 @@ int gdr_copy_from_mapping_parallel(gdr_mh_t handle, void *h_ptr, const void *map
 #define GDRAPI_HAVE_ALLOC_MAPPED 1
 int gdr_alloc_mapped(gdr_t g, size_t size, uint64_t *gpu_ptr, void **cpu_ptr);
 int gdr_free_mapped(gdr_t g, uint64_t gpu_ptr);
+
+/*
+ * Extension: gdr_open() for code that says what it will pin.
+ *
+ * gdr_open() tries only backends that pin any GPU allocation (gdrdrv, then
+ * dma-buf), as GDRCopy 2.6 does: programs written for it take a gdr_open()
+ * that succeeds to mean that their own cudaMalloc memory can be pinned.
+ * The vulkan backend cannot pin that memory, so it is used only when asked:
+ *   - by a process: GDRCOPY_BACKEND=vulkan;
+ *   - by a node: allow_vulkan = yes in /etc/gdrcopy.conf (or the file
+ *     GDRCOPY_CONFIG_FILE names), for every process there;
+ *   - by code: gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN), which declares that
+ *     every buffer the caller pins is gdr_alloc_mapped() memory or
+ *     cuMemCreate memory that requested CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
+ * gdr_open_ex(0) is gdr_open().  Unknown flags: NULL with errno EINVAL.
+ */
+#define GDRAPI_HAVE_OPEN_EX 1
+#define GDR_OPEN_FLAG_ALLOW_VULKAN (1u << 0)
+gdr_t gdr_open_ex(uint32_t flags);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,24 @@ LOADED_BY = {
 DMABUF_MIN_CUDA = 13030
 
 NODE = "/dev/gdrdrv"
+# GDRCOPY_BACKEND's names (gdr_get_backend_list) and the other spelling it takes.
+BACKENDS = ("gdrdrv", "dmabuf", "vulkan")
+BACKEND_SPELLINGS = {"dma-buf": "dmabuf"}
+# The node's settings file the packages install (libgdrapi/src/node_config.h).
+NODE_CONFIG = "/etc/gdrcopy.conf"
+VULKAN_OPT_IN = f"GDRCOPY_BACKEND=vulkan, or allow_vulkan = yes in {NODE_CONFIG}"
+
+
+def allows_vulkan(config: str | None) -> bool | None:
+    """allow_vulkan in the text of a node's settings file, as libgdrapi reads it; None: not set (pure)."""
+    allowed = None
+    for line in (config or "").splitlines():
+        key, eq, value = line.split("#", 1)[0].partition("=")
+        if eq and key.strip() == "allow_vulkan":
+            allowed = value.strip().lower() in ("yes", "true", "on", "1")
+    return allowed
+
+
 # aws-ofi-nccl's GPU-initiated networking and MSCCL++ need this much of both (pin_v2, FORCE_PCIE).
 GIN_MIN = (2, 5)
 
@@ -61,6 +79,7 @@ def backend(
     vulkan_loader: bool,
     nvidia_vulkan: bool,
     forced: str = "",
+    vulkan_allowed: bool = False,
 ) -> Backend:
     """gdr_open()'s choice, in its order (gdrdrv, dmabuf, vulkan), from what doctor probed (pure).
 
@@ -69,9 +88,19 @@ def backend(
     any; vulkan: cuMemCreate allocations with POSIX-FD shareable handles,
     which NVIDIA's Vulkan driver imports), else 0.0 with ENODEV.
     `forced` is GDRCOPY_BACKEND (or dmabuf for GDRCOPY_USE_DMABUF_MMAP=1) as doctor sees it.
+    Vulkan is tried only when asked (issue 35): `forced` names it, or
+    `vulkan_allowed` (the node's allow_vulkan = yes, or gdr_open_ex()).
     """
     if library is None:
         return Backend("", None, "", "no libgdrapi to open")
+    forced = BACKEND_SPELLINGS.get(forced, forced)
+    if forced and forced not in BACKENDS:
+        return Backend(
+            "",
+            None,
+            "",
+            f"gdr_open() fails: GDRCOPY_BACKEND={forced} names no backend (it accepts {', '.join(BACKENDS)})",
+        )
     reasons = []
     if forced in ("", "gdrdrv"):
         if module is not None and node:
@@ -87,7 +116,9 @@ def backend(
                 f"dma-buf ({cuda}, where the GPU exports dma-buf): pins any memory CUDA allocated",
             )
         reasons.append(f"dmabuf: {cuda} (it needs a CUDA 13.3 driver or newer)")
-    if forced in ("", "vulkan"):
+    if forced == "" and not vulkan_allowed:
+        reasons.append(f"vulkan: not tried unless asked ({VULKAN_OPT_IN})")
+    elif forced in ("", "vulkan"):
         if cuda_driver is not None and vulkan_loader and nvidia_vulkan:
             return Backend(
                 "vulkan",

@@ -631,9 +631,17 @@ def check_consumer_gates(probe: Probe) -> Finding:
     module = consumers.parse(text) if probe.exists(f"/sys/module/{MODULE}") and text else None
     node = probe.node(NODE) is not None
     loader, nvidia_vulkan = _vulkan(probe)
-    chosen = consumers.backend(
-        library, module, node, probe.cuda_driver_version(), loader, nvidia_vulkan, _forced_backend(probe)
-    )
+    config = probe.environ("GDRCOPY_CONFIG_FILE") or consumers.NODE_CONFIG
+    allowed = consumers.allows_vulkan(probe.read(config))
+
+    def choice(vulkan_allowed: bool) -> consumers.Backend:
+        return consumers.backend(
+            library, module, node, probe.cuda_driver_version(), loader, nvidia_vulkan, _forced_backend(probe),
+            vulkan_allowed,
+        )  # fmt: skip
+
+    plain, opted = choice(False), choice(True)
+    chosen = opted if allowed else plain
     gates = consumers.gates(
         {name: loaded.runtime_version for name, loaded in found.items() if not loaded.error}, chosen, node
     )
@@ -646,6 +654,16 @@ def check_consumer_gates(probe: Probe) -> Finding:
         )
     else:
         seen = f"no backend: {chosen.why}"
+    node_setting = {True: "yes", False: "no", None: "not set"}[allowed]
+    seen += (
+        f"; a process gets {plain.name or 'no backend'} without opting in to vulkan and"
+        f" {opted.name or 'no backend'} with it ({config}: allow_vulkan {node_setting})"
+    )
+    if allowed and chosen.name == "vulkan":
+        seen += (
+            "; this node opts in: consumers that pin cudaMalloc memory fail there (NCCL with NCCL_CUMEM_ENABLE=0"
+            " or <= 2.18, UCX's cuda memory, NVSHMEM_DISABLE_CUDA_VMM=1; docs/consumers.md)"
+        )
     passed = [g.consumer for g in gates if g.passed]
     failed = [g for g in gates if not g.passed]
     detail = f"{seen}; pass: {', '.join(passed) or 'none'}"

@@ -7,6 +7,10 @@ installs (`make man_install`, part of `make install`).  The reference's short
 names (copybw, ...) get `.so` pages that point at the full ones.  A help text
 that changes without its page is caught by `./toolkit man-pages --check`
 (tests/python/test_manpages.py).
+
+Each page's ENVIRONMENT section lists the library's variables from their one
+home, the "Environment" table of libgdrapi/README.md (`environment()`): every
+program here opens libgdrapi, the doctor too.
 """
 
 from __future__ import annotations
@@ -32,6 +36,32 @@ _USAGE = re.compile(r"^usage:\s*(\S+)\s*(.*)$", re.IGNORECASE)
 _OPTIONS_HEADER = re.compile(r"^(options|optional arguments):\s*$", re.IGNORECASE)
 _OPTION = re.compile(r"^(\s+)(-\S.*?)(?:\s{2,}(\S.*))?$")
 _EXIT_STATUS = re.compile(r"^exit status:\s*", re.IGNORECASE)
+# The one home of the library's environment variables: a table of `VARIABLE` | effect rows.
+ENVIRONMENT_HOME = REPO_ROOT / "libgdrapi" / "README.md"
+ENVIRONMENT_HEADING = "## Environment"
+_ENV_ROW = re.compile(r"^\|\s*`(GDRCOPY_[A-Z0-9_]+)(=[^`]*)?`\s*\|\s*(.*?)\s*\|\s*$")
+
+
+def environment(text: str | None = None) -> list[tuple[str, str]]:
+    """(variable as the table writes it, its effect's first sentence) of each row of the home's table.
+
+    Markdown is dropped (backticks) and so are pointers into the README ("(see above)"), which mean
+    nothing in a man page."""
+    text = ENVIRONMENT_HOME.read_text() if text is None else text
+    start = text.find(f"\n{ENVIRONMENT_HEADING}\n")
+    if start < 0:
+        raise ValueError(f"{ENVIRONMENT_HOME.name} has no '{ENVIRONMENT_HEADING}' section: the man pages read it")
+    section = text[start + 1 :].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        row = _ENV_ROW.match(line)
+        if row:
+            effect = re.sub(r"\s*\([^()]*\babove\b[^()]*\)", "", row.group(3).replace("`", ""))
+            first = re.split(r"(?<=[a-z0-9)])\.\s+(?=[A-Z])", effect, maxsplit=1)[0].rstrip(".") + "."
+            rows.append((row.group(1) + (row.group(2) or ""), first))
+    if not rows:
+        raise ValueError(f"the '{ENVIRONMENT_HEADING}' table of {ENVIRONMENT_HOME.name} has no `GDRCOPY_...` row")
+    return rows
 
 
 @dataclass
@@ -137,9 +167,12 @@ def whatis(help_text: Help) -> str:
     return sentence or "a GDRCopy program"
 
 
-def render(program: str, text: str, others: Sequence[str] = PROGRAMS) -> str:
-    """The man page of `program` from its -h text."""
+def render(
+    program: str, text: str, others: Sequence[str] = PROGRAMS, variables: Sequence[tuple[str, str]] | None = None
+) -> str:
+    """The man page of `program` from its -h text and the library's variables (default: their home's)."""
     parsed = parse(text)
+    variables = environment() if variables is None else variables
     lines = [
         f".\\\" Made by gdrkit/packaging/manpages.py from `{program} -h`: change the program's help, not this file.",
         f'.TH {program.upper()} {SECTION} "" "gdrcopy {VERSION}" "User Commands"',
@@ -157,6 +190,10 @@ def render(program: str, text: str, others: Sequence[str] = PROGRAMS) -> str:
             lines += [".TP", _term(term), _escape(said)]
     if parsed.exit_status:
         lines += [".SH EXIT STATUS", _escape(parsed.exit_status)]
+    lines += [".SH ENVIRONMENT", f"{program} opens libgdrapi, which reads these variables (libgdrapi/README.md):"]
+    for variable, effect in variables:
+        name, eq, value = variable.partition("=")
+        lines += [".TP", f"\\fB{name}\\fR" + (f"=\\fI{_escape(value)}\\fR" if eq else ""), _escape(effect)]
     if parsed.notes:
         lines.append(".SH NOTES")
         for index, paragraph in enumerate(parsed.notes):
@@ -176,6 +213,7 @@ def pages(help_texts: dict[str, str]) -> dict[str, str]:
     missing = sorted(set(PROGRAMS) - set(help_texts))
     if missing:
         raise ValueError(f"no help text of {', '.join(missing)}")
-    found = {f"{program}.{SECTION}": render(program, help_texts[program]) for program in PROGRAMS}
+    variables = environment()
+    found = {f"{program}.{SECTION}": render(program, help_texts[program], variables=variables) for program in PROGRAMS}
     found.update({f"{short}.{SECTION}": short_name_page(target) for short, target in SHORT_NAMES.items()})
     return found

@@ -259,8 +259,8 @@ def execute(build_plan: BuildPlan) -> list[Row]:
         if request.dry_run:
             continue
         problems = build.verify_contents(job.plan, built, job.host_arch)
+        # Printed once, with every job's, by the task's closing table (pipeline.baseline_table).
         reports = {r.file: r for r in baseline.check_packages(job.target, built)}
-        print(baseline.table(reports.values()), flush=True)
         problems += [p for r in reports.values() for p in r.problems]
         report = ""
         if request.lint and root is not None:

@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 
 from gdrkit.gdrcopy_doctor import facts
+from gdrkit.gdrcopy_doctor.consumers import NODE_CONFIG
 from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging.model import Package, Plan
 from gdrkit.version import REPO_ROOT
@@ -98,6 +99,9 @@ def system_files(plan: Plan) -> dict[str, RenderedFile]:
         f"pkgroot{fam.udevrulesdir}/60-gdrdrv.rules": "system/udev.rules.j2",
         f"pkgroot{fam.modprobedir}/gdrdrv.conf": "system/modprobe.conf.j2",
         "pkgroot/etc/cdi/gdrcopy.yaml": "system/cdi.yaml.j2",
+        # libgdrapi's node settings (allow_vulkan = no): a conffile, /etc being
+        # conffiles to dh_installdeb and %config(noreplace) in the spec.
+        f"pkgroot{NODE_CONFIG}": "system/gdrcopy.conf.j2",
     }
     if plan.with_dkms:
         files[f"pkgroot{plan.dkms_src}/dkms.conf"] = "dkms.conf.j2"
@@ -115,8 +119,21 @@ def system_files(plan: Plan) -> dict[str, RenderedFile]:
         for path, name in files.items()
     }
     # What doctor knows of the distributions and this release, from their homes (data, not a template).
-    out[f"pkgroot{fam.doctordir}/{DOCTOR_PACKAGE}/{facts.FACTS_FILE}"] = RenderedFile(registry_facts().to_json())
+    out[f"pkgroot{fam.doctordir}/{DOCTOR_PACKAGE}/{facts.FACTS_FILE}"] = doctor_facts_file()
     return out
+
+
+def doctor_facts_file() -> RenderedFile:
+    """The installed doctor's facts.json, from the registry, the description and the version header."""
+    return RenderedFile(registry_facts().to_json())
+
+
+def doctor_launcher(interpreter: str, doctordir: str) -> RenderedFile:
+    """The gdrcopy_doctor program that runs the doctor's modules installed under doctordir (`make install`'s;
+    the packages render the same template with their family's interpreter and directory)."""
+    family = {"python_interpreter": interpreter, "doctordir": doctordir}
+    text = environment().get_template("system/gdrcopy_doctor.j2").render(family=family, doctor_package=DOCTOR_PACKAGE)
+    return RenderedFile(text, 0o755)
 
 
 def render(plan: Plan) -> dict[str, RenderedFile]:

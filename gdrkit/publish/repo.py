@@ -278,13 +278,15 @@ def tools_for(plan: Plan) -> list[str]:
 def publish(
     out: Path,
     inputs: Mapping[Target, Sequence[PackageFile]],
-    signer: Signer,
+    signer: Signer | None,
     url: str,
     results: Path | None = None,
     *,
     dry_run: bool = False,
 ) -> Plan:
-    """Plan, then (unless `dry_run`) sign and write the repositories, key, source files and manifest."""
+    """Plan, then (unless `dry_run`) sign and write the repositories, key, source files and manifest.
+
+    `signer` may be None on a dry run only: the preview then says that a real run needs a key."""
     record_path = out / model.RECORD
     try:
         record = Record.from_json(record_path.read_text(), str(record_path)) if record_path.exists() else Record()
@@ -316,9 +318,14 @@ def publish(
         for tp in the_plan.targets:
             if tp.add:
                 how = "reprepro includedeb" if tp.target.kind == "deb" else "rpmsign, createrepo_c, sign repomd.xml"
-                print(f"[dry-run] {tp.target}: {how} into {out}; signed by {signer.key}", flush=True)
+                by = signer.key if signer else "the --key a real run needs"
+                print(f"[dry-run] {tp.target}: {how} into {out}; signed by {by}", flush=True)
         print(f"[dry-run] write {KEY_FILE}, the .sources/.repo files, {manifest.MANIFEST}, index.html", flush=True)
+        if signer is None:
+            print("[dry-run] no --key given: a real run needs one (gpg --list-secret-keys lists them)", flush=True)
         return the_plan
+    if signer is None:
+        raise die("no signing key: publishing signs everything it writes", "name your GnuPG key with --key")
     public_key = signer.public_key()
     new_record = record
     for tp in the_plan.targets:

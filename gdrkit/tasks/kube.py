@@ -107,7 +107,7 @@ def build_image(
         "check": "write nothing: fail if deploy/kubernetes/ differs from a fresh render or names an image without"
         " registry or digest, then validate it",
         "kubernetes": "Kubernetes release whose schemas validate the objects, MAJOR.MINOR[.PATCH]"
-        " (default: gdrkit.kube.manifests')",
+        " (default: 1.32.0, gdrkit.kube.manifests.KUBERNETES_VERSION)",
         "node_gid": "group id whose pods may open /dev/gdrdrv (supplementalGroups; default 44; docs/kubernetes.md)",
         "dry_run": "render and validate, print what would be written, write nothing",
     },
@@ -122,8 +122,10 @@ def k8s_manifests(
     node_gid: int = 44,  # gdrkit.kube.manifests.NODE_GID (test_kube_manifests checks)
     dry_run: bool = False,
 ) -> None:
-    """Render the Kubernetes manifests (loader DaemonSet, overlays, KMM Module, examples), each image pinned by the
-    digest build-image recorded in deploy/kubernetes/images.lock, and validate them offline."""
+    """Render the Kubernetes manifests (loader, overlays, KMM Module, examples) pinned by images.lock's digests.
+
+    Each image is pinned by the digest build-image recorded in deploy/kubernetes/images.lock; a file whose
+    image has none is left out, with the build-image command that makes it.  Then validate them offline."""
     from gdrkit.kube import images, lock, manifests
     from gdrkit.packaging.build import check_kernel_releases
     from gdrkit.system import die

@@ -33,7 +33,8 @@ def matrix_list(c: Context, json_: bool = False) -> None:
 def ci_install_workflow(c: Context, dry_run: bool = False) -> None:
     """Install ci/github-workflow.yml as .github/workflows/gdrcopy.yml (where GitHub looks)."""
     path = workflow.install_workflow(dry_run=dry_run)
-    print(f"installed {path}")
+    if not dry_run:  # the dry run printed what it would copy
+        print(f"installed {path}")
 
 
 def print_plan(lines: list[str]) -> None:

@@ -18,7 +18,7 @@ from invoke.context import Context
 from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit import system
-from gdrkit.distro.arch import arch
+from gdrkit.distro.arch import ARCHES, HOST_ARCH, arch
 from gdrkit.packaging import model, pipeline
 from gdrkit.packaging.build import DIST
 
@@ -59,7 +59,9 @@ class PackageOptions:
     )
     arch: str = _flag(
         "",
-        "Debian architecture the .deb packages are for: arm64 cross-builds them (with --no-kmod); default this host's",
+        f"architecture the packages are for: {' or '.join(ARCHES)} ({' or '.join(a.uname for a in ARCHES.values())}"
+        f" also taken); one other than this host's ({HOST_ARCH.debian}) is cross-built, with --no-kmod"
+        " (default: this host's)",
     )
     lint: bool = _flag(True, "run lintian/rpmlint on the results (--no-lint: skip)")
     deps: bool = _flag(True, "install the build dependencies first (--no-deps: neither install nor check them)")

@@ -13,7 +13,8 @@ from gdrkit.version import REPO_ROOT
 
 @task(
     help={
-        "key": "GnuPG key id (or fingerprint, or e-mail) that signs the repositories and RPMs (required)",
+        "key": "GnuPG key id (or fingerprint, or e-mail) that signs the repositories and RPMs (required, except by"
+        " --dry-run, which previews without one)",
         "gnupg_home": "GnuPG home that holds the secret key (default: $GNUPGHOME or ~/.gnupg)",
         "dist": "directory of the packages: *.deb/*.rpm at its top, or <release>/ subdirectories (default: dist/)",
         "output": "the repository directory, served as it is over HTTP (default: build/repo/)",
@@ -43,12 +44,14 @@ def publish(
     from gdrkit.publish import repo
     from gdrkit.system import bad_input
 
-    if not key:
+    if not key and not dry_run:
         raise bad_input(
             "--key: no signing key given", "name your GnuPG key: --key <id> (gpg --list-secret-keys lists them)"
         )
-    signer = repo.Signer(key, Path(gnupg_home).resolve() if gnupg_home else None)
-    signer.fingerprint()  # a key we cannot sign with is refused on a dry run too
+    # A preview needs no key; a key given is checked on a dry run too (one we cannot sign with is refused).
+    signer = repo.Signer(key, Path(gnupg_home).resolve() if gnupg_home else None) if key else None
+    if signer is not None:
+        signer.fingerprint()
     source = Path(dist).resolve() if dist else DIST
     out = Path(output).resolve() if output else REPO_ROOT / "build" / "repo"
     if not suite and any(source.glob("*.deb")):

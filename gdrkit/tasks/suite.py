@@ -15,7 +15,7 @@ from gdrkit.version import REPO_ROOT
 
 @task(
     help={
-        "quick": "only the tests that need no VM, container or package build (seconds)",
+        "quick": "only the tests that need no VM, container or package build (minutes: lint alone takes one)",
         "soak": "only the long soak tier that .ci/run leaves out: full-count race tests, fuzzing, slab poisoning (hours)",
         "keyword": "only tests whose name matches this pytest -k expression",
     }

@@ -17,8 +17,9 @@ from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_t
     help={
         "kernel": "a Debian suite (bullseye, bookworm, trixie, sid) or a kernel ABI such as 6.12.57+deb13-amd64",
         "cmd": f"command to run in the VM as root (default: {DEFAULT_COMMAND})",
-        "softgpu_args": "module parameters for softgpu, e.g. 'mode=ram'",
-        "gdrdrv_args": "module parameters for gdrdrv besides dbg_enabled=1",
+        "softgpu_args": "module parameters for softgpu, NAME=VALUE ..., e.g. 'force_ram=1' (the parameters of"
+        " tests/softgpu/kmod's sources; others are refused before anything runs)",
+        "gdrdrv_args": "module parameters for gdrdrv besides dbg_enabled=1, e.g. 'use_persistent_mapping=0'",
         "modules": "load softgpu and gdrdrv around the command (--no-modules: plain boot)",
         "build": "build and install the project in the suite's root first (--no-build: use what is there)",
         "keep_going": "boot even when some build steps failed",

@@ -22,6 +22,7 @@ from gdrkit.system import cache_dir, die, log, missing_debian_packages
 from gdrkit.vm import klog
 from gdrkit.vm.initramfs import BUSYBOX, ModuleLoad
 from gdrkit.vm.kimage import image_page_size
+from gdrkit.vm.modparams import check_args
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, VmResult, boot
 from gdrkit.vm.rootfs import (
     BuildReport,
@@ -64,10 +65,13 @@ class VmTestOptions:
 
 
 def default_loads(softgpu_args: str = "", gdrdrv_args: str = "") -> tuple[ModuleLoad, ...]:
-    """softgpu, then gdrdrv with its debug switch (which also creates the refcount file)."""
+    """softgpu, then gdrdrv with its debug switch (which also creates the refcount file).
+
+    Each argument must be a parameter the module's sources declare, with a value of its type:
+    refused here, before anything is built or booted, rather than by insmod in the guest."""
     return (
-        ModuleLoad("softgpu", tuple(shlex.split(softgpu_args))),
-        ModuleLoad("gdrdrv", ("dbg_enabled=1", *shlex.split(gdrdrv_args))),
+        ModuleLoad("softgpu", check_args("softgpu", softgpu_args, "--softgpu-args")),
+        ModuleLoad("gdrdrv", ("dbg_enabled=1", *check_args("gdrdrv", gdrdrv_args, "--gdrdrv-args"))),
     )
 
 

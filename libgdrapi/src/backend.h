@@ -117,6 +117,14 @@ struct gdr_backend_ops {
 	 * several buffers share (vulkan maps each allocation once).
 	 */
 	bool map_makes_own_mapping;
+	/*
+	 * gdr_open() takes this backend only when asked (GDRCOPY_BACKEND,
+	 * gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN), the node's configuration
+	 * file), never in its implicit order: it cannot pin every device
+	 * allocation (cudaMalloc memory), and consumers take a gdr_open() that
+	 * succeeds to mean that they can pin their own (GDRCopy 2.6's does).
+	 */
+	bool only_when_asked;
 
 	/*
 	 * Try to set up this backend for g; on success store state in
@@ -163,7 +171,10 @@ struct gdr_backend_ops {
 	int (*free_mapped)(struct gdr *g, uint64_t gpu_ptr);
 };
 
-/* Every backend, in the order gdr_open() tries them: adding one is one X(name). */
+/*
+ * Every backend, in the order gdr_open() tries them (those with
+ * only_when_asked only when asked): adding one is one X(name).
+ */
 #define GDR_BACKENDS(X) \
 	X(gdrdrv)       \
 	X(dmabuf)       \

@@ -1043,6 +1043,7 @@ static int vulkan_driver_version(struct gdr *g, int *major, int *minor)
 
 const struct gdr_backend_ops gdr_backend_vulkan = {
 	.name = "vulkan",
+	.only_when_asked = true,
 	.open = vulkan_open,
 	.close = vulkan_close,
 	.pin = vulkan_pin,

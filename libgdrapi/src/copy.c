@@ -32,7 +32,7 @@ const char *const gdr_copy_routine_names[] = {
 
 /* Live mappings per type, and how many types have any: the mixed-mapping fence. */
 static atomic_int live_mappings[GDR_MAPPING_TYPE_MAX];
-atomic_int gdr_live_mapping_types;
+static atomic_int gdr_live_mapping_types;
 
 void gdr_mapping_count_add(gdr_mapping_type_t type, int delta)
 {

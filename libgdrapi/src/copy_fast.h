@@ -39,8 +39,6 @@ extern gdr_block_copy_fn gdr_fast_lines_to, gdr_fast_lines_from;
 extern gdr_small_read_fn gdr_fast_line_read;
 /* One 32-byte streaming load of an aligned 32-byte block, stored unmasked (AVX2), or NULL; non-NULL: the CPU has AVX2. */
 extern gdr_block_copy_fn gdr_fast_read32;
-/* How many mapping types have live mappings (copy.c): above 1, copies end with a full fence. */
-extern atomic_int gdr_live_mapping_types;
 /*
  * 0 when the inline path may take WC copies: both reasons it may not, in the
  * one word a copy reads.  GDR_FAST_BLOCK_ENGINE while the engine is not

@@ -14,6 +14,7 @@
 #include "copy_engine.h"
 #include "gdrapi_info.h"
 #include "internal.h"
+#include "node_config.h"
 #include "copy_fast.h"
 #include "parallel_copy.h"
 
@@ -43,31 +44,112 @@ GDR_EXPORT const char *gdr_get_open_failure(void)
 	return open_failure;
 }
 
-/* Should gdr_open() skip this backend, and why (for the log)? */
-static const char *backend_skip_reason(const struct gdr_backend_ops *ops)
+/*
+ * Which backends gdr_open() may try, from the environment, the caller's
+ * flags and the node's file.  The implicit order takes only backends that
+ * pin any device allocation (gdrdrv, then dma-buf), as GDRCopy 2.6 does:
+ * consumers (NCCL, UCX, NVSHMEM, libfabric) take a gdr_open() that
+ * succeeds to mean that their cudaMalloc memory can be pinned, and fail
+ * the job when a pin then fails.  A backend marked only_when_asked
+ * (vulkan) is tried only when the process, the node or the code asks.
+ */
+struct open_plan {
+	const char *only;		/* the one backend allowed, or NULL */
+	const char *only_by;		/* which setting chose it */
+	const char *asked_by;		/* what allows the only_when_asked backends, or NULL */
+	struct gdr_node_config node;
+	char asked_by_text[PATH_MAX + 64];
+};
+
+/* GDRCOPY_BACKEND's spellings: each backend's name, and the README's "dma-buf". */
+static const char *backend_by_name(const char *name)
 {
-	const char *only = getenv("GDRCOPY_BACKEND");
+	size_t i;
+
+	if (strcmp(name, "dma-buf") == 0)
+		return "dmabuf";
+	for (i = 0; i < GDR_BACKEND_COUNT; i++)
+		if (strcmp(name, backends[i]->name) == 0)
+			return backends[i]->name;
+	return NULL;
+}
+
+/* 0, or EINVAL with the reason in why (an unknown GDRCOPY_BACKEND). */
+static int open_plan_make(struct open_plan *plan, uint32_t flags, char *why, size_t why_len)
+{
+	const char *wanted = getenv("GDRCOPY_BACKEND");
 	const char *dmabuf = getenv("GDRCOPY_USE_DMABUF_MMAP");
 
-	if (only && *only && strcmp(only, ops->name) != 0)
-		return "skipped because GDRCOPY_BACKEND selects another backend";
-	if (dmabuf && strcmp(dmabuf, "1") == 0 && strcmp(ops->name, "dmabuf") != 0)
-		return "skipped because GDRCOPY_USE_DMABUF_MMAP=1";
+	memset(plan, 0, sizeof(*plan));
+	if (wanted && *wanted) {
+		plan->only = backend_by_name(wanted);
+		plan->only_by = "GDRCOPY_BACKEND";
+		if (!plan->only) {
+			snprintf(why, why_len,
+				 "GDRCOPY_BACKEND=%s names no backend: it accepts gdrdrv, dmabuf (or dma-buf) and vulkan; unset it to let gdr_open() choose",
+				 wanted);
+			return EINVAL;
+		}
+		/* Naming a backend asks for it, vulkan included. */
+		plan->asked_by = "GDRCOPY_BACKEND";
+		return 0;
+	}
+	if (dmabuf && strcmp(dmabuf, "1") == 0) {
+		plan->only = "dmabuf";
+		plan->only_by = "GDRCOPY_USE_DMABUF_MMAP=1";
+		return 0;
+	}
+	if (flags & GDR_OPEN_FLAG_ALLOW_VULKAN) {
+		plan->asked_by = "gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN)";
+		return 0;
+	}
+	gdr_node_config_read(&plan->node);
+	if (plan->node.allow_vulkan) {
+		snprintf(plan->asked_by_text, sizeof(plan->asked_by_text), "allow_vulkan = yes in %s:%u",
+			 plan->node.path, plan->node.allow_vulkan_line);
+		plan->asked_by = plan->asked_by_text;
+	}
+	return 0;
+}
+
+/* Should gdr_open() skip this backend, and why (for the log)?  NULL: try it. */
+static const char *backend_skip_reason(const struct open_plan *plan, const struct gdr_backend_ops *ops,
+				       char *buf, size_t len)
+{
+	if (plan->only && strcmp(plan->only, ops->name) != 0) {
+		snprintf(buf, len, "skipped because %s selects another backend", plan->only_by);
+		return buf;
+	}
+	if (ops->only_when_asked && !plan->asked_by) {
+		snprintf(buf, len,
+			 "not tried: it pins only cuMemCreate memory exported as a POSIX fd and gdr_alloc_mapped() memory, not cudaMalloc memory, so gdr_open() takes it only when asked: GDRCOPY_BACKEND=%s for a process, allow_vulkan = yes in %.100s for the node (read what it is safe for there first), or gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN) in code that pins only such memory",
+			 ops->name, plan->node.path[0] ? plan->node.path : GDR_NODE_CONFIG_FILE);
+		return buf;
+	}
 	return NULL;
 }
 
 static void fork_child_hook(void);
 
-GDR_EXPORT gdr_t gdr_open(void)
+static gdr_t open_backends(uint32_t flags)
 {
 	char why[GDR_BACKEND_COUNT][GDR_BACKEND_WHY_LEN];
 	const char *names[GDR_BACKEND_COUNT];
+	struct open_plan plan;
 	int first_error = 0;
 	size_t tried = 0;
 	struct gdr *g;
 	size_t i;
+	int rc;
 
 	open_failure[0] = '\0';
+	rc = open_plan_make(&plan, flags, why[0], sizeof(why[0]));
+	if (rc) {
+		gdr_err("gdr_open: %s", why[0]);
+		snprintf(open_failure, sizeof(open_failure), "%s\n", why[0]);
+		errno = rc;
+		return NULL;
+	}
 	gdr_host_page();
 	gdr_copy_engine_init();
 
@@ -83,13 +165,10 @@ GDR_EXPORT gdr_t gdr_open(void)
 
 	for (i = 0; i < GDR_BACKEND_COUNT; i++) {
 		const struct gdr_backend_ops *ops = backends[i];
-		const char *skip;
-		int rc;
 
 		names[tried] = ops->name;
-		skip = backend_skip_reason(ops);
-		if (skip) {
-			snprintf(why[tried++], GDR_BACKEND_WHY_LEN, "%s", skip);
+		if (backend_skip_reason(&plan, ops, why[tried], GDR_BACKEND_WHY_LEN)) {
+			tried++;
 			continue;
 		}
 		why[tried][0] = '\0';
@@ -99,7 +178,10 @@ GDR_EXPORT gdr_t gdr_open(void)
 
 			for (j = 0; j < tried; j++)
 				gdr_info("gdr_open: backend %s not used: %s", names[j], why[j]);
-			gdr_info("gdr_open: using the %s backend", ops->name);
+			if (ops->only_when_asked)
+				gdr_info("gdr_open: using the %s backend, as %s asks", ops->name, plan.asked_by);
+			else
+				gdr_info("gdr_open: using the %s backend", ops->name);
 			g->ops = ops;
 			return g;
 		}
@@ -120,6 +202,23 @@ GDR_EXPORT gdr_t gdr_open(void)
 	free(g);
 	errno = first_error ? first_error : ENODEV;
 	return NULL;
+}
+
+GDR_EXPORT gdr_t gdr_open(void)
+{
+	return open_backends(0);
+}
+
+GDR_EXPORT gdr_t gdr_open_ex(uint32_t flags)
+{
+	if (flags & ~GDR_OPEN_FLAG_ALLOW_VULKAN) {
+		gdr_err("gdr_open_ex: unknown flags %#x (this library knows GDR_OPEN_FLAG_ALLOW_VULKAN = %#x)",
+			flags & ~GDR_OPEN_FLAG_ALLOW_VULKAN, GDR_OPEN_FLAG_ALLOW_VULKAN);
+		open_failure[0] = '\0';
+		errno = EINVAL;
+		return NULL;
+	}
+	return open_backends(flags);
 }
 
 /*
@@ -1009,7 +1108,7 @@ GDR_EXPORT int gdr_alloc_mapped(gdr_t g, size_t size, uint64_t *gpu_ptr, void **
 	if (!g || !gpu_ptr || !cpu_ptr || size == 0)
 		return EINVAL;
 	if (!g->ops->alloc_mapped) {
-		gdr_err("gdr_alloc_mapped: the %s backend this gdr_t uses does not allocate memory (the vulkan backend does); pin cuMemAlloc memory instead",
+		gdr_err("gdr_alloc_mapped: the %s backend this gdr_t uses does not allocate memory (the vulkan backend does: open it with gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN)); pin cuMemAlloc memory instead",
 			g->ops->name);
 		return ENOTSUP;
 	}

@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, Optional, TypeVar
 
 from gdrcopy import _gpubuf, _interchange
-from gdrcopy._lib import GdrError, captured_log, check, errno_of_null, library
+from gdrcopy._lib import OPEN_FLAG_ALLOW_VULKAN, GdrError, captured_log, check, errno_of_null, library
 
 GPU_PAGE_SIZE = 1 << 16
 GPU_PAGE_MASK = GPU_PAGE_SIZE - 1
@@ -312,6 +312,8 @@ class Gdr(_Resource):
         self._lib = lib
         fn = lib.fn
         known = lib.backends()
+        if backend == "dma-buf":
+            backend = "dmabuf"  # the spelling of the README and of GDRCOPY_BACKEND
         if backend in (None, "", "auto"):
             wanted = None
         elif backend in known:
@@ -333,7 +335,15 @@ class Gdr(_Resource):
                     os.environ["GDRCOPY_BACKEND"] = wanted
                 elif saved is not None and backend == "auto":
                     del os.environ["GDRCOPY_BACKEND"]
-                handle = fn["gdr_open"]()
+                if wanted is None and lib.has("gdr_open_ex"):
+                    # A program on these bindings chose gdrcopy itself, and a pin
+                    # the vulkan backend refuses (cudaMalloc memory) raises
+                    # GdrError with the library's reason at that call: so they take
+                    # vulkan after gdrdrv and dma-buf, where gdr_open() would not
+                    # (issue 35; gdrapi.h, gdr_open_ex).
+                    handle = fn["gdr_open_ex"](OPEN_FLAG_ALLOW_VULKAN)
+                else:
+                    handle = fn["gdr_open"]()
                 code = errno_of_null() if not handle else 0
                 reasons = lib.open_failure() if not handle else {}
             finally:
@@ -456,7 +466,13 @@ class Gdr(_Resource):
 
 
 def open(backend: Optional[str] = None) -> Gdr:  # noqa: A001 - the library's own verb
-    """Open libgdrapi: `backend` None/"auto" (the library picks), or "gdrdrv", "dmabuf", "vulkan"."""
+    """Open libgdrapi: `backend` None/"auto", or "gdrdrv", "dmabuf" ("dma-buf"), "vulkan".
+
+    "auto" takes gdrdrv, then dma-buf, then vulkan (gdr_open_ex with
+    GDR_OPEN_FLAG_ALLOW_VULKAN), which pins only cuMemCreate memory with a
+    POSIX fd handle and alloc_mapped() memory; pinning other memory there
+    raises GdrError saying so.
+    """
     return Gdr(backend)
 
 

@@ -122,7 +122,10 @@ _EXTENSIONS: dict[str, tuple[Any, list[Any]]] = {
     "gdr_free_mapped": (_I, [_P, _U64]),
     "gdr_copy_to_mapping_parallel": (_I, [MH, _P, _P, _SZ, ctypes.c_uint]),
     "gdr_copy_from_mapping_parallel": (_I, [MH, _P, _P, _SZ, ctypes.c_uint]),
+    "gdr_open_ex": (_P, [_U32]),
 }
+# gdr_open_ex(): the caller pins only what the vulkan backend can (gdrapi.h).
+OPEN_FLAG_ALLOW_VULKAN = 1 << 0
 
 
 @dataclass(frozen=True)

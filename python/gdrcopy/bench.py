@@ -33,6 +33,7 @@ from typing import Any, Optional
 
 import gdrcopy
 from gdrcopy import _cuda
+from gdrcopy._lib import GdrError, LibraryNotFound
 
 SIZES = (64, 4096)
 METHODS = ("fast", "ctypes", "cuMemcpy", "numpy")
@@ -114,7 +115,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         cuda = None
         skipped["cuMemcpy"] = f"no CUDA driver to call: {error}"
     nbytes = 1 << 16
-    with gdrcopy.open(args.backend) as g:
+    try:
+        opened = gdrcopy.open(args.backend)
+    except (GdrError, LibraryNotFound) as error:
+        # No GPU, driver or library here: what is missing and what to do, not a traceback.
+        print(f"gdrcopy.bench: error: {error}", file=sys.stderr)
+        return 1
+    with opened as g:
         backend = g.backend_name
         allocation = None
         if backend == "vulkan":

@@ -456,15 +456,18 @@ void bench_gpu_free(struct bench_gpu_buf *buf)
 
 /* --- gdrcopy --------------------------------------------------------- */
 
-gdr_t bench_gdr_open(void)
+gdr_t bench_gdr_open(const struct bench_alloc *alloc)
 {
-	gdr_t g = gdr_open();
+	enum gpu_alloc_kind kind = !alloc->fn ? GPU_ALLOC_GDR_MAPPED
+				   : alloc->fn == gpu_vmm_alloc ? GPU_ALLOC_CUMEMCREATE : GPU_ALLOC_CUMEMALLOC;
+	gdr_t g = gdr_open_for(kind);
 
 	if (!g)
 		bench_die("gdr_open failed (%s). Check that the gdrdrv module is loaded "
 			  "(grep gdrdrv /proc/devices) and /dev/gdrdrv exists and is "
-			  "read/writable; set GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 "
-			  "for the library's reasons.",
+			  "read/writable (without it, -a cuMemCreate or -a gdr_alloc_mapped "
+			  "lets the vulkan backend map GPU memory); set GDRCOPY_ENABLE_LOGGING=1 "
+			  "GDRCOPY_LOG_LEVEL=1 for the library's reasons.",
 			  strerror(errno));
 	return g;
 }

@@ -132,8 +132,12 @@ void bench_gpu_free(struct bench_gpu_buf *buf);
 
 /* --- gdrcopy --------------------------------------------------------- */
 
-/* gdr_open, or exit explaining what to check. */
-gdr_t bench_gdr_open(void);
+/*
+ * gdr_open for a program that pins memory of alloc (gdr_open_for: the
+ * vulkan backend allowed for cuMemCreate and gdr_alloc_mapped), or exit
+ * explaining what to check.
+ */
+gdr_t bench_gdr_open(const struct bench_alloc *alloc);
 
 /* Print the info.* lines the reference tools print, plus the mapping type. */
 void bench_print_info(const gdr_info_t *info);

@@ -316,7 +316,7 @@ int main(int argc, char **argv)
 	bench_say("testing size: %zu\n", o.size);
 	bench_say("rounded size: %zu\n", rounded);
 	bench_say("gpu alloc fn: %s\n", o.alloc.name);
-	g = bench_gdr_open();
+	g = bench_gdr_open(&o.alloc);
 	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc, g);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 

@@ -519,7 +519,7 @@ int main(int argc, char **argv)
 	bench_print_locality(&loc);
 
 	rounded = (o.size + GPU_PAGE_SIZE - 1) & GPU_PAGE_MASK;
-	g = bench_gdr_open();
+	g = bench_gdr_open(&o.alloc);
 	bench_gpu_alloc(&gbuf, dev, rounded, &o.alloc, g);
 	bench_say("device ptr: 0x%llx\n", (unsigned long long)gbuf.ptr);
 	bench_say("allocated size: %zu\n", rounded);

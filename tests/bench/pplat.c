@@ -597,7 +597,7 @@ static void setup_buffers(struct pplat_run *r)
 		      (o->data_size && o->data_loc == LOC_GPUMEM);
 	/* gdr_alloc_mapped memory comes from libgdrapi itself. */
 	if (r->need_gdr || !o->alloc.fn)
-		r->g = bench_gdr_open();
+		r->g = bench_gdr_open(&o->alloc);
 	bench_say("gpu flag: %s; cpu flag: %s; data: %s, %zu bytes; %u block(s) x %u thread(s)\n",
 		  loc_name(o->gpu_flag_loc), loc_name(o->cpu_flag_loc), loc_name(o->data_loc),
 		  o->data_size, o->blocks, o->threads);

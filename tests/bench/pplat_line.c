@@ -392,7 +392,7 @@ int pplat_line_main(const struct pplat_line_opts *lo, const struct pplat_line_se
 	if (!fig)
 		bench_die("out of memory");
 
-	g = bench_gdr_open();
+	g = bench_gdr_open(setup->alloc);
 	bench_gpu_alloc(&gbuf, setup->dev, GPU_PAGE_SIZE, setup->alloc, g);
 	BENCH_CU(cuMemsetD8(gbuf.ptr, 0, GPU_PAGE_SIZE));
 	BENCH_CU(cuCtxSynchronize());

@@ -16,6 +16,7 @@
 #pragma weak gdr_alloc_mapped
 #pragma weak gdr_free_mapped
 #pragma weak gdr_get_backend_name
+#pragma weak gdr_open_ex
 
 int test_verbose;
 static test_reporter_fn test_reporter;
@@ -496,6 +497,16 @@ int gpu_free(struct gpu_mem *mem, char *why, size_t why_len)
 		return -1;
 	}
 	return 0;
+}
+
+gdr_t gdr_open_for(enum gpu_alloc_kind kind)
+{
+#ifdef GDRAPI_HAVE_OPEN_EX
+	if (kind != GPU_ALLOC_CUMEMALLOC && gdr_open_ex)
+		return gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
+#endif
+	(void)kind;
+	return gdr_open();
 }
 
 const char *gpu_alloc_kind_name(enum gpu_alloc_kind kind)

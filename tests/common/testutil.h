@@ -229,6 +229,16 @@ static inline bool gpu_alloc_kind_needs_gdr(enum gpu_alloc_kind kind)
 	return kind == GPU_ALLOC_GDR_MAPPED;
 }
 
+/*
+ * gdr_open() for a program whose every pinned buffer is of this kind.  Where
+ * that is memory the vulkan backend can pin (cuMemCreate with a POSIX fd,
+ * gdr_alloc_mapped) the program says so: gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN),
+ * so that it runs module-free (the GPU machine) as it did before gdr_open()
+ * stopped taking vulkan by itself (issue 35).  cuMemAlloc memory, and a
+ * library without gdr_open_ex (GDRCopy's), get plain gdr_open().
+ */
+gdr_t gdr_open_for(enum gpu_alloc_kind kind);
+
 /* ---- host data patterns ------------------------------------------------ */
 
 /* Word w = 0x3F4C5E6A ^ (1 << (w % 32)); a trailing partial word is filled byte-wise. */

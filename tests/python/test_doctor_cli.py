@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from gdrkit.gdrcopy_doctor import cli, doctor
-from gdrkit.gdrcopy_doctor.probe import FakeProbe, Output
+from gdrkit.gdrcopy_doctor.probe import FakeProbe, Loaded, Output
 from gdrkit.version import REPO_ROOT
 
 DEBIAN = {"/etc/os-release": 'ID=debian\nVERSION_ID="12"\n'}
@@ -86,3 +86,36 @@ def test_exit_statuses_are_the_documented_ones() -> None:
         timeout=120,
     )
     assert toolkit.returncode == cli.USAGE, toolkit.stderr
+
+
+def _module_free_node(files: dict[str, str]) -> FakeProbe:
+    """The GPU machine's kind of node: driver 580 (CUDA 13.0), no gdrdrv, NVIDIA's Vulkan driver, our library."""
+    lib = "/usr/lib/x86_64-linux-gnu/libgdrapi.so.2.6.1"
+    return FakeProbe(
+        files={**DEBIAN, "/usr/share/vulkan/icd.d/nvidia_icd.json": "{}", **files},
+        libraries={
+            "libgdrapi.so": Loaded("libgdrapi.so", lib, "", (2, 6)),
+            "libgdrapi.so.2": Loaded("libgdrapi.so.2", lib, "", (2, 6)),
+            "libvulkan.so.1": Loaded("libvulkan.so.1", "/usr/lib/x86_64-linux-gnu/libvulkan.so.1"),
+        },
+        cuda_version=13000,
+    )
+
+
+@pytest.mark.parametrize(
+    ("conf", "gets", "setting"),
+    [
+        (None, "no backend", "allow_vulkan not set"),
+        ("allow_vulkan = no\n", "no backend", "allow_vulkan no"),
+        ("allow_vulkan = yes\n", "backend vulkan", "allow_vulkan yes"),
+    ],
+)
+def test_the_table_says_which_backend_a_process_gets_without_and_with_the_opt_in(
+    capsys: pytest.CaptureFixture[str], conf: str | None, gets: str, setting: str
+) -> None:
+    cli.run(probe=_module_free_node({"/etc/gdrcopy.conf": conf} if conf else {}))
+    line = next(line for line in capsys.readouterr().out.splitlines() if "consumer gates" in line)
+    assert line.split("consumer gates", 1)[1].strip().startswith(gets), line
+    assert "a process gets no backend without opting in to vulkan and vulkan with it" in line, line
+    assert f"(/etc/gdrcopy.conf: {setting})" in line, line
+    assert ("this node opts in" in line) == (gets == "backend vulkan"), line

@@ -20,6 +20,7 @@ import platform
 import shutil
 import stat
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -133,8 +134,13 @@ def test_reference_build_and_install_targets_with_a_relative_destdir(tmp_path: P
         "bin/gdrcopy_pplat",
         "bin/sanity",
         "bin/copylat",
+        # The program its man page describes is installed with it (the toolkit's .venv has PyYAML and Jinja2).
+        "bin/gdrcopy_doctor",
+        "share/man/man1/gdrcopy_doctor.1",
+        "share/gdrcopy/gdrcopy_doctor/facts.json",
     ):
         assert (root / rel).exists(), rel
+    assert "/opt/gdrcopy/share/gdrcopy" in (root / "bin/gdrcopy_doctor").read_text()
     assert not (REPO_ROOT / stage).exists() or (REPO_ROOT / stage).resolve() == (tmp_path / "stage").resolve()
 
 
@@ -163,6 +169,28 @@ def test_make_uninstall_removes_exactly_what_make_install_put(tmp_path: Path, la
     left = sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if not p.is_dir())
     assert left == [str(other.relative_to(tree))], f"make uninstall left {left}"
     assert not any(p.name == "gdrapi" for p in tree.rglob("*")), "cmake/gdrapi is ours alone and goes"
+
+
+def test_make_dist_builds_the_references_three_tarballs() -> None:
+    ensure_debian_packages(["build-essential"])
+    result = _make("-j2", "dist", "CUDA=/nonexistent/cuda")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    machine = platform.machine()
+    members = {}
+    for name in ("libgdrapi", "gdrcopy-tests", "gdrdrv"):
+        tarball = REPO_ROOT / "build" / f"{name}-linux-{machine}-{version.VERSION}.tar.gz"
+        assert f"built build/{tarball.name}" in result.stdout
+        with tarfile.open(tarball) as tar:
+            members[name] = {m.name for m in tar.getmembers()}
+            assert all(m.uid == 0 and m.gid == 0 for m in tar.getmembers()), name
+    assert {"LICENSE", "lib64/libgdrapi.so", f"lib64/libgdrapi.so.{version.MAJOR}", "include/gdrapi.h"} <= members[
+        "libgdrapi"
+    ]
+    assert {"LICENSE", "bin/gdrcopy_sanity", "bin/gdrcopy_copylat", "bin/gdrcopy_pplat"} <= members["gdrcopy-tests"]
+    # gdrdrv's sources with the two headers its Kbuild looks for beside it (src/include).
+    assert {"LICENSE", "src/Makefile", "src/Kbuild", "src/gdrdrv.c", "src/include/uapi/gdrdrv.h",
+            "src/include/gdrcopy_version.h", "src/scripts/conftest.sh"} <= members["gdrdrv"]  # fmt: skip
+    assert not [m for m in members["gdrdrv"] if m.endswith((".o", ".ko", ".cmd"))]
 
 
 # --- shell --------------------------------------------------------------------------------

@@ -124,6 +124,8 @@ def fakes(fake_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GDRCOPY_ENABLE_LOGGING", "1")
     monkeypatch.delenv("GDRCOPY_BACKEND", raising=False)
     monkeypatch.delenv("GDRCOPY_USE_DMABUF_MMAP", raising=False)
+    # Never the host's /etc/gdrcopy.conf: a test that allows vulkan for the node writes this one.
+    monkeypatch.setenv("GDRCOPY_CONFIG_FILE", str(tmp_path / "gdrcopy.conf"))
     lib = ctypes.CDLL(str(fake_library))
     lib.fake_gdrdrv_default.restype = GdrdrvConfig
     for name in ("fake_live_files", "fake_live_pins", "fake_live_mappings", "fake_vulkan_live_objects"):
@@ -510,6 +512,33 @@ def test_vulkan_ndarray(fakes: ctypes.CDLL) -> None:
         a.close()
 
 
+def test_auto_takes_vulkan_where_plain_gdr_open_does_not(fakes: ctypes.CDLL, tmp_path: Path) -> None:
+    """Issue 35: the library's gdr_open() leaves vulkan to those who ask; these bindings ask."""
+    cfg = fakes.fake_gdrdrv_default()
+    cfg.open_errno = 2  # ENOENT: no gdrdrv
+    fakes.fake_reset(ctypes.byref(cfg))
+    fakes.fake_cuda_set(ctypes.byref(CudaConfig(present=True, driver_version=13000, have_context=True)))
+    fakes.fake_vulkan_set(ctypes.byref(VulkanConfig(present=True, bar1_visible=True, heap_size=64 << 20)))
+    raw = ctypes.CDLL(os.environ["GDRCOPY_LIBRARY"])
+    raw.gdr_open.restype = ctypes.c_void_p
+    raw.gdr_get_open_failure.restype = ctypes.c_char_p
+    assert raw.gdr_open() is None
+    assert "vulkan: not tried" in raw.gdr_get_open_failure().decode()
+    with gdrcopy.open() as g:
+        assert g.backend_name == "vulkan"
+    with gdrcopy.open("auto") as g:
+        assert g.backend_name == "vulkan"
+    # The node's file allows it for plain gdr_open() too.
+    (tmp_path / "gdrcopy.conf").write_text("allow_vulkan = yes\n")
+    g_raw = raw.gdr_open()
+    assert g_raw is not None
+    raw.gdr_close.argtypes = [ctypes.c_void_p]
+    assert raw.gdr_close(g_raw) == 0
+    with pytest.raises(gdrcopy.OpenError) as caught:
+        gdrcopy.open("dma-buf")
+    assert "GDRCOPY_BACKEND selects another backend" in caught.value.reasons["vulkan"]
+
+
 def test_alloc_mapped_needs_vulkan(fakes: ctypes.CDLL) -> None:
     with gdrcopy.open() as g:
         with pytest.raises(gdrcopy.GdrError, match="only the vulkan backend allocates") as caught:
@@ -890,3 +919,12 @@ def test_mypy_strict_accepts_user_code(tmp_path: Path) -> None:
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert result.returncode == 1 and len(errors) == 1, result.stdout + result.stderr
     assert errors[0].startswith("bad.py:") and '"Gdr" has no attribute "no_such_method"' in errors[0], errors
+
+
+def test_the_bench_without_a_library_says_what_to_install_not_a_traceback(tmp_path: Path) -> None:
+    env = dict(os.environ, GDRCOPY_LIBRARY=str(tmp_path / "libgdrapi.so.2"), PYTHONPATH=str(REPO / "python"))
+    result = subprocess.run(
+        [sys.executable, "-m", "gdrcopy.bench"], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("gdrcopy.bench: error: cannot load") and "GDRCOPY_LIBRARY" in result.stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gdrkit.system import ensure_debian_packages
 from gdrkit.gdrcopy_doctor import consumers, doctor
 from gdrkit.gdrcopy_doctor.consumers import Gate
 from gdrkit.gdrcopy_doctor.probe import FakeProbe, Loaded, Node, Output, Probe
@@ -450,10 +451,50 @@ def test_dmabuf_backend_reports_the_librarys_interface_version() -> None:
     assert "apt-get install gdrdrv-dkms" in finding.fix
 
 
+OPTED_IN = DEBIAN | {"/etc/gdrcopy.conf": "# the packages' file\nallow_vulkan = yes\n"}
+
+
+def test_without_opting_in_a_module_free_node_gives_no_backend_as_nvidias_library() -> None:
+    """Issue 35: the H200's 580 driver, no gdrdrv, Vulkan there: gdr_open() fails unless the node asks."""
+    for files in (DEBIAN, DEBIAN | {"/etc/gdrcopy.conf": "allow_vulkan = no\n"}):
+        finding = doctor.check_consumer_gates(_host(module=None, node=False, cuda=13000, vulkan=True, files=files))
+        assert finding.detail.startswith("no backend: gdr_open() fails:"), finding.detail
+        assert "vulkan: not tried unless asked (GDRCOPY_BACKEND=vulkan, or allow_vulkan = yes in" in finding.detail
+        assert "a process gets no backend without opting in to vulkan and vulkan with it" in finding.detail
+        assert all("runs without GDRCopy" in g.reason for g in finding.gates)
+    assert (
+        "(/etc/gdrcopy.conf: allow_vulkan not set)"
+        in doctor.check_consumer_gates(_host(module=None, node=False, cuda=13000, vulkan=True)).detail
+    )
+    # The process's own opt-in, and the file GDRCOPY_CONFIG_FILE names instead of the node's.
+    forced = doctor.check_consumer_gates(
+        _host(module=None, node=False, cuda=13000, vulkan=True, env={"GDRCOPY_BACKEND": "vulkan"})
+    )
+    assert forced.detail.startswith("backend vulkan"), forced.detail
+    other = _host(module=None, node=False, cuda=13000, vulkan=True, env={"GDRCOPY_CONFIG_FILE": "/opt/g.conf"},
+                  files=DEBIAN | {"/opt/g.conf": "allow_vulkan = on"})  # fmt: skip
+    assert doctor.check_consumer_gates(other).detail.startswith("backend vulkan")
+
+
+def test_with_gdrdrv_the_opt_in_changes_nothing() -> None:
+    finding = doctor.check_consumer_gates(_host(vulkan=True, files=OPTED_IN))
+    assert finding.detail.startswith("backend gdrdrv")
+    assert "a process gets gdrdrv without opting in to vulkan and gdrdrv with it" in finding.detail
+    assert "this node opts in" not in finding.detail
+
+
+def test_backend_names_as_the_library_takes_them() -> None:
+    dmabuf = doctor.check_consumer_gates(_host(module=None, node=False, cuda=13030, env={"GDRCOPY_BACKEND": "dma-buf"}))
+    assert dmabuf.detail.startswith("backend dmabuf"), dmabuf.detail
+    wrong = doctor.check_consumer_gates(_host(cuda=13030, env={"GDRCOPY_BACKEND": "vulcan"}))
+    assert "GDRCOPY_BACKEND=vulcan names no backend (it accepts gdrdrv, dmabuf, vulkan)" in wrong.detail
+
+
 def test_vulkan_backend_with_nvidias_vulkan_driver_reports_2_6_and_says_what_it_pins() -> None:
-    """The H200's 580 driver (CUDA 13.0): no dma-buf mapping, vulkan pins cuMemCreate POSIX-FD memory."""
-    finding = doctor.check_consumer_gates(_host(module=None, node=False, cuda=13000, vulkan=True))
+    """The H200's 580 driver (CUDA 13.0), the node opted in: vulkan pins cuMemCreate POSIX-FD memory."""
+    finding = doctor.check_consumer_gates(_host(module=None, node=False, cuda=13000, vulkan=True, files=OPTED_IN))
     assert "backend vulkan" in finding.detail and "driver 2.6," in finding.detail
+    assert "this node opts in: consumers that pin cudaMalloc memory fail there" in finding.detail
     assert "POSIX-FD shareable handles" in finding.detail and "not cudaMalloc" in finding.detail
     gates = {g.consumer: g for g in finding.gates}
     assert gates["NCCL"].passed and gates["NVSHMEM"].passed and not gates["MSCCL++"].passed
@@ -462,7 +503,7 @@ def test_vulkan_backend_with_nvidias_vulkan_driver_reports_2_6_and_says_what_it_
 def test_vulkan_without_nvidias_vulkan_driver_reports_0_0_enodev() -> None:
     probe = _host(module=None, node=False, cuda=13000, vulkan=True)
     probe = FakeProbe(
-        files={k: v for k, v in probe.files.items() if "icd.d" not in k},
+        files={k: v for k, v in probe.files.items() if "icd.d" not in k} | {"/etc/gdrcopy.conf": "allow_vulkan=yes"},
         libraries=probe.libraries,
         cuda_version=13000,
     )
@@ -514,6 +555,7 @@ def test_the_real_loader_finds_a_library_by_each_name(tmp_path: Path) -> None:
     source = tmp_path / "lib.c"
     source.write_text("void gdr_runtime_get_version(int *major, int *minor) { *major = 2; *minor = 6; }\n")
     built = tmp_path / "libgdrapi.so.2.6.1"
+    ensure_debian_packages(["gcc", "libc6-dev"])
     subprocess.run(["cc", "-shared", "-fPIC", "-Wl,-soname,libgdrapi.so.2", "-o", str(built), str(source)], check=True)
     (tmp_path / "libgdrapi.so.2").symlink_to(built.name)
     probe = Probe()

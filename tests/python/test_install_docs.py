@@ -61,3 +61,12 @@ def test_the_blocks_fetch_what_publish_writes(family: str, variables: dict[str, 
     fetched = set(re.findall(r'"\$REPO/([^"]+)"', block))
     # publish writes the key at the top and one .sources/.repo file per release (gdrkit/publish/repo.py).
     assert fetched == set(written), fetched
+
+
+def test_the_suse_block_writes_the_roles_file_not_suses() -> None:
+    # The role's file (vars/main.yml) sorts after SUSE's 10-unsupported-modules.conf, which stays SUSE's.
+    role_vars = (REPO_ROOT / "ansible/roles/gdrcopy/vars/main.yml").read_text()
+    conf = re.search(r"^gdrcopy_suse_unsupported_conf: (\S+)$", role_vars, re.M)
+    assert conf, "ansible/roles/gdrcopy/vars/main.yml no longer sets gdrcopy_suse_unsupported_conf"
+    written = re.findall(r">\s*(/etc/modprobe\.d/\S+)", _family_blocks()["SUSE"])
+    assert written == [conf.group(1)], written

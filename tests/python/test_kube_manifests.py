@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from gdrkit import version
 from gdrkit.kube import images, lock, manifests
 from gdrkit.packaging import model
 from gdrkit.system import UserError
+from gdrkit.version import REPO_ROOT
 
 KMM_KERNELS = ("6.1.0-57-amd64", "6.12.57+deb13-amd64")
 
@@ -300,3 +303,68 @@ def test_node_gid_is_configurable_and_root_group_refused() -> None:
     from gdrkit.tasks import kube
 
     assert inspect.signature(kube.k8s_manifests.body).parameters["node_gid"].default == manifests.NODE_GID
+
+
+# ---- docs/kubernetes.md against the tree ----
+
+KUBE_DOC = REPO_ROOT / "docs" / "kubernetes.md"
+DOCUMENTED_PATH = re.compile(r"deploy/kubernetes/[\w.+/<>-]*")
+KUBECTL_APPLY = re.compile(r"kubectl apply -k (\S+)")
+# What an image is built from: the packages' sources and the image's own files.
+IMAGE_INPUTS = ("gdrdrv", "include", "libgdrapi", "tests/sanity", "tests/bench", "man", "packages", "templates",
+                "python", "gdrkit/kube", "gdrkit/packaging", "gdrkit/gdrcopy_doctor")  # fmt: skip
+
+
+def documented_problems(text: str, files: dict[str, str]) -> list[str]:
+    """The paths below deploy/kubernetes/ a page names that neither the tree has nor k8s-manifests renders
+    (from a lock with every image), and the `kubectl apply -k` directories that are no kustomize directory.
+
+    `<os>`, `<kver>` in a path stand for one path segment."""
+    root = REPO_ROOT / "deploy" / "kubernetes"
+    known = {str(p.relative_to(root)) for p in root.rglob("*")} | set(files)
+    known |= {str(Path(f).parent) for f in files} | {str(Path(f).parent.parent) for f in files}
+    kustomize = set(manifests.kustomize_dirs(files))
+
+    def found(documented: str, among: set[str]) -> bool:
+        relative = documented.removeprefix("deploy/kubernetes/").rstrip("/")
+        pattern = "[^/]+".join(re.escape(part) for part in re.split(r"<[^>/]+>", relative))
+        return relative == "" or any(re.fullmatch(pattern, path) for path in among)
+
+    problems = [f"{m.group(0)}: not in the tree, and k8s-manifests renders no such file or directory"
+                for m in DOCUMENTED_PATH.finditer(text) if not found(m.group(0), known)]  # fmt: skip
+    problems += [f"kubectl apply -k {m.group(1)}: no kustomization.yaml there, committed or rendered"
+                 for m in KUBECTL_APPLY.finditer(text)
+                 if not (m.group(1).startswith("deploy/kubernetes/") and found(m.group(1), kustomize))]  # fmt: skip
+    return problems
+
+
+def test_the_kubernetes_page_names_paths_the_tree_has_or_renders(files: dict[str, str]) -> None:
+    text = KUBE_DOC.read_text()
+    assert KUBECTL_APPLY.search(text), "docs/kubernetes.md has no kubectl apply -k to check"
+    assert documented_problems(text, files) == []
+
+
+def test_the_kubernetes_page_check_refuses_paths_that_do_not_exist(files: dict[str, str]) -> None:
+    wrong = (
+        "kubectl apply -k deploy/kubernetes/overlays/rhel9.4/extra\n"
+        "kubectl apply -k deploy/kubernetes/examples\n"
+        "see deploy/kubernetes/loader/daemonsets.yaml and deploy/kubernetes/images.lock\n"
+    )
+    assert documented_problems(wrong, files) == [
+        "deploy/kubernetes/overlays/rhel9.4/extra: not in the tree, and k8s-manifests renders no such file or directory",
+        "deploy/kubernetes/loader/daemonsets.yaml: not in the tree, and k8s-manifests renders no such file or directory",
+        "kubectl apply -k deploy/kubernetes/overlays/rhel9.4/extra: no kustomization.yaml there, committed or rendered",
+        "kubectl apply -k deploy/kubernetes/examples: no kustomization.yaml there, committed or rendered",
+    ]
+
+
+def test_the_committed_lock_pins_no_image_of_an_older_tree() -> None:
+    """An image in the committed lock was built from a commit whose image inputs are HEAD's: else the
+    committed manifests would pin a stale image (empty, the manifests wait for build-image)."""
+    stale = []
+    for reference, entry in lock.load().items():
+        changed = subprocess.run(["git", "diff", "--name-only", entry.commit, "HEAD", "--", *IMAGE_INPUTS],
+                                 cwd=REPO_ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+        if changed.returncode != 0 or changed.stdout.strip():
+            stale.append(f"{reference} (built from {entry.commit[:12]}): {changed.stdout.split() or changed.stderr}")
+    assert stale == [], "rebuild with ./toolkit build-image and render with ./toolkit k8s-manifests, or empty the lock"

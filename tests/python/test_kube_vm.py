@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from gdrkit import containers
-from gdrkit.kube import images, manifests
+from gdrkit.kube import images, lock, manifests
 from gdrkit.packaging.pipeline import deb_target_release
 from gdrkit.vm import SuiteRoot, boot, in_root
 
@@ -80,14 +80,18 @@ def prepared(root: SuiteRoot, kinds: tuple[str, ...], layout: str = "debian") ->
 
 
 def node_access() -> str:
-    """Who may open /dev/gdrdrv, as the committed manifests say (the loader's env), for kube_pod.sh.
+    """Who may open /dev/gdrdrv, as the rendered loader says (its env), for kube_pod.sh.
 
-    The committed KMM Module exists only once the lock has a KMM image;
+    The committed manifests exist only once the lock has their images, so the loader is rendered
+    here from a lock whose digest is made up (the env does not depend on it);
     test_kube_manifests checks that every path (KMM's parameters too) says the same.
     """
+    node = manifests.default_node()
+    image = manifests.driver_image(node)
+    locked = {image: lock.LockedImage(image, "sha256:" + "0" * 64, "driver", node.tag, "", "0" * 40)}
     daemonset = next(
         doc
-        for doc in yaml.safe_load_all((manifests.OUTPUT_DIR / "loader" / "daemonset.yaml").read_text())
+        for doc in yaml.safe_load_all(manifests.render(locked=locked)["loader/daemonset.yaml"])
         if doc and doc.get("kind") == "DaemonSet"
     )
     init = daemonset["spec"]["template"]["spec"]["initContainers"][0]

@@ -196,3 +196,36 @@ def test_a_planted_checkpatch_warning_fails(tmp_path: Path) -> None:
     source.write_text(source.read_text() + "\nstatic int planted_global = 0;\n")
     findings = lint.checkpatch(root)
     assert any("gdrdrv/gdrdrv.c" in line and "INITIALISED_STATIC" in line for line in findings), findings
+
+
+def test_planted_broken_links_and_anchors_fail(tmp_path: Path) -> None:
+    """A small tree of pages that link each other; the tree's own pages pass in the test above."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Top\n\n[install](docs/install.md#on-debian-12) [nodes](docs/nodes.md)\n")
+    (tmp_path / "docs" / "install.md").write_text("# Install\n\n## On Debian 12\n\n[back](../README.md#top)\n")
+    (tmp_path / "docs" / "nodes.md").write_text("# Nodes\n\n## The device node\n")
+    check = lint.select("doc-links")[0]
+    assert check.run(tmp_path) == []
+    with (tmp_path / "docs" / "nodes.md").open("a") as f:
+        f.write("\nSee [the guide](install.md#no-such-section), [gone](../packages/NOPE.md),\n"
+                "[here](#the-device-node), [ok](../README.md#top) and\n"
+                "[out](../../elsewhere.md); `[code](nowhere.md)` is code.\n")  # fmt: skip
+    findings = check.run(tmp_path)
+    assert len(findings) == 3, findings
+    assert "install.md#no-such-section: install.md has no heading with the anchor #no-such-section" in findings[0]
+    assert "no packages/NOPE.md in the tree" in findings[1]
+    assert "../../elsewhere.md points outside the tree" in findings[2]
+    assert all(line.startswith("docs/nodes.md:5: ") or line.startswith("docs/nodes.md:7: ") for line in findings)
+
+
+def test_anchors_are_spelled_as_github_spells_them() -> None:
+    from gdrkit import doclinks
+
+    assert doclinks.slug("Backends: with or without the kernel module") == "backends-with-or-without-the-kernel-module"
+    assert doclinks.slug("Mappings and `fork()`: `GDR_ATTR_VMA_INHERITED_ON_FORK`") == (
+        "mappings-and-fork-gdr_attr_vma_inherited_on_fork"
+    )
+    assert doclinks.slug("Polling GPU memory (issue 26, 2026-12-03)") == "polling-gpu-memory-issue-26-2026-12-03"
+    assert doclinks.slug("Runs 1–3 × 2 of [the page](x.md)") == "runs-13--2-of-the-page"
+    # A repeated heading gets -1; headings in fenced code are not headings.
+    assert doclinks.anchors("# A\n## A\n```\n# B\n```\n") == {"a", "a-1"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from gdrkit.host import programs
 from gdrkit.packaging import manpages
 from gdrkit.system import ensure_debian_packages
-from gdrkit.version import VERSION
+from gdrkit.version import REPO_ROOT, VERSION
 
 HELP = """Usage: gdrcopy_demo [-h] [-s size] [--junit=<file>]
           [-v]
@@ -92,3 +93,36 @@ def test_man_renders_every_page_without_a_warning(tmp_path: Path) -> None:
             env={**os.environ, "MANWIDTH": "80", "LC_ALL": "C.UTF-8"},
         )
         assert result.returncode == 0 and result.stderr == "", (page.name, result.stderr)
+
+
+def test_every_page_has_an_environment_section_from_the_one_home() -> None:
+    variables = manpages.environment()
+    for program in manpages.PROGRAMS:
+        page = (manpages.MAN_DIR / f"{program}.1").read_text()
+        section = page.split(".SH ENVIRONMENT\n", 1)[1].split("\n.SH ", 1)[0]
+        named = [line.removeprefix("\\fB").split("\\fR")[0] for line in section.splitlines() if line.startswith("\\fB")]
+        assert named == [variable.split("=")[0] for variable, _ in variables], program
+
+
+def test_the_home_names_every_variable_the_library_reads_and_no_other() -> None:
+    """libgdrapi's getenv() calls against libgdrapi/README.md's Environment table, both ways."""
+    read = set()
+    for source in (REPO_ROOT / "libgdrapi" / "src").glob("*.c"):
+        read |= set(re.findall(r'getenv\("(GDRCOPY_[A-Z0-9_]+)"\)', source.read_text()))
+    text = manpages.ENVIRONMENT_HOME.read_text()
+    table = text.split(f"\n{manpages.ENVIRONMENT_HEADING}\n", 1)[1].split("\n## ", 1)[0]
+    rows = {variable.split("=")[0] for variable, _ in manpages.environment()}
+    assert rows <= read, f"rows for variables the library does not read: {sorted(rows - read)}"
+    # A variable may be explained in another's row (GDRCOPY_PARALLEL_MIN_SIZE in GDRCOPY_COPY_THREADS's).
+    assert {v for v in read if v not in table} == set(), "give each a row in libgdrapi/README.md's Environment"
+
+
+def test_the_environment_table_is_read_as_written() -> None:
+    home = "intro\n\n## Environment\n\n| Variable | Effect |\n|---|---|\n" \
+        "| `GDRCOPY_A` | Does a (see above). More. |\n| `GDRCOPY_B=N` | Uses `N` threads. |\n\n## Next\n| `GDRCOPY_C` | x |\n"  # fmt: skip
+    assert manpages.environment(home) == [("GDRCOPY_A", "Does a."), ("GDRCOPY_B=N", "Uses N threads.")]
+    with pytest.raises(ValueError, match="no '## Environment' section"):
+        manpages.environment("## Other\n")
+    page = manpages.render("gdrcopy_demo", HELP, variables=[("GDRCOPY_B=N", "Uses N threads.")])
+    assert ".SH ENVIRONMENT\ngdrcopy_demo opens libgdrapi" in page
+    assert ".TP\n\\fBGDRCOPY_B\\fR=\\fIN\\fR\nUses N threads.\n.SH NOTES" in page

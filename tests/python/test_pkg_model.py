@@ -245,6 +245,31 @@ def test_the_runtime_package_carries_the_unversioned_library_link(family_name: s
     assert others == [], f"{link} also in {others}: two packages would own one file"
 
 
+@pytest.mark.parametrize("family_name", families.names())
+def test_the_runtime_package_ships_the_node_settings_with_vulkan_off(family_name: str) -> None:
+    """Issue 35: /etc/gdrcopy.conf, where the library looks (node_config.h), as a conffile, saying no."""
+    from gdrkit.gdrcopy_doctor.consumers import NODE_CONFIG, allows_vulkan
+
+    header = (REPO_ROOT / "libgdrapi" / "src" / "node_config.h").read_text()
+    assert f'#define GDR_NODE_CONFIG_FILE "{NODE_CONFIG}"' in header
+    family = families.family(family_name)
+    plan = model.plan(family)
+    runtime = plan.package(model.load().runtime_package(family.package_type))
+    assert NODE_CONFIG in runtime.contents
+    assert [p.name for p in plan.packages if NODE_CONFIG in p.contents] == [runtime.name]
+    files = render.render(plan)
+    text = files[f"pkgroot{NODE_CONFIG}"].text
+    assert allows_vulkan(text) is False, text
+    # The consumers and settings it is safe and unsafe for are in its comments.
+    for said in ("Safe with yes", "Unsafe with yes", "NCCL_CUMEM_ENABLE=0", "UCX", "NVSHMEM_DISABLE_CUDA_VMM=1"):
+        assert said in text, said
+    if family.package_type == "rpm":
+        assert f"%config(noreplace) {NODE_CONFIG}" in files[family.templates["rpm/gdrcopy.spec.j2"]].text
+    else:
+        # dh_installdeb makes every file under /etc a conffile.
+        assert NODE_CONFIG.lstrip("/") in files[f"debian/{runtime.name}.install"].text.splitlines()
+
+
 def test_a_description_whose_runtime_package_lacks_the_link_is_refused(tmp_path: Path) -> None:
     text = model.DESCRIPTION_FILE.read_text()
     runtime = model.load().runtime_package("deb")

@@ -309,3 +309,27 @@ def test_publish_without_a_key_says_how_to_name_one() -> None:
 
     with pytest.raises(Exception, match="--key"):
         publish.body(Context())
+
+
+def test_dry_run_previews_without_a_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("needs dpkg-deb to make a package (apt-get install dpkg)")
+    from invoke.context import Context
+
+    from gdrkit.tasks.publish import publish
+
+    root = tmp_path / "root"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: gdrcopy\nVersion: 2.6.1-1\nArchitecture: all\nMaintainer: t <t@invalid>\nDescription: t\n"
+    )
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    subprocess.run(["dpkg-deb", "-b", root, dist / "gdrcopy_2.6.1-1_all.deb"], check=True, capture_output=True)
+    out = tmp_path / "repo"
+    publish.body(Context(), dist=str(dist), output=str(out), suite="bookworm", dry_run=True)
+    printed = capsys.readouterr().out
+    assert "[dry-run] apt bookworm: add gdrcopy 2.6.1-1 (all)" in printed
+    assert "signed by the --key a real run needs" in printed
+    assert printed.rstrip().endswith("no --key given: a real run needs one (gpg --list-secret-keys lists them)")
+    assert not out.exists()

@@ -125,7 +125,7 @@ def test_decompress_module(tmp_path: Path) -> None:
 
 PLAN = GuestPlan(
     command="gdrdrv_ktest --verbose 'a b'",
-    loads=(ModuleLoad("softgpu", ("mode=ram",)), ModuleLoad("gdrdrv", ("dbg_enabled=1",))),
+    loads=(ModuleLoad("softgpu", ("force_ram=1",)), ModuleLoad("gdrdrv", ("dbg_enabled=1",))),
     check_refcount=True,
     boot_modules=("9pnet.ko", "9p.ko"),
 )
@@ -138,7 +138,7 @@ def test_init_script_order_of_work() -> None:
         script.index("insmod /modules/9p.ko"),
         script.index("mount -t 9p"),
         script.index("report ours_started 1"),
-        script.index("in_root modprobe softgpu mode=ram"),
+        script.index("in_root modprobe softgpu force_ram=1"),
         script.index("in_root modprobe gdrdrv dbg_enabled=1"),
         script.index("/gdrkit/command.sh"),
         script.index("report refcount"),

@@ -13,7 +13,7 @@ from gdrkit.vm import klog, runner
 from gdrkit.vm.qemu import VmResult
 from gdrkit.vm.rootfs import BuildReport, StepResult, SuiteRoot
 
-LOADS = runner.default_loads("mode=ram", "use_persistent_mapping=0")
+LOADS = runner.default_loads("force_ram=1", "use_persistent_mapping=0")
 CLEAN = {"ours_started": "1", "load_softgpu": "0", "load_gdrdrv": "0", "command_status": "0", "refcount": "0",
          "unload_gdrdrv": "0", "unload_softgpu": "0", "done": "1"}  # fmt: skip
 
@@ -24,7 +24,7 @@ def vm(status: int | None, results: dict[str, str], findings: list[klog.Finding]
 
 def test_default_loads() -> None:
     assert [(m.name, m.args) for m in LOADS] == [
-        ("softgpu", ("mode=ram",)),
+        ("softgpu", ("force_ram=1",)),
         ("gdrdrv", ("dbg_enabled=1", "use_persistent_mapping=0")),
     ]
 
@@ -131,7 +131,7 @@ def test_a_dry_run_prints_the_plan_a_real_run_executes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One path: vm_test plans, then prints the plan (dry run) or executes that very plan object."""
-    options = runner.VmTestOptions(softgpu_args="mode=ram", log_dir=tmp_path)
+    options = runner.VmTestOptions(softgpu_args="force_ram=1", log_dir=tmp_path)
     executed: list[runner.VmTestPlan] = []
 
     def execute(the_plan: runner.VmTestPlan) -> int:

@@ -30,10 +30,10 @@ def test_task_is_registered_as_vm_test() -> None:
 
 
 def test_flags_reach_the_runner(captured: dict[str, Any]) -> None:
-    vm_tasks.vm_test(MockContext(), kernel="trixie", cmd="exit 0", softgpu_args="mode=ram", modules=False,
+    vm_tasks.vm_test(MockContext(), kernel="trixie", cmd="exit 0", softgpu_args="force_ram=1", modules=False,
                      build=False, timeout=60, ivshmem=0, log_dir="/tmp/x")  # fmt: skip
     options: VmTestOptions = captured["options"]
-    assert (options.kernel, options.command, options.softgpu_args) == ("trixie", "exit 0", "mode=ram")
+    assert (options.kernel, options.command, options.softgpu_args) == ("trixie", "exit 0", "force_ram=1")
     assert not options.load_modules and not options.build
     assert options.timeout == 60 and options.ivshmem_mb == 0 and str(options.log_dir) == "/tmp/x"
 
@@ -70,3 +70,15 @@ def test_dry_run_refuses_what_the_run_would_refuse() -> None:
 
     with pytest.raises(UserError, match="neither a Debian suite nor a kernel version"):
         vm_tasks.vm_test(MockContext(), kernel="potato", dry_run=True)
+
+
+def test_dry_run_refuses_module_parameters_the_sources_do_not_declare() -> None:
+    from gdrkit.system import UserError
+
+    with pytest.raises(UserError, match="--softgpu-args: softgpu has no parameter 'mode'") as info:
+        vm_tasks.vm_test(MockContext(), kernel="trixie", softgpu_args="mode=ram", dry_run=True)
+    assert "force_ram (bool)" in str(info.value.hint)
+    with pytest.raises(UserError, match="softgpu's ram_size is a ulong, not 'big'"):
+        vm_tasks.vm_test(MockContext(), kernel="trixie", softgpu_args="force_ram=1 ram_size=big", dry_run=True)
+    with pytest.raises(UserError, match="--gdrdrv-args: gdrdrv has no parameter 'dbg'"):
+        vm_tasks.vm_test(MockContext(), kernel="trixie", gdrdrv_args="dbg=1", dry_run=True)

@@ -752,7 +752,7 @@ static int prepare_run(void)
 	if (sanity_alloc_mapped) {
 		int usable;
 
-		/* The vulkan backend is the one that allocates; gdr_open() picks it only as a fallback. */
+		/* The vulkan backend is the one that allocates; gdr_open() takes it only when asked. */
 		setenv("GDRCOPY_BACKEND", "vulkan", 0);
 		printf("allocator: gdr_alloc_mapped (GDRCOPY_BACKEND=%s)\n", getenv("GDRCOPY_BACKEND"));
 		usable = check_alloc_mapped();

@@ -424,7 +424,7 @@ static void seq_open(const struct op *op)
 
 	if (m.g[gi])
 		return;
-	g = gdr_open();
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 	if (!g)
 		return;	/* a configuration no backend accepts: the rest runs on NULL */
 	if (strcmp(gdr_get_backend_name(g), backend_names[backend]) != 0)
@@ -861,7 +861,7 @@ static void run_sequential(const struct op *ops, int n)
 	int i;
 
 	memset(&m, 0, sizeof(m));
-	m.g[0] = gdr_open();
+	m.g[0] = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 	for (i = 0; i < n; i++) {
 		const struct op *op = &ops[i];
 
@@ -952,7 +952,7 @@ static gdr_mh_t t_handle(const struct op *op)
  */
 static void t_private_instance(const struct op *op)
 {
-	gdr_t own = gdr_open();
+	gdr_t own = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 	uint64_t gpu = 0;
 	void *cpu, *va;
 	gdr_mh_t mine;
@@ -1170,7 +1170,7 @@ static void run_threads(const struct op *ops, int n, int threads, int repeat, un
 	pthread_t tid[MAX_THREADS];
 	int i;
 
-	t.g = gdr_open();
+	t.g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 	for (i = 0; i < NH; i++) {
 		atomic_store(&t.h[i], 0);
 		atomic_store(&t.va[i], 0);

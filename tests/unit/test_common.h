@@ -30,6 +30,7 @@ struct sandbox {
 	char sys_module[192];
 	char proc_params[192];
 	char osrelease[192];
+	char node_config[192];	/* GDRCOPY_CONFIG_FILE: absent until a test writes it */
 	struct gdrdrv_sys_paths paths;
 };
 
@@ -79,6 +80,9 @@ static inline void sandbox_init(struct sandbox *s)
 	snprintf(s->sys_module, sizeof(s->sys_module), "%s/module-gdrdrv", s->dir);
 	snprintf(s->proc_params, sizeof(s->proc_params), "%s/params", s->dir);
 	snprintf(s->osrelease, sizeof(s->osrelease), "%s/osrelease", s->dir);
+	snprintf(s->node_config, sizeof(s->node_config), "%s/gdrcopy.conf", s->dir);
+	/* Never the machine's own /etc/gdrcopy.conf: what a test allows is what it wrote. */
+	setenv("GDRCOPY_CONFIG_FILE", s->node_config, 1);
 	s->paths.device = s->device;
 	s->paths.sys_misc_dev = s->sys_misc_dev;
 	s->paths.proc_devices = s->proc_devices;

@@ -113,7 +113,7 @@ static void test_vulkan_attributes(void **state)
 	cuda.driver_version = 12040;	/* too old for dma-buf mmap */
 	fake_cuda_set(&cuda);
 	fake_vulkan_set(&vk);
-	g = gdr_open();
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 	assert_non_null(g);
 	assert_string_equal(gdr_get_backend_name(g), "vulkan");
 	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_VMA_INHERITED_ON_FORK, &value), 0);
@@ -143,6 +143,29 @@ static void test_forced_even_with_gdrdrv(void **state)
 	assert_int_equal(gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &value), 0);
 	assert_int_equal(value, 1);
 	assert_int_equal(gdr_close(g), 0);
+}
+
+/* GDRCOPY_BACKEND takes the README's spelling too: "dma-buf" chose no backend at all before. */
+static void test_backend_spelled_as_the_readme_does(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	struct fake_cuda_config cuda = good_cuda();
+	const char *names[] = { "dmabuf", "dma-buf" };
+	size_t i;
+	gdr_t g;
+
+	(void)state;
+	fake_reset(&cfg);
+	fake_cuda_set(&cuda);
+	for (i = 0; i < 2; i++) {
+		setenv("GDRCOPY_BACKEND", names[i], 1);
+		g = gdr_open();
+		unsetenv("GDRCOPY_BACKEND");
+		assert_non_null(g);
+		assert_string_equal(gdr_get_backend_name(g), "dmabuf");
+		assert_int_equal(fake_open_count(), 0);
+		assert_int_equal(gdr_close(g), 0);
+	}
 }
 
 static void test_driver_too_old(void **state)
@@ -364,6 +387,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fallback_when_gdrdrv_missing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forced_even_with_gdrdrv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backend_spelled_as_the_readme_does, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vulkan_attributes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_too_old, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_libcuda, setup, teardown),

@@ -68,13 +68,202 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* Code that pins only what the vulkan backend can pin says so (issue 35): the tests below do. */
 static gdr_t open_vulkan(void)
 {
-	gdr_t g = gdr_open();
+	gdr_t g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 
 	assert_non_null(g);
 	assert_string_equal(gdr_get_backend_name(g), "vulkan");
 	return g;
+}
+
+/* gdr_open() that must fail with errno expected; the log it wrote. */
+static const char *open_must_fail(int expected)
+{
+	const char *log;
+	gdr_t g;
+
+	log_capture_begin();
+	errno = 0;
+	g = gdr_open();
+	log = log_capture_end();
+	assert_null(g);
+	assert_int_equal(errno, expected);
+	return log;
+}
+
+/*
+ * The invariant of issue 35: where gdrdrv is not loaded and dma-buf cannot
+ * be mapped, a process that did not ask for the vulkan backend does not get
+ * it.  gdr_open() fails, as GDRCopy 2.6's does there, so consumers (NCCL,
+ * UCX, NVSHMEM) run without GDRCopy instead of failing their first pin of
+ * cudaMalloc memory; the failure says how to ask.
+ */
+static void test_implicit_open_never_takes_vulkan(void **state)
+{
+	const char *log, *report;
+
+	(void)state;
+	log = open_must_fail(ENOENT);	/* gdrdrv's reason, the first */
+	assert_contains(log, "vulkan: not tried: it pins only cuMemCreate memory exported as a POSIX fd");
+	assert_contains(log, "GDRCOPY_BACKEND=vulkan");
+	assert_contains(log, "allow_vulkan = yes in ");
+	assert_contains(log, sandbox.node_config);
+	assert_contains(log, "gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN)");
+	report = gdr_get_open_failure();
+	assert_contains(report, "\nvulkan: not tried");
+	/* No Vulkan object was made: the backend was not even opened. */
+	assert_int_equal(fake_vulkan_live_objects(), 0);
+	/* gdr_open_ex(0) is gdr_open(). */
+	assert_null(gdr_open_ex(0));
+	assert_int_equal(errno, ENOENT);
+}
+
+/* Asking never outranks gdrdrv: where it is usable, every way of opening takes it. */
+static void test_asking_for_vulkan_keeps_gdrdrv_first(void **state)
+{
+	struct fake_gdrdrv_config cfg = fake_gdrdrv_default();
+	gdr_t g;
+
+	(void)state;
+	sandbox_set_major(&sandbox, 1);
+	fake_reset(&cfg);
+	sandbox_write(sandbox.device, "");
+	sandbox_write(sandbox.node_config, "allow_vulkan = yes\n");
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
+	assert_non_null(g);
+	assert_string_equal(gdr_get_backend_name(g), "gdrdrv");
+	assert_int_equal(gdr_close(g), 0);
+	g = gdr_open();
+	assert_non_null(g);
+	assert_string_equal(gdr_get_backend_name(g), "gdrdrv");
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* The node's file: allow_vulkan = yes opens it for every process; anything else does not. */
+static void test_node_opt_in(void **state)
+{
+	static const char *const refused[] = {
+		"allow_vulkan = no\n",
+		"# allow_vulkan = yes\n",
+		"allow_vulkan = maybe\n",
+		"allow_vulkan = yes\nallow_vulkan = off\n",
+		"allow_vulkan: yes\n",
+		"allow_vulkans = yes\n",
+	};
+	char expected[256];
+	const char *log;
+	size_t i;
+	gdr_t g;
+
+	(void)state;
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		sandbox_write(sandbox.node_config, refused[i]);
+		log = open_must_fail(ENOENT);
+		assert_contains(log, "vulkan: not tried");
+	}
+	/* What it did not understand, it says, with the line and what it accepts. */
+	sandbox_write(sandbox.node_config, "allow_vulkan = maybe\n");
+	assert_contains(open_must_fail(ENOENT), ":1: allow_vulkan = \"maybe\" is neither yes nor no; taken as no");
+	sandbox_write(sandbox.node_config, "allow_vulkans = yes\n");
+	assert_contains(open_must_fail(ENOENT), ":1: unknown setting \"allow_vulkans\"");
+
+	sandbox_write(sandbox.node_config, "# the packages' file, edited\n\n  allow_vulkan   =   Yes   # for UCX with cuMem buffers\n");
+	log_capture_begin();
+	g = gdr_open();
+	log = log_capture_end();
+	assert_non_null(g);
+	assert_string_equal(gdr_get_backend_name(g), "vulkan");
+	snprintf(expected, sizeof(expected), "using the vulkan backend, as allow_vulkan = yes in %s:3 asks",
+		 sandbox.node_config);
+	assert_contains(log, expected);
+	assert_int_equal(gdr_close(g), 0);
+}
+
+/* A process asks with GDRCOPY_BACKEND=vulkan; a name that is no backend is an error naming those that are. */
+static void test_process_opt_in_and_unknown_names(void **state)
+{
+	static const char *const unknown[] = { "vulcan", "Vulkan", "auto", "gdrdrv,vulkan" };
+	const char *log;
+	size_t i;
+	gdr_t g;
+
+	(void)state;
+	setenv("GDRCOPY_BACKEND", "vulkan", 1);
+	g = gdr_open();
+	unsetenv("GDRCOPY_BACKEND");
+	assert_non_null(g);
+	assert_string_equal(gdr_get_backend_name(g), "vulkan");
+	assert_int_equal(gdr_close(g), 0);
+
+	for (i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		setenv("GDRCOPY_BACKEND", unknown[i], 1);
+		log = open_must_fail(EINVAL);
+		assert_contains(log, "names no backend: it accepts gdrdrv, dmabuf (or dma-buf) and vulkan");
+		assert_contains(gdr_get_open_failure(), unknown[i]);
+		/* Also when the code asks for vulkan: the variable is wrong whoever opens. */
+		assert_null(gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN));
+		assert_int_equal(errno, EINVAL);
+		unsetenv("GDRCOPY_BACKEND");
+	}
+	/* Empty is unset. */
+	setenv("GDRCOPY_BACKEND", "", 1);
+	open_must_fail(ENOENT);
+	unsetenv("GDRCOPY_BACKEND");
+}
+
+/* Code asks with gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN); an unknown flag is EINVAL, with nothing opened. */
+static void test_code_opt_in_and_unknown_flags(void **state)
+{
+	const char *log;
+	gdr_t g;
+
+	(void)state;
+	log_capture_begin();
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
+	log = log_capture_end();
+	assert_non_null(g);
+	assert_contains(log, "as gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN) asks");
+	assert_int_equal(gdr_close(g), 0);
+
+	log_capture_begin();
+	errno = 0;
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN | 0x80);
+	log = log_capture_end();
+	assert_null(g);
+	assert_int_equal(errno, EINVAL);
+	assert_contains(log, "gdr_open_ex: unknown flags 0x80");
+	assert_int_equal(fake_vulkan_live_objects(), 0);
+}
+
+/* gdr_driver_get_version means the same whichever way vulkan was asked for: 2.6 where CUDA's memory pins. */
+static void test_driver_version_under_each_opt_in(void **state)
+{
+	int major, minor, way;
+	gdr_t g = NULL;
+
+	(void)state;
+	for (way = 0; way < 3; way++) {
+		if (way == 0)
+			g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
+		if (way == 1) {
+			setenv("GDRCOPY_BACKEND", "vulkan", 1);
+			g = gdr_open();
+			unsetenv("GDRCOPY_BACKEND");
+		}
+		if (way == 2) {
+			sandbox_write(sandbox.node_config, "allow_vulkan = yes\n");
+			g = gdr_open();
+		}
+		assert_non_null(g);
+		assert_string_equal(gdr_get_backend_name(g), "vulkan");
+		major = minor = -1;
+		assert_int_equal(gdr_driver_get_version(g, &major, &minor), 0);
+		assert_int_equal(major, 2);
+		assert_int_equal(minor, 6);
+		assert_int_equal(gdr_close(g), 0);
+	}
 }
 
 /* gdr_driver_get_version on g: its return, with both numbers checked to be written. */
@@ -412,6 +601,12 @@ static void test_gdr_get_info_v1_writes_40_bytes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_implicit_open_never_takes_vulkan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_asking_for_vulkan_keeps_gdrdrv_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_node_opt_in, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_process_opt_in_and_unknown_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_code_opt_in_and_unknown_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_version_under_each_opt_in, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_version_where_cuda_memory_pins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_version_without_vmm_calls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_version_without_opaque_fd_import, setup, teardown),

@@ -8,13 +8,55 @@
 #                out: deb (libgdrapi_*.deb) and rpm (gdrcopy-2*.rpm), from dist/
 #                (./toolkit build-packages first)
 # Carry .device to the machine (under 64 MiB).
+#
+# With --optin, only what tools/h200/consumers_optin.sh needs (issue 35's judge):
+#   debs/                                   the Vulkan loader packages
+#   src/ucx-$UCX_TAG-configured.tar.gz      UCX from its own repository, autogen.sh run here
+#   src/nccl-$NCCL_TAG.tar.gz               an NCCL release to build there from source
+# UCX_REPO / NCCL_REPO: a local clone to `git archive` from (default: a shallow
+# clone of the tag from GitHub).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 UCX_WHEEL=${UCX_WHEEL:-libucx-cu13}
-mkdir -p .device/debs .device/src .device/ucx-wheel .device/layouts
+UCX_TAG=${UCX_TAG:-v1.19.1}
+NCCL_TAG=${NCCL_TAG:-v2.27.7-1}
+mkdir -p .device/debs .device/src
 if ! ls .device/debs/*.deb >/dev/null 2>&1; then
 	(cd .device/debs && apt-get download libvulkan1 libvulkan-dev libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 fi
+
+# archive_tag REPO_URL LOCAL_CLONE TAG PREFIX OUT: the tag's tree as PREFIX/ in the tarball OUT.
+archive_tag() {
+	local url=$1 clone=$2 tag=$3 prefix=$4 out=$5 tmp_clone
+	if [ -z "$clone" ]; then
+		tmp_clone=$(mktemp -d)
+		git clone -q --depth 1 --branch "$tag" "$url" "$tmp_clone"
+		clone=$tmp_clone
+	fi
+	git -C "$clone" archive --format=tar --prefix="$prefix/" "$tag" | gzip -9 > "$out"
+	if [ -n "${tmp_clone:-}" ]; then rm -rf "$tmp_clone"; fi
+}
+
+if [ "${1:-}" = --optin ]; then
+	ucx_out=.device/src/ucx-$UCX_TAG-configured.tar.gz
+	if [ ! -f "$ucx_out" ]; then
+		for tool in autoconf automake libtoolize; do
+			command -v "$tool" >/dev/null || apt-get install -y -qq autoconf automake libtool >/dev/null
+		done
+		work=$(mktemp -d)
+		archive_tag https://github.com/openucx/ucx.git "${UCX_REPO:-}" "$UCX_TAG" ucx "$work/ucx.tar.gz"
+		tar -C "$work" -xzf "$work/ucx.tar.gz"
+		# The GPU machine has autoconf but no libtool: generate UCX's configure here.
+		(cd "$work/ucx" && ./autogen.sh >/dev/null 2>&1)
+		tar -C "$work" -czf "$ucx_out" ucx
+		rm -rf "$work"
+	fi
+	nccl_out=.device/src/nccl-$NCCL_TAG.tar.gz
+	[ -f "$nccl_out" ] || archive_tag https://github.com/NVIDIA/nccl.git "${NCCL_REPO:-}" "$NCCL_TAG" nccl "$nccl_out"
+	du -sh .device/debs "$ucx_out" "$nccl_out"
+	exit 0
+fi
+mkdir -p .device/ucx-wheel .device/layouts
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

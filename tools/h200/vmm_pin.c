@@ -179,9 +179,10 @@ int main(void)
 	CU(cuCtxSetCurrent(ctx));
 	driver_facts(dev);
 
-	g = gdr_open();
+	/* It pins only cuMemCreate (POSIX fd) memory, and says so: gdr_open() would not take vulkan. */
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
 	if (!g) {
-		printf("not ok - gdr_open: %s\n", strerror(errno));
+		printf("not ok - gdr_open_ex: %s\n", strerror(errno));
 		return 1;
 	}
 	printf("backend: %s\n", gdr_get_backend_name(g));

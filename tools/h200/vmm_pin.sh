@@ -42,7 +42,7 @@ grep -E "^&&&& (PASSED|FAILED|WAIVED) .*vmmalloc" "$RESULTS/sanity.txt"
 grep -E "^failed: " "$RESULTS/sanity.txt" | sort -u
 grep -E "^Total" "$RESULTS/sanity.txt"
 
-step "gdrcopy_copylat -a cuMemCreate (no GDRCOPY_BACKEND: gdr_open falls back to vulkan)"
+step "gdrcopy_copylat -a cuMemCreate (no GDRCOPY_BACKEND: the program asks for vulkan with gdr_open_ex)"
 taskset -c 2 tests/bench/gdrcopy_copylat -a cuMemCreate -s 64K -w 200 -r 100 2>&1 | tail -n 30
 echo "copylat: exit status ${PIPESTATUS[0]}"
 step "gdrcopy_copybw -a cuMemCreate"

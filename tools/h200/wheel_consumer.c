@@ -22,7 +22,12 @@ int main(void)
 #else
 	putchar('\n');
 #endif
+#ifdef GDRAPI_HAVE_OPEN_EX
+	/* It pins nothing, so it may say that it pins only what the vulkan backend can. */
+	g = gdr_open_ex(GDR_OPEN_FLAG_ALLOW_VULKAN);
+#else
 	g = gdr_open();
+#endif
 	if (!g) {
 #ifdef GDRAPI_HAVE_BACKEND_LIST
 		printf("gdr_open failed:\n%s", gdr_get_open_failure());

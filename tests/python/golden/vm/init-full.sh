@@ -34,8 +34,8 @@ mount -t tmpfs tmpfs /newroot/run
 report page_size "$(in_root getconf PAGESIZE)"
 loaded_ok=1
 report ours_started 1
-say modprobe softgpu mode=ram
-in_root modprobe softgpu mode=ram
+say modprobe softgpu force_ram=1
+in_root modprobe softgpu force_ram=1
 rc=$?
 report load_softgpu $rc
 [ "$rc" = 0 ] || loaded_ok=0
