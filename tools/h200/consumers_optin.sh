@@ -198,7 +198,7 @@ fi
 if [ -n "${ucx_build:-}" ] && ! wait "$ucx_build"; then
 	record ucx - - control 1 0 "not run: UCX did not build: $(tail -n 3 "$LOGS/build-ucx.log" | tr '\n' ' ')" "-"
 elif [ -x "$CACHE/ucx/bin/ucx_perftest" ]; then
-	ucx_version=$("$CACHE/ucx/bin/ucx_info" -v 2>/dev/null | grep -o -m1 -E 'Version [0-9.]+' | cut -d' ' -f2)
+	ucx_version=$("$CACHE/ucx/bin/ucx_info" -v 2>/dev/null | grep -o -m1 -iE 'version:? [0-9.]+' | grep -oE '[0-9.]+$')
 	for spec in "tag_lat 8 20000" "tag_lat 4096 10000" "tag_lat 1048576 500" "tag_bw 4096 10000" "tag_bw 1048576 500"; do
 		read -r test size iters <<< "$spec"
 		for optin in control off on; do
