@@ -353,6 +353,10 @@ RPM_REPRODUCIBLE_DEFINES = {
     "_build_id_links": "none",
     # Doc and license dirs named as on RHEL and SUSE (Debian's rpm adds -%{VERSION}).
     "_docdir_fmt": "%{NAME}",
+    # Debian's rpm runs brp-elfperms only where elfutils happens to be installed; it drops
+    # the x bit of shared objects (rpmlint: shared-library-not-executable), so the package
+    # would depend on the build host.  RHEL's own libraries are 0755, as make install leaves them.
+    "__brp_elfperms": "%{nil}",
 }
 
 
