@@ -557,7 +557,16 @@ static void time_reads(const struct routine *r, size_t n, double *b2b, double *s
 	*ring = (now_us() - t0) / 512;
 }
 
-static void run_reads(const char *label, int round, const char *only)
+/* Whether a shape of this size is among the shapes asked for (NULL: all are). */
+static bool size_listed(const char *which, size_t n)
+{
+	for (size_t s = 0; s < NSHAPES; s++)
+		if (shapes[s].size == n && listed(which, shapes[s].name))
+			return true;
+	return false;
+}
+
+static void run_reads(const char *label, int round, const char *only, const char *which)
 {
 	for (size_t s = 0; s < sizeof(read_sizes) / sizeof(read_sizes[0]); s++) {
 		size_t n = read_sizes[s];
@@ -565,6 +574,9 @@ static void run_reads(const char *label, int round, const char *only)
 		bool timed[NROUTINES] = { false };
 		double ignored_b2b, ignored_single, ignored_ring;
 		const char *why;
+
+		if (!size_listed(which, n))
+			continue;
 
 		for (size_t i = 0; i < NROUTINES; i++) {
 			if (!listed(only, routines[i].name))
@@ -639,7 +651,8 @@ static void usage(const char *prog)
 		"  -R  a checkout of NVIDIA's GDRCopy: its read routines are built from it and timed beside ours\n"
 		"  -n  the round number to print; -l a label for this run's records (default: default)\n"
 		"  -o  time only these routines, comma-separated (ours, exported, reference, loop16, loop32, loop64, memcpy)\n"
-		"  -s  only these shapes, comma-separated (16, 32, 64, 128, 128/first, 128/last, 256, 256/first, 256/last)\n"
+		"  -s  only these shapes, comma-separated (16, 32, 64, 128, 128/first, 128/last, 256, 256/first, 256/last);\n"
+		"      the reads test takes the sizes of the shapes named\n"
 		"  -t  which tests (default: all four)\n"
 		"Needs GPU memory mapped by libgdrapi: GDRCOPY_BACKEND=vulkan where gdrdrv cannot load.\n",
 		prog);
@@ -703,7 +716,7 @@ int main(int argc, char **argv)
 	if (strstr(tests, "floor"))
 		run_floor(gpu_ptr, label, round);
 	if (strstr(tests, "reads"))
-		run_reads(label, round, only);
+		run_reads(label, round, only, which);
 	gdr_unmap(g, mh, mapped, MAP_SIZE);
 	gdr_unpin_buffer(g, mh);
 	gdr_free_mapped(g, gpu_ptr);
