@@ -171,9 +171,7 @@ def reads_tables(figures: Figures, settings: dict[str, str]) -> list[str]:
 def best_other(figures: Figures, shape: str, round_no: int) -> tuple[float, str] | None:
     """The fastest round trip of NVIDIA's routines, the plain loops and memcpy in this round, and whose."""
     times = [
-        (v[round_no], r)
-        for r in OTHERS
-        if (v := figures.get(("median_us", r, "default", shape))) and round_no in v
+        (v[round_no], r) for r in OTHERS if (v := figures.get(("median_us", r, "default", shape))) and round_no in v
     ]
     return min(times) if times else None
 
@@ -218,26 +216,24 @@ def candidate_tables(figures: Figures, settings: dict[str, str]) -> list[str]:
             medians = [statistics.median(r) for r in ratios.values() if r]
             worst = max(medians) if medians else float("nan")
             torn = torn_max(figures, "ours", variant, shapes)
-            cells = [
-                f"{statistics.median(r):.3f} [{min(r):.3f}–{max(r):.3f}]" if r else "–" for r in ratios.values()
-            ]
+            cells = [f"{statistics.median(r):.3f} [{min(r):.3f}–{max(r):.3f}]" if r else "–" for r in ratios.values()]
             b2b = [cell(figures.get(("b2b_us", "ours", variant, s))) for s in extra]
             name = settings.get(variant, "defaults") if variant != "default" else "defaults"
             lines.append("| " + " | ".join([f"{variant}: {name}", *cells, f"{worst:.3f}", f"{torn:.4f}", *b2b]) + " |")
             if medians and len(medians) == len(shapes) and torn == 0:
                 verdicts.append((worst, variant))
-                prices[variant] = [statistics.median(v.values()) for s in extra if (v := figures.get(("b2b_us", "ours", variant, s)))]
+                prices[variant] = [
+                    statistics.median(v.values()) for s in extra if (v := figures.get(("b2b_us", "ours", variant, s)))
+                ]
         if verdicts:
             worst, winner = min(verdicts)
             how = (
                 "already the library's default"
                 if winner == "default"
                 else f"to make it the default, set `{define}` to "
-                f"`\"{settings.get(winner, '').split('=', 1)[-1]}\"` in `libgdrapi/src/copy_fast.h`"
+                f'`"{settings.get(winner, "").split("=", 1)[-1]}"` in `libgdrapi/src/copy_fast.h`'
             )
-            lines.append(
-                f"\nFastest with no torn line in these shapes: **{winner}** (worst ratio {worst:.3f}); {how}."
-            )
+            lines.append(f"\nFastest with no torn line in these shapes: **{winner}** (worst ratio {worst:.3f}); {how}.")
             # The wait's price (issue 39, item 3): among settings whose ping-pong is within 2 % of the best, the
             # cheapest back-to-back reads of 16 and 32 B.
             cheap = [
@@ -263,8 +259,11 @@ def summary(results: Path) -> list[str]:
     if gpu.exists():
         head += ["", "```", gpu.read_text().strip(), "```"]
     head += ["", "Variants: " + "; ".join(f"`{v}`: {s}" for v, s in sorted(settings.items()))]
-    return head + shape_tables(figures, not_run, settings) + reads_tables(figures, settings) + candidate_tables(
-        figures, settings
+    return (
+        head
+        + shape_tables(figures, not_run, settings)
+        + reads_tables(figures, settings)
+        + candidate_tables(figures, settings)
     )
 
 
