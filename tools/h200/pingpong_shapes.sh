@@ -17,7 +17,8 @@
 #     shapes it changes;
 #   - gdrcopy_pplat -L shapes -W shapes: the same ping-pong and torn reads
 #     through the installed benchmark (default engine).
-#   Candidates (CANDIDATES overrides: space-separated LABEL:VARIABLE=VALUE):
+#   Candidates (CANDIDATES overrides: space-separated LABEL:VARIABLE=VALUE, or
+#   none for the defaults alone, as a final run after choosing them):
 #   GDRCOPY_READ_WAIT (reads of one line, the 16/32/64 B shapes) 0, 2, 4,
 #   repeat; GDRCOPY_POLL_READS (polls of 128-512 B, the 128/256 B shapes)
 #   lines, halves, blocks and each with _wait, first_wait.
@@ -45,6 +46,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 
 # Each candidate's label and variable, checked before anything is built.
 labels=() settings=()
+if [ "$CANDIDATES" = none ]; then CANDIDATES=; fi
 for spec in $CANDIDATES; do
 	label=${spec%%:*} setting=${spec#*:}
 	case $setting in

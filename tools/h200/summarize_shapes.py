@@ -234,6 +234,8 @@ def candidate_tables(figures: Figures, settings: dict[str, str]) -> list[str]:
                 f'`"{settings.get(winner, "").split("=", 1)[-1]}"` in `libgdrapi/src/copy_fast.h`'
             )
             lines.append(f"\nFastest with no torn line in these shapes: **{winner}** (worst ratio {worst:.3f}); {how}.")
+            if worst > 1:
+                lines.append("It is still slower than another routine in some shape (a ratio above 1).")
             # The wait's price (issue 39, item 3): among settings whose ping-pong is within 2 % of the best, the
             # cheapest back-to-back reads of 16 and 32 B.
             cheap = [
