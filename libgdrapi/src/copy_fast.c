@@ -40,8 +40,11 @@ gdr_block_copy_fn gdr_fast_read32;
 
 atomic_int gdr_poll_method;
 gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
-bool gdr_fast_read_waits = true;
+unsigned char gdr_fast_read_wait_mode = GDR_READ_WAIT_EACH;
 __thread struct gdr_poll_watch gdr_poll_watch;
+static unsigned int read_wait_every;	/* N of GDR_READ_WAIT_NTH */
+static __thread unsigned int reads_unwaited;	/* GDR_READ_WAIT_NTH: this thread's reads since its last wait */
+static __thread const void *last_read;	/* GDR_READ_WAIT_REPEAT: this thread's previous read of one line */
 
 #define POLL_TURN 16		/* polls with one kind of load before switching */
 #define POLL_SETTLE 4		/* first polls of a turn still overlap the other kind's */
@@ -157,22 +160,54 @@ static int calibration_step(uint64_t since_last)
 /* The inline path's copies that call the engine (copy_fast.h). */
 int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping, enum gdr_fast_verdict verdict)
 {
-	if (verdict == GDR_FAST_LINES) {
+	if (verdict == GDR_FAST_READ_WAIT) {
+		gdr_read_wait_after(src);	/* the inline path has read it */
+	} else if (verdict == GDR_FAST_LINES) {
 		/* One line is one load (never torn); only reads of several lines are polls to time. */
 		if (to_mapping) {
 			gdr_fast_lines_to(dst, src, n);
 		} else if (n == 64) {
 			gdr_fast_lines_from(dst, src, n);
-			gdr_fast_read_wait();	/* one line (copy_fast.h) */
+			gdr_read_wait_after(src);	/* one line (copy_fast.h) */
 		} else {
 			gdr_fast_read_lines(dst, src, n);
 		}
 	} else {
 		gdr_fast_line_read(dst, src, n);
-		gdr_fast_read_wait();
+		gdr_read_wait_after(src);
 	}
 	_mm_sfence();	/* as every WC copy ends (copy_fast.h) */
 	return 0;
+}
+
+/*
+ * The wait after a read of one line at src, as GDRCOPY_READ_WAIT says
+ * (copy_fast.h).  N: every Nth read of the thread waits, so back to back at
+ * most N are in flight and each pays about 1/N of a round trip.  repeat: a
+ * read of the address the thread's previous one-line read had waits (a poll
+ * keeps one read in flight), a read of another address does not (a loop over
+ * distinct entries overlaps them).
+ */
+void gdr_read_wait_after(const void *src)
+{
+	switch (gdr_fast_read_wait_mode) {
+	case GDR_READ_WAIT_EACH:
+		_mm_lfence();
+		break;
+	case GDR_READ_WAIT_NTH:
+		if (++reads_unwaited >= read_wait_every) {
+			reads_unwaited = 0;
+			_mm_lfence();
+		}
+		break;
+	case GDR_READ_WAIT_REPEAT:
+		if (src == last_read)
+			_mm_lfence();
+		last_read = src;
+		break;
+	default:
+		break;
+	}
 }
 
 /* Whole lines from the mapping (copy_fast.h). */
@@ -193,14 +228,38 @@ void gdr_fast_read_lines(void *dst, const void *src, size_t n)
 	again = watch->src == src;
 	watch->src = src;
 	watch->tsc = now;
-	if (!again || since_last >= GDR_POLL_GAP_TICKS)
+	if (!again || since_last >= GDR_POLL_GAP_TICKS) {
 		gdr_fast_lines_from(dst, src, n);
-	else if (method == GDR_POLL_BLOCKS)
+		return;
+	}
+	switch (method) {
+	case GDR_POLL_BLOCKS:
 		gdr_fast_poll_from(dst, src, n);
-	else if (method == GDR_POLL_HALVES)
+		break;
+	case GDR_POLL_HALVES:
 		gdr_fast_poll32_from(dst, src, n);
-	else
-		gdr_poll_read(dst, src, n, since_last);	/* still timing both kinds */
+		break;
+	case GDR_POLL_LINES_WAIT:
+		gdr_fast_lines_from(dst, src, n);
+		_mm_lfence();
+		break;
+	case GDR_POLL_BLOCKS_WAIT:
+		gdr_fast_poll_from(dst, src, n);
+		_mm_lfence();
+		break;
+	case GDR_POLL_HALVES_WAIT:
+		gdr_fast_poll32_from(dst, src, n);
+		_mm_lfence();
+		break;
+	case GDR_POLL_FIRST_WAIT:
+		gdr_fast_lines_from(dst, src, 64);
+		_mm_lfence();
+		gdr_fast_lines_from((char *)dst + 64, (const char *)src + 64, n - 64);
+		break;
+	default:
+		gdr_poll_read(dst, src, n, since_last);	/* still timing the kinds */
+		break;
+	}
 }
 
 /* The inline path's poll while undecided (it reads the decided kinds itself). */
@@ -219,41 +278,73 @@ void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last)
 	}
 }
 
+/* GDRCOPY_POLL_READS's values: each kind of poll and its GDR_POLL_*, what it needs. */
+static const struct {
+	const char *name;
+	int method;
+	bool halves;	/* needs 32-byte poll loads (AVX2) */
+} poll_names[] = {
+	{ "auto", GDR_POLL_UNDECIDED, false },	   { "lines", GDR_POLL_LINES, false },
+	{ "blocks", GDR_POLL_BLOCKS, false },	   { "halves", GDR_POLL_HALVES, true },
+	{ "lines_wait", GDR_POLL_LINES_WAIT, false }, { "blocks_wait", GDR_POLL_BLOCKS_WAIT, false },
+	{ "halves_wait", GDR_POLL_HALVES_WAIT, true }, { "first_wait", GDR_POLL_FIRST_WAIT, false },
+};
+
 int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves)
 {
+	size_t i;
+
 	if (!can_time)
 		return GDR_POLL_LINES;
-	if (!value || !*value || !strcmp(value, "auto"))
-		return GDR_POLL_UNDECIDED;
-	if (!strcmp(value, "lines"))
-		return GDR_POLL_LINES;
-	if (!strcmp(value, "blocks"))
-		return GDR_POLL_BLOCKS;
-	if (!strcmp(value, "halves")) {
-		if (have_halves)
-			return GDR_POLL_HALVES;
-		gdr_warn("copy engine: GDRCOPY_POLL_READS=halves needs AVX2 32-byte streaming loads, which this CPU lacks; using auto");
+	if (!value || !*value)
+		value = GDR_POLL_READS_DEFAULT;
+	for (i = 0; i < sizeof(poll_names) / sizeof(poll_names[0]); i++) {
+		if (strcmp(value, poll_names[i].name))
+			continue;
+		if (!poll_names[i].halves || have_halves)
+			return poll_names[i].method;
+		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s needs AVX2 32-byte streaming loads, which this CPU lacks; using auto",
+			 value);
 		return GDR_POLL_UNDECIDED;
 	}
-	gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, auto; using auto", value);
+	gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, lines_wait, halves_wait, blocks_wait, first_wait, auto; using auto",
+		 value);
 	return GDR_POLL_UNDECIDED;
 }
 
-bool gdr_read_wait_from_env(const char *value)
+int gdr_read_wait_from_env(const char *value, unsigned int *every)
 {
-	if (!value || !*value || strcmp(value, "1") == 0)
-		return true;
-	if (strcmp(value, "0") == 0)
-		return false;
-	gdr_warn("copy engine: GDRCOPY_READ_WAIT=%s is neither 0 nor 1; reads of one line wait for their data (1)", value);
-	return true;
+	char *end;
+	unsigned long n;
+
+	*every = 1;
+	if (!value || !*value)
+		value = GDR_READ_WAIT_DEFAULT;
+	if (!strcmp(value, "repeat"))
+		return GDR_READ_WAIT_REPEAT;
+	n = strtoul(value, &end, 10);
+	if (end != value && !*end && value[0] >= '0' && value[0] <= '9' && n <= GDR_READ_WAIT_MAX_NTH) {
+		if (n == 0)
+			return GDR_READ_WAIT_NONE;
+		*every = (unsigned int)n;
+		return n == 1 ? GDR_READ_WAIT_EACH : GDR_READ_WAIT_NTH;
+	}
+	gdr_warn("copy engine: GDRCOPY_READ_WAIT=%s is not 0, 1, a number N up to %d (every Nth read waits) or repeat; using %s",
+		 value, GDR_READ_WAIT_MAX_NTH, GDR_READ_WAIT_DEFAULT);
+	return gdr_read_wait_from_env(GDR_READ_WAIT_DEFAULT, every);
 }
 
 void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32)
 {
-	gdr_fast_read_waits = gdr_read_wait_from_env(getenv("GDRCOPY_READ_WAIT"));
-	if (!gdr_fast_read_waits)
-		gdr_info("copy engine: GDRCOPY_READ_WAIT=0: reads of one line overlap instead of waiting for their data");
+	const char *wait = getenv("GDRCOPY_READ_WAIT");
+	int mode = gdr_read_wait_from_env(wait, &read_wait_every);
+
+	gdr_fast_read_wait_mode = (unsigned char)mode;
+	if (mode != GDR_READ_WAIT_EACH)
+		gdr_info("copy engine: GDRCOPY_READ_WAIT=%s: reads of one line %s", wait ? wait : GDR_READ_WAIT_DEFAULT,
+			 mode == GDR_READ_WAIT_NONE ? "overlap instead of waiting for their data" :
+			 mode == GDR_READ_WAIT_NTH ? "wait for their data every Nth read of a thread" :
+			 "wait for their data when a thread reads the same address again");
 	gdr_fast_poll_from = poll16;
 	gdr_fast_poll32_from = poll32;
 	poll_kinds_timed = poll32 ? GDR_POLL_KINDS : 2;

@@ -60,7 +60,25 @@ enum gdr_fast_verdict {
 	GDR_FAST_DONE,		/* copied and fenced */
 	GDR_FAST_LINES,		/* whole lines either way: gdr_copy_fast_call takes them */
 	GDR_FAST_IN_LINE,	/* a 17-48 B read inside one line: gdr_copy_fast_call takes it */
+	GDR_FAST_READ_WAIT,	/* a read of one line, loaded: gdr_copy_fast_call waits as GDRCOPY_READ_WAIT says */
 };
+
+/*
+ * What GDRCOPY_READ_WAIT and GDRCOPY_POLL_READS mean when unset: the one
+ * place to change them once a GPU run has measured a better choice
+ * (tools/h200/pingpong_shapes.sh times every value in the same rounds).
+ */
+#define GDR_READ_WAIT_DEFAULT "1"
+#define GDR_POLL_READS_DEFAULT "auto"
+
+/* How a read of at most one line waits for its data (GDRCOPY_READ_WAIT). */
+enum gdr_read_wait {
+	GDR_READ_WAIT_EACH,	/* "1": after every such read, so a polling loop has one read in flight */
+	GDR_READ_WAIT_NONE,	/* "0": never: they overlap like any other reads */
+	GDR_READ_WAIT_NTH,	/* "2".."16": after every Nth such read of a thread: at most N in flight */
+	GDR_READ_WAIT_REPEAT,	/* "repeat": after a read of the address the thread's previous such read had */
+};
+#define GDR_READ_WAIT_MAX_NTH 16
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -72,15 +90,21 @@ enum gdr_fast_verdict {
  * per process; until then, and for every other read, 64-byte loads.
  */
 #define GDR_POLL_GAP_TICKS 10000
-enum { GDR_POLL_UNDECIDED, GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_HALVES };
+enum {
+	GDR_POLL_UNDECIDED, GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_HALVES,
+	/* The same loads, then an lfence: one poll in flight (as GDRCOPY_READ_WAIT=1 does for one line). */
+	GDR_POLL_LINES_WAIT, GDR_POLL_BLOCKS_WAIT, GDR_POLL_HALVES_WAIT,
+	/* 64-byte loads: the first line, an lfence, then the other lines (no wait). */
+	GDR_POLL_FIRST_WAIT,
+};
 #define GDR_POLL_KINDS 3	/* lines (64-byte loads), halves (32), blocks (16) */
 struct gdr_poll_watch {
 	const void *src;
 	uint64_t tsc;
 };
 #pragma GCC visibility push(hidden)
-/* Whether a read of one line waits for its data (GDRCOPY_READ_WAIT; set once, before the engine is fit). */
-extern bool gdr_fast_read_waits;
+/* How a read of one line waits for its data: an enum gdr_read_wait (GDRCOPY_READ_WAIT; set once, before the engine is fit). */
+extern unsigned char gdr_fast_read_wait_mode;
 extern __thread struct gdr_poll_watch gdr_poll_watch;
 extern atomic_int gdr_poll_method;
 /* 16- and 32-byte streaming loads of whole lines, each stored at once: the other kinds of poll (NULL: none). */
@@ -88,9 +112,19 @@ extern gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
 #pragma GCC visibility pop
 /* A poll while undecided: one step of the timing, then the read with the kind it picked. */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
-/* GDRCOPY_READ_WAIT's value (NULL: unset) to whether reads of one line wait: only "0" says no. */
-bool gdr_read_wait_from_env(const char *value);
-/* GDRCOPY_POLL_READS's value (NULL: unset) to a GDR_POLL_*; can_time false: always lines. */
+/*
+ * GDRCOPY_READ_WAIT's value (NULL or empty: GDR_READ_WAIT_DEFAULT) to an enum
+ * gdr_read_wait; *every is N for GDR_READ_WAIT_NTH.  Anything else: a warning
+ * and the default.
+ */
+int gdr_read_wait_from_env(const char *value, unsigned int *every);
+/* The out-of-line waits of GDRCOPY_READ_WAIT's other values, after the load of a read of one line at src. */
+void gdr_read_wait_after(const void *src);
+/*
+ * GDRCOPY_POLL_READS's value (NULL or empty: GDR_POLL_READS_DEFAULT) to a
+ * GDR_POLL_*; can_time false (no 16-byte poll loads): always lines;
+ * have_halves false: no halves.
+ */
 int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves);
 /*
  * The decision from the kinds' poll periods, [0] lines, [1] halves, [2]
@@ -140,17 +174,28 @@ void gdr_fast_read_lines(void *dst, const void *src, size_t n);
  * the GPU's write is seen delay what follows.  Copies of several lines keep
  * overlapping (their polls are timed, copy_fast.c).  GDRCOPY_READ_WAIT=0
  * lets one-line reads overlap too, for loops that read many distinct small
- * entries one call at a time.
+ * entries one call at a time; its other values (N, repeat) are candidates
+ * that pay less than a round trip per read back to back, timed beside it.
+ *
+ * Called after the load: true when the read is done waiting (the default
+ * waits here, with no call); false when gdr_copy_fast_call must do the
+ * wait of another value (verdict GDR_FAST_READ_WAIT).
  */
-static inline void gdr_fast_read_wait(void)
+static inline __attribute__((always_inline)) bool gdr_fast_read_wait(void)
 {
-	if (gdr_fast_read_waits)
+	unsigned char mode = gdr_fast_read_wait_mode;
+
+	if (__builtin_expect(mode == GDR_READ_WAIT_EACH, 1)) {
 		_mm_lfence();
+		return true;
+	}
+	return mode == GDR_READ_WAIT_NONE;
 }
 
 /*
  * The copies gdr_copy_fast_inline leaves to the engine's routines, as its
- * verdict says (GDR_FAST_LINES or GDR_FAST_IN_LINE).  Fenced; returns 0, so
+ * verdict says (GDR_FAST_LINES or GDR_FAST_IN_LINE), or the wait of a read
+ * it did (GDR_FAST_READ_WAIT).  Fenced; returns 0, so
  * that an API entry point can end with a jump here.  Not inline: a call on
  * the inline path would make every path of its caller set up a stack frame
  * first.
@@ -178,10 +223,12 @@ gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const 
 	if (!to_mapping && n == 32 && !(wc & 31) && gdr_fast_read32) {
 		/* One ymm load, no mask: a masked store made a 32-byte poll 0.8 us against 0.5 (H200). */
 		gdr_fast_stream_read32(dst, src);
-		gdr_fast_read_wait();
+		if (!gdr_fast_read_wait())
+			return GDR_FAST_READ_WAIT;
 	} else if (!to_mapping && n == 16 && !(wc & 15)) {
 		_mm_storeu_si128((__m128i *)dst, gdr_fast_stream_load16(src));
-		gdr_fast_read_wait();
+		if (!gdr_fast_read_wait())
+			return GDR_FAST_READ_WAIT;
 	} else if (n - 1 >= GDR_FAST_LINES_MAX) {	/* n - 1 wraps for 0: one compare for both ends */
 		return GDR_FAST_DECLINED;
 	} else if (n < 16) {
@@ -210,7 +257,8 @@ gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const 
 			case 2: { uint16_t w = (uint16_t)v; __builtin_memcpy(dst, &w, 2); break; }
 			default: *(unsigned char *)dst = (unsigned char)v; break;
 			}
-			gdr_fast_read_wait();
+			if (!gdr_fast_read_wait())
+				return GDR_FAST_READ_WAIT;
 		}
 	} else if (n >= 64 && !((wc | n) & 63) && (to_mapping ? gdr_fast_lines_to : gdr_fast_lines_from)) {
 		return GDR_FAST_LINES;
@@ -224,8 +272,8 @@ gdr_copy_fast_inline(gdr_mapping_type_t type, bool to_mapping, void *dst, const 
 	} else {
 		for (i = 0; i < n / 16; i++)
 			_mm_storeu_si128((__m128i *)dst + i, gdr_fast_stream_load16((const __m128i *)src + i));
-		if (gdr_single_load_width(wc, n))
-			gdr_fast_read_wait();	/* a read of one line (no small_read: no AVX-512) */
+		if (gdr_single_load_width(wc, n) && !gdr_fast_read_wait())
+			return GDR_FAST_READ_WAIT;	/* a read of one line (no small_read: no AVX-512) */
 	}
 	/*
 	 * The fence every WC copy ends with.  For reads it also matters: without

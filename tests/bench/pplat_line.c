@@ -4,17 +4,19 @@
  *
  * -L (ping-pong through a line): the CPU writes a sequence number into GPU
  * memory with gdr_copy_to_mapping; a one-warp GPU kernel answers by storing
- * it into every 4-byte word of a line of 16, 32, 64 or 128 bytes (one
- * warp-wide store); the CPU polls the line with gdr_copy_from_mapping until
- * every word holds the number.  Per round and size: the round trip per call
- * (median and minimum of the bucket means), polls per round trip, and polls
- * that saw the line half-written.
+ * it into every 4-byte word of the shape's answer: a whole line of 16, 32,
+ * 64 or 128 bytes or a 256 B entry, or the first or last 64-byte line of a
+ * 128 or 256 B entry (one warp-wide store per 128 bytes); the CPU polls the
+ * whole entry with gdr_copy_from_mapping until every word of the answer
+ * holds the number.  Per round and shape: the round trip per call (median
+ * and minimum of the bucket means), polls per round trip, and polls that
+ * saw a 64-byte line of the answer half-written.
  *
- * -W (torn reads): a one-warp GPU kernel rewrites the line every -w ns of
- * %globaltimer (every word the same counter, one warp-wide store) while the
- * CPU reads it back to back with gdr_copy_from_mapping; a read whose words
- * differ saw two writes.  Per round and size: the torn fraction and the
- * distinct values seen per microsecond.
+ * -W (torn reads): a one-warp GPU kernel rewrites the answer every -w ns of
+ * %globaltimer (every word the same counter) while the CPU reads the entry
+ * back to back with gdr_copy_from_mapping; a read with a 64-byte line whose
+ * words differ saw two writes in one line (torn).  Per round and shape: the
+ * torn fraction and the distinct values seen per microsecond.
  *
  * Every size of both modes runs once per round, the rounds one after the
  * other (-R), so a disturbance of the machine lands in one round, not one
@@ -51,9 +53,15 @@ struct line_figures {
 	double us_per_read[PPLAT_LINE_MAX_ROUNDS];
 };
 
-static size_t line_size(unsigned int k)
+const struct pplat_line_shape pplat_line_shapes[PPLAT_LINE_SIZES] = {
+	{ "16", 16, 0, 16 },	      { "32", 32, 0, 32 },	   { "64", 64, 0, 64 },
+	{ "128", 128, 0, 128 },	      { "128/first", 128, 0, 64 }, { "128/last", 128, 64, 64 },
+	{ "256", 256, 0, 256 },	      { "256/first", 256, 0, 64 }, { "256/last", 256, 192, 64 },
+};
+
+static const struct pplat_line_shape *shape_of(unsigned int k)
 {
-	return (size_t)16 << k;
+	return &pplat_line_shapes[k];
 }
 
 unsigned int pplat_line_parse_sizes(char opt, const char *arg)
@@ -62,22 +70,26 @@ unsigned int pplat_line_parse_sizes(char opt, const char *arg)
 	const char *p = arg;
 
 	if (!strcmp(arg, "all"))
+		return PPLAT_LINE_WHOLE_MASK;
+	if (!strcmp(arg, "shapes"))
 		return (1U << PPLAT_LINE_SIZES) - 1;
 	while (*p) {
-		char *end;
-		unsigned long size = strtoul(p, &end, 10);
+		size_t len = strcspn(p, ",");
 
 		for (k = 0; k < PPLAT_LINE_SIZES; k++)
-			if (end != p && size == line_size(k))
+			if (len == strlen(shape_of(k)->name) && !strncmp(p, shape_of(k)->name, len))
 				break;
-		if (k == PPLAT_LINE_SIZES || (*end && *end != ','))
-			bench_die("-%c %s: expected line sizes among 16, 32, 64 and 128, separated by "
-				  "commas (e.g. -%c 16,64), or all", opt, arg, opt);
+		if (k == PPLAT_LINE_SIZES)
+			bench_die("-%c %s: expected shapes among 16, 32, 64, 128, 256, 128/first, 128/last, "
+				  "256/first and 256/last, separated by commas (e.g. -%c 16,128/first), or all "
+				  "(16-128) or shapes (every one)", opt, arg, opt);
 		mask |= 1U << k;
-		p = *end ? end + 1 : end;
+		p += len;
+		if (*p)
+			p++;
 	}
 	if (!mask)
-		bench_die("-%c: no line size given; e.g. -%c 16,32,64,128", opt, opt);
+		bench_die("-%c: no shape given; e.g. -%c 16,32,64,128", opt, opt);
 	return mask;
 }
 
@@ -113,16 +125,29 @@ static void read_line(const struct line_ctx *c, uint32_t *words, size_t n)
 		bench_die("gdr_copy_from_mapping of the line: %s", strerror(ret));
 }
 
-/* Whether all n / 4 words are equal; *value is then that value. */
-static bool line_whole(const uint32_t *words, size_t n, uint32_t *value)
+/*
+ * Whether all words of the shape's answer in the entry read are equal;
+ * *value is then that value.  *torn: a 64-byte line of the answer (or the
+ * whole answer, when shorter) holds two values, i.e. the read saw it
+ * half-written (not: its lines hold different values, each line one).
+ */
+static bool line_whole(const struct pplat_line_shape *sh, const uint32_t *entry, uint32_t *value, bool *torn)
 {
-	size_t i;
+	const uint32_t *w = entry + sh->answer / 4;
+	size_t i, words = sh->answer_len / 4, line_words = words < 16 ? words : 16;
+	bool whole = true;
 
-	for (i = 1; i < n / 4; i++)
-		if (words[i] != words[0])
+	*torn = false;
+	for (i = 0; i < words; i++) {
+		if (w[i] != w[i - i % line_words]) {
+			*torn = true;
 			return false;
-	*value = words[0];
-	return true;
+		}
+	}
+	for (i = line_words; i < words; i += line_words)
+		whole = whole && w[i] == w[0];
+	*value = w[0];
+	return whole;
 }
 
 static void timed_out(const struct line_ctx *c, const char *waiting)
@@ -158,19 +183,21 @@ static void wait_kernel(const struct line_ctx *c, const char *which)
 	}
 }
 
-/* One round trip: write seq, poll the line until every word holds it. Counts polls and torn ones. */
-static void round_trip(const struct line_ctx *c, size_t n, uint32_t seq, uint64_t *polls, uint64_t *torn)
+/* One round trip: write seq, poll the entry until every word of the answer holds it. Counts polls and torn ones. */
+static void round_trip(const struct line_ctx *c, const struct pplat_line_shape *sh, uint32_t seq, uint64_t *polls,
+		       uint64_t *torn)
 {
 	uint32_t words[PPLAT_LINE_MAX / 4], value;
 	unsigned int spins = 0;
 	double started = 0;
+	bool half;
 
 	store_word(c, PPLAT_LINE_SEQ_OFFSET, seq);
 	for (;;) {
-		read_line(c, words, n);
+		read_line(c, words, sh->size);
 		++*polls;
-		if (!line_whole(words, n, &value))
-			++*torn;
+		if (!line_whole(sh, words, &value, &half))
+			*torn += half;
 		else if (value == seq)
 			return;
 		if (++spins == TIMEOUT_CHECK_POLLS) {
@@ -187,11 +214,11 @@ static void run_pingpong(const struct line_ctx *c, unsigned int k, unsigned int 
 			 struct line_figures *fig)
 {
 	const struct bench_buckets *plan = &c->s->plan;
-	size_t n = line_size(k);
+	const struct pplat_line_shape *sh = shape_of(k);
 	double bucket_us[BENCH_MAX_BUCKETS];
 	uint64_t polls = 0, torn = 0, warm_polls = 0, warm_torn = 0;
-	uint32_t words = (uint32_t)(n / 4), seq = 0;
-	CUdeviceptr seq_dev = c->dev + PPLAT_LINE_SEQ_OFFSET, line_dev = c->dev + PPLAT_LINE_OFFSET;
+	uint32_t words = sh->answer_len / 4, seq = 0;
+	CUdeviceptr seq_dev = c->dev + PPLAT_LINE_SEQ_OFFSET, line_dev = c->dev + PPLAT_LINE_OFFSET + sh->answer;
 	void *params[] = { &seq_dev, &line_dev, &words };
 	struct bench_record rec;
 	struct bench_stats st;
@@ -201,12 +228,12 @@ static void run_pingpong(const struct line_ctx *c, unsigned int k, unsigned int 
 	fill_line(c, 0xff);	/* 0xffffffff: never a sequence number the CPU waits for */
 	BENCH_CU(cuLaunchKernel(c->responder, 1, 1, 1, PPLAT_LINE_WARP, 1, 1, 0, c->stream, params, NULL));
 	for (t = 0; t < WARM_TRIPS && t < plan->iters; t++)
-		round_trip(c, n, ++seq, &warm_polls, &warm_torn);
+		round_trip(c, sh, ++seq, &warm_polls, &warm_torn);
 	for (b = 0; b < plan->count; b++) {
 		double t0 = bench_now_us();
 
 		for (t = 0; t < plan->per_bucket; t++)
-			round_trip(c, n, ++seq, &polls, &torn);
+			round_trip(c, sh, ++seq, &polls, &torn);
 		bucket_us[b] = (bench_now_us() - t0) / plan->per_bucket;
 	}
 	store_word(c, PPLAT_LINE_SEQ_OFFSET, PPLAT_LINE_STOP_SEQ);
@@ -217,7 +244,8 @@ static void run_pingpong(const struct line_ctx *c, unsigned int k, unsigned int 
 	fig->polls_per_trip[round - 1] = (double)polls / plan->iters;
 	bench_record_begin(&rec, "line_pingpong");
 	bench_record_u64(&rec, "round", round);
-	bench_record_u64(&rec, "size", n);
+	bench_record_u64(&rec, "size", sh->size);
+	bench_record_str(&rec, "shape", sh->name);
 	bench_record_str(&rec, "poll", "gdr_copy_from_mapping");
 	bench_record_u64(&rec, "iters", plan->iters);
 	bench_record_u64(&rec, "buckets", plan->count);
@@ -233,15 +261,16 @@ static void run_pingpong(const struct line_ctx *c, unsigned int k, unsigned int 
 
 static void run_torn(const struct line_ctx *c, unsigned int k, unsigned int round, struct line_figures *fig)
 {
-	size_t n = line_size(k);
-	uint32_t got[PPLAT_LINE_MAX / 4], value, last, words = (uint32_t)(n / 4);
+	const struct pplat_line_shape *sh = shape_of(k);
+	uint32_t got[PPLAT_LINE_MAX / 4], value, last, words = sh->answer_len / 4;
 	uint64_t torn = 0, changes = 0, writes = 0, period = c->o->period_ns;
-	CUdeviceptr stop_dev = c->dev + PPLAT_LINE_STOP_OFFSET, line_dev = c->dev + PPLAT_LINE_OFFSET;
+	CUdeviceptr stop_dev = c->dev + PPLAT_LINE_STOP_OFFSET, line_dev = c->dev + PPLAT_LINE_OFFSET + sh->answer;
 	CUdeviceptr writes_dev = c->dev + PPLAT_LINE_WRITES_OFFSET;
 	void *params[] = { &stop_dev, &line_dev, &words, &period, &writes_dev };
 	struct bench_record rec;
 	double t0, elapsed;
 	unsigned int r;
+	bool half;
 
 	store_word(c, PPLAT_LINE_STOP_OFFSET, 0);
 	fill_line(c, 0);
@@ -249,15 +278,15 @@ static void run_torn(const struct line_ctx *c, unsigned int k, unsigned int roun
 	/* Count from the writer's first whole write on. */
 	t0 = bench_now_us();
 	do {
-		read_line(c, got, n);
+		read_line(c, got, sh->size);
 		check_time(c, t0, "the GPU writer's first write");
-	} while (!line_whole(got, n, &value) || value == 0);
+	} while (!line_whole(sh, got, &value, &half) || value == 0);
 	last = value;
 	t0 = bench_now_us();
 	for (r = 0; r < c->o->reads; r++) {
-		read_line(c, got, n);
-		if (!line_whole(got, n, &value))
-			torn++;
+		read_line(c, got, sh->size);
+		if (!line_whole(sh, got, &value, &half))
+			torn += half;
 		else if (value != last)
 			changes++, last = value;
 	}
@@ -273,7 +302,8 @@ static void run_torn(const struct line_ctx *c, unsigned int k, unsigned int roun
 	fig->us_per_read[round - 1] = elapsed / c->o->reads;
 	bench_record_begin(&rec, "line_torn");
 	bench_record_u64(&rec, "round", round);
-	bench_record_u64(&rec, "size", n);
+	bench_record_u64(&rec, "size", sh->size);
+	bench_record_str(&rec, "shape", sh->name);
 	bench_record_str(&rec, "poll", "gdr_copy_from_mapping");
 	bench_record_u64(&rec, "reads", c->o->reads);
 	bench_record_u64(&rec, "torn", torn);
@@ -308,11 +338,12 @@ static void summarize(const struct line_ctx *c, const struct line_figures *fig)
 			continue;
 		rt = over_rounds(fig[k].median_us, rounds);
 		polls = over_rounds(fig[k].polls_per_trip, rounds);
-		bench_say("line ping-pong, %3zu B: round trip %.3f [%.3f-%.3f] us per call, %.2f polls per "
-			  "round trip (median [range] of %u rounds)\n", line_size(k), rt.median, rt.min,
+		bench_say("line ping-pong, %9s B: round trip %.3f [%.3f-%.3f] us per call, %.2f polls per "
+			  "round trip (median [range] of %u rounds)\n", shape_of(k)->name, rt.median, rt.min,
 			  rt.max, polls.median, rounds);
 		bench_record_begin(&rec, "line_pingpong_rounds");
-		bench_record_u64(&rec, "size", line_size(k));
+		bench_record_u64(&rec, "size", shape_of(k)->size);
+		bench_record_str(&rec, "shape", shape_of(k)->name);
 		bench_record_u64(&rec, "rounds", rounds);
 		bench_record_double(&rec, "median_us", rt.median);
 		bench_record_double(&rec, "min_us", rt.min);
@@ -328,11 +359,12 @@ static void summarize(const struct line_ctx *c, const struct line_figures *fig)
 		tf = over_rounds(fig[k].torn_fraction, rounds);
 		vals = over_rounds(fig[k].values_per_us, rounds);
 		per_read = over_rounds(fig[k].us_per_read, rounds);
-		bench_say("torn reads, %3zu B: %.5f [%.5f-%.5f] of reads torn, %.3f [%.3f-%.3f] distinct "
-			  "values per us, %.3f us per read (writer every %u ns)\n", line_size(k), tf.median,
+		bench_say("torn reads, %9s B: %.5f [%.5f-%.5f] of reads torn, %.3f [%.3f-%.3f] distinct "
+			  "values per us, %.3f us per read (writer every %u ns)\n", shape_of(k)->name, tf.median,
 			  tf.min, tf.max, vals.median, vals.min, vals.max, per_read.median, c->o->period_ns);
 		bench_record_begin(&rec, "line_torn_rounds");
-		bench_record_u64(&rec, "size", line_size(k));
+		bench_record_u64(&rec, "size", shape_of(k)->size);
+		bench_record_str(&rec, "shape", shape_of(k)->name);
 		bench_record_u64(&rec, "rounds", rounds);
 		bench_record_double(&rec, "torn_fraction", tf.median);
 		bench_record_double(&rec, "torn_fraction_min", tf.min);

@@ -7,12 +7,26 @@
 
 #include "bench_common.h"
 
-/* Line sizes, as bits of a mask: bit k is 16 << k bytes (16, 32, 64, 128). */
-#define PPLAT_LINE_SIZES 4
+/*
+ * Shapes, as bits of a mask (bit k: pplat_line_shapes[k]): the entry the CPU
+ * polls and where in it the GPU's answer lies.  The first four are the whole
+ * line of 16, 32, 64 or 128 bytes ("all"); then the answer in the first or
+ * last 64-byte line of a 128 or 256 B entry, and the whole 256 B ("shapes":
+ * every one).
+ */
+struct pplat_line_shape {
+	const char *name;	/* as -L and -W take it: 16, 128/first, ... */
+	unsigned int size;	/* bytes the CPU polls */
+	unsigned int answer;	/* offset of the GPU's answer in them */
+	unsigned int answer_len;
+};
+#define PPLAT_LINE_SIZES 9
+#define PPLAT_LINE_WHOLE_MASK 0xfu	/* "all": 16, 32, 64, 128 */
+extern const struct pplat_line_shape pplat_line_shapes[PPLAT_LINE_SIZES];
 
 struct pplat_line_opts {
-	unsigned int pingpong_sizes;	/* -L: mask of sizes to ping-pong through */
-	unsigned int torn_sizes;	/* -W: mask of sizes to read under the GPU writer */
+	unsigned int pingpong_sizes;	/* -L: mask of shapes to ping-pong through */
+	unsigned int torn_sizes;	/* -W: mask of shapes to read under the GPU writer */
 	unsigned int rounds;		/* -R */
 	unsigned int period_ns;		/* -w */
 	unsigned int reads;		/* -r: reads per torn test */
@@ -22,7 +36,7 @@ struct pplat_line_opts {
 #define PPLAT_LINE_DEFAULT_PERIOD_NS 1000
 #define PPLAT_LINE_DEFAULT_READS 20000
 
-/* -L/-W's argument ("16,32,64,128" or "all") to a mask of sizes; exits saying why on bad input. */
+/* -L/-W's argument ("16,32,64,128,128/first,...", "all" or "shapes") to a mask of shapes; exits saying why on bad input. */
 unsigned int pplat_line_parse_sizes(char opt, const char *arg);
 
 /* What the line modes share with the flag ping-pong's options. */

@@ -10,20 +10,22 @@
  *
  * gdrcopy_pplat_line_responder(seq, line, words): lane 0 polls the 32-bit
  *   sequence number the CPU writes at seq until it changes, the warp shares
- *   it (shfl), lanes < words store it into their word of the line, then
- *   membar.sys; 0xffffffff ends the kernel (nothing is written for it).
+ *   it (shfl), lane k stores it into words k, k + 32, ... below words of the
+ *   line (one warp-wide store per 128 bytes), then membar.sys; 0xffffffff
+ *   ends the kernel (nothing is written for it).
  * gdrcopy_pplat_line_writer(stop, line, words, period_ns, writes): every
- *   period_ns of %globaltimer, lanes < words store the next value of a
- *   counter (1, 2, ...) into the line, then membar.sys, until lane 0 reads a
- *   non-zero stop word; lane 0 then stores the number of writes (u64) at
- *   writes.
+ *   period_ns of %globaltimer, the warp stores the next value of a counter
+ *   (1, 2, ...) into the line's words as above, then membar.sys, until lane 0
+ *   reads a non-zero stop word; lane 0 then stores the number of writes (u64)
+ *   at writes.
  *
  * Registers (both):
  *   %rd1 seq / stop   %rd2 line   %rd3 writes   %rd4 this lane's word
  *   %rd5 period_ns    %rd6 next write time      %rd7 %globaltimer   %rd8 scratch
+ *   %rd9 the word being stored
  *   %r1 words   %r2 %tid.x   %r3 last value (responder) / counter (writer)
- *   %r4 loaded value   %r5 value shared by lane 0
- *   %p1 lane < words (writes a word)   %p2 lane 0   %p3 branch conditions
+ *   %r4 loaded value   %r5 value shared by lane 0   %r6 index of the word being stored
+ *   %p2 lane 0   %p3 branch conditions
  */
 #ifndef GDRCOPY_PPLAT_LINE_PTX_H
 #define GDRCOPY_PPLAT_LINE_PTX_H
@@ -42,8 +44,8 @@ static const char pplat_line_ptx[] =
 	")\n"
 	"{\n"
 	"	.reg .pred %p<4>;\n"
-	"	.reg .b32 %r<6>;\n"
-	"	.reg .b64 %rd<9>;\n"
+	"	.reg .b32 %r<7>;\n"
+	"	.reg .b64 %rd<10>;\n"
 	"\n"
 	"	ld.param.u64 %rd1, [p_seq];\n"
 	"	ld.param.u64 %rd2, [p_line];\n"
@@ -51,8 +53,7 @@ static const char pplat_line_ptx[] =
 	"	cvta.to.global.u64 %rd1, %rd1;\n"
 	"	cvta.to.global.u64 %rd2, %rd2;\n"
 	"	mov.u32 %r2, %tid.x;\n"
-	"	setp.lt.u32 %p1, %r2, %r1;\n"
-	"	setp.eq.u32 %p2, %r2, 0;\n"
+		"	setp.eq.u32 %p2, %r2, 0;\n"
 	"	mul.wide.u32 %rd8, %r2, 4;\n"
 	"	add.s64 %rd4, %rd2, %rd8;\n"
 	"	mov.u32 %r3, 0;\n"
@@ -67,7 +68,17 @@ static const char pplat_line_ptx[] =
 	"	shfl.sync.idx.b32 %r5, %r4, 0, 31, -1;\n"
 	"	setp.eq.u32 %p3, %r5, -1;\n"
 	"	@%p3 bra RESPONDER_DONE;\n"
-	"	@%p1 st.volatile.global.u32 [%rd4], %r5;\n"
+	"	mov.u32 %r6, %r2;\n"
+	"	mov.u64 %rd9, %rd4;\n"
+	"ANSWER:\n"
+	"	setp.ge.u32 %p3, %r6, %r1;\n"
+	"	@%p3 bra ANSWERED;\n"
+	"	st.volatile.global.u32 [%rd9], %r5;\n"
+	"	add.u32 %r6, %r6, 32;\n"
+	"	add.s64 %rd9, %rd9, 128;\n"
+	"	bra ANSWER;\n"
+	"ANSWERED:\n"
+	"	bar.warp.sync -1;\n"
 	"	membar.sys;\n"
 	"	mov.u32 %r3, %r5;\n"
 	"	bra RESPOND;\n"
@@ -84,8 +95,8 @@ static const char pplat_line_ptx[] =
 	")\n"
 	"{\n"
 	"	.reg .pred %p<4>;\n"
-	"	.reg .b32 %r<6>;\n"
-	"	.reg .b64 %rd<9>;\n"
+	"	.reg .b32 %r<7>;\n"
+	"	.reg .b64 %rd<10>;\n"
 	"\n"
 	"	ld.param.u64 %rd1, [p_stop];\n"
 	"	ld.param.u64 %rd2, [p_line];\n"
@@ -96,8 +107,7 @@ static const char pplat_line_ptx[] =
 	"	cvta.to.global.u64 %rd2, %rd2;\n"
 	"	cvta.to.global.u64 %rd3, %rd3;\n"
 	"	mov.u32 %r2, %tid.x;\n"
-	"	setp.lt.u32 %p1, %r2, %r1;\n"
-	"	setp.eq.u32 %p2, %r2, 0;\n"
+		"	setp.eq.u32 %p2, %r2, 0;\n"
 	"	mul.wide.u32 %rd8, %r2, 4;\n"
 	"	add.s64 %rd4, %rd2, %rd8;\n"
 	"	mov.u32 %r3, 0;\n"
@@ -116,7 +126,17 @@ static const char pplat_line_ptx[] =
 	"	bar.warp.sync -1;\n"
 	"	add.u64 %rd6, %rd6, %rd5;\n"
 	"	add.u32 %r3, %r3, 1;\n"
-	"	@%p1 st.volatile.global.u32 [%rd4], %r3;\n"
+	"	mov.u32 %r6, %r2;\n"
+	"	mov.u64 %rd9, %rd4;\n"
+	"STORE:\n"
+	"	setp.ge.u32 %p3, %r6, %r1;\n"
+	"	@%p3 bra STORED;\n"
+	"	st.volatile.global.u32 [%rd9], %r3;\n"
+	"	add.u32 %r6, %r6, 32;\n"
+	"	add.s64 %rd9, %rd9, 128;\n"
+	"	bra STORE;\n"
+	"STORED:\n"
+	"	bar.warp.sync -1;\n"
 	"	membar.sys;\n"
 	"	bra WRITE;\n"
 	"WRITER_DONE:\n"

@@ -98,7 +98,10 @@ struct pplat_kernel_args {
  *   writes  u64 at PPLAT_LINE_WRITES_OFFSET: how often the writer wrote.
  *   line    at PPLAT_LINE_OFFSET, up to PPLAT_LINE_MAX bytes, aligned to
  *           PPLAT_LINE_MAX; the writer stores 1, 2, ... into every word of
- *           the line's first words words, one value every period_ns.
+ *           the line's first words words, one value every period_ns.  The
+ *           kernels' line argument may point into it (the answer in one
+ *           64-byte line of a larger entry); lane k stores words k, k + 32,
+ *           ... below words (at most PPLAT_LINE_MAX / 4).
  * Responder: (seq, line: u64; words: u32).  Writer: (stop, line: u64;
  * words: u32; period_ns: u64; writes: u64).
  */
@@ -110,6 +113,6 @@ struct pplat_kernel_args {
 #define PPLAT_LINE_STOP_OFFSET 64
 #define PPLAT_LINE_WRITES_OFFSET 128
 #define PPLAT_LINE_OFFSET 256
-#define PPLAT_LINE_MAX 128
+#define PPLAT_LINE_MAX 256
 
 #endif /* GDRCOPY_PPLAT_PROTOCOL_H */

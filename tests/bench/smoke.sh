@@ -140,6 +140,10 @@ check gdrcopy_pplat 1 -t 50 -u 120 -s 64 -G hostmem -C hostmem -D gpumem
 # record, then one per size over the rounds.
 check gdrcopy_pplat 6 -L 16,128 -R 2 -t 50 -u 120
 check gdrcopy_pplat 3 -W 64 -R 2 -r 200 -w 100000 -u 120
+# The shapes of a ring slot: the answer in one line of a larger entry, and a
+# whole 256 B entry (two warp-wide stores).
+check gdrcopy_pplat 6 -L 128/first,256 -R 2 -t 50 -u 120
+check gdrcopy_pplat 3 -W 256/last -R 2 -r 200 -w 100000 -u 120
 
 echo "1..$n"
 echo "$passed passed, $failed failed"

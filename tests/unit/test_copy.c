@@ -188,15 +188,38 @@ static void test_unknown_routine_name(void **state)
  * The inline path of copy_fast.h: every size 0..72 at every alignment, both
  * directions; where it declines, nothing may have been written, and where it
  * copies, exactly the bytes asked for.  Flags and 16-byte blocks must take it.
+ * Reads with each way GDRCOPY_READ_WAIT can make them wait.
  */
+static void inline_fast_path(size_t *taken);
+
 static void test_inline_fast_path(void **state)
 {
-	unsigned char *dst = dst_buf + GUARD, *src = src_buf + GUARD;
-	size_t n, a, taken = 0;
-	int to;
+	size_t taken = 0;
 
 	(void)state;
 	gdr_copy_engine_init();
+#if defined(__x86_64__)
+	static const char *const waits[] = { "1", "0", "2", "repeat" };
+
+	for (unsigned int w = 0; w < sizeof(waits) / sizeof(waits[0]); w++) {
+		setenv("GDRCOPY_READ_WAIT", waits[w], 1);
+		gdr_poll_setup(gdr_fast_poll_from, gdr_fast_poll32_from);
+		inline_fast_path(&taken);
+	}
+	unsetenv("GDRCOPY_READ_WAIT");
+	gdr_poll_setup(gdr_fast_poll_from, gdr_fast_poll32_from);
+#else
+	inline_fast_path(&taken);	/* no inline path, hence no waits: every copy declined */
+#endif
+	print_message("inline path taken for %zu of the copies tried\n", taken);
+}
+
+static void inline_fast_path(size_t *taken)
+{
+	unsigned char *dst = dst_buf + GUARD, *src = src_buf + GUARD;
+	size_t n, a;
+	int to;
+
 	for (to = 0; to < 2; to++)
 		for (n = 0; n <= 72; n++)
 			for (a = 0; a < 64; a++) {
@@ -205,7 +228,7 @@ static void test_inline_fast_path(void **state)
 				bool blocks = n && n <= 64 && !(n & 15) && !(a & 15);
 
 				if (done) {
-					taken++;
+					++*taken;
 					assert_memory_equal(dst + a, src + a, n);
 				}
 				assert_memory_equal(dst_buf, guard_bytes, GUARD + (done ? a : 0));
@@ -237,7 +260,6 @@ static void test_inline_fast_path(void **state)
 	/* Never for other mapping types: their fences and access rules differ. */
 	assert_false(gdr_copy_fast(GDR_MAPPING_TYPE_CACHING, true, dst, src, 16));
 	assert_false(gdr_copy_fast(GDR_MAPPING_TYPE_DEVICE, false, dst, src, 16));
-	print_message("inline path taken for %zu of the copies tried\n", taken);
 }
 
 #if defined(__x86_64__)
@@ -261,7 +283,10 @@ static void poll_and_check(unsigned char *dst, unsigned char *src, size_t n, uns
 static void test_polls(void **state)
 {
 	unsigned char *dst = dst_buf + GUARD, *src = src_buf + 64 * 8;
-	static const int methods[] = { GDR_POLL_LINES, GDR_POLL_BLOCKS, GDR_POLL_HALVES, GDR_POLL_UNDECIDED };
+	static const int methods[] = { GDR_POLL_LINES,	    GDR_POLL_BLOCKS,	  GDR_POLL_HALVES,
+				       GDR_POLL_LINES_WAIT, GDR_POLL_BLOCKS_WAIT, GDR_POLL_HALVES_WAIT,
+				       GDR_POLL_FIRST_WAIT, GDR_POLL_UNDECIDED };
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 	unsigned char pattern[GDR_FAST_LINES_MAX];
 	size_t n;
 	unsigned int m;
@@ -273,7 +298,7 @@ static void test_polls(void **state)
 		print_message("skipped: this CPU has no inline path with every kind of polling load (SSE4.1, AVX2 and AVX-512)\n");
 		skip();
 	}
-	for (m = 0; m < 4; m++) {
+	for (m = 0; m < NMETHODS; m++) {
 		atomic_store(&gdr_poll_method, methods[m]);
 		for (n = 64; n <= GDR_FAST_LINES_MAX; n += 64) {
 			poll_and_check(dst, src, n, 400);
@@ -319,12 +344,42 @@ static void test_poll_choice(void **state)
 	assert_int_equal(gdr_poll_method_from_env("halves", true, false), GDR_POLL_UNDECIDED);
 	assert_int_equal(gdr_poll_method_from_env("blocks", false, true), GDR_POLL_LINES);
 	assert_int_equal(gdr_poll_method_from_env("sideways", true, true), GDR_POLL_UNDECIDED);
-	/* Reads of one line wait unless told "0" (a typo keeps the wait). */
-	assert_true(gdr_read_wait_from_env(NULL));
-	assert_true(gdr_read_wait_from_env(""));
-	assert_true(gdr_read_wait_from_env("1"));
-	assert_false(gdr_read_wait_from_env("0"));
-	assert_true(gdr_read_wait_from_env("no"));
+	assert_int_equal(gdr_poll_method_from_env("lines_wait", true, true), GDR_POLL_LINES_WAIT);
+	assert_int_equal(gdr_poll_method_from_env("blocks_wait", true, true), GDR_POLL_BLOCKS_WAIT);
+	assert_int_equal(gdr_poll_method_from_env("halves_wait", true, true), GDR_POLL_HALVES_WAIT);
+	assert_int_equal(gdr_poll_method_from_env("halves_wait", true, false), GDR_POLL_UNDECIDED);
+	assert_int_equal(gdr_poll_method_from_env("first_wait", true, true), GDR_POLL_FIRST_WAIT);
+	/* Unset or empty: what the default's name says. */
+	assert_int_equal(gdr_poll_method_from_env(NULL, true, true),
+			 gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, true, true));
+	assert_int_equal(gdr_poll_method_from_env("", true, true),
+			 gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, true, true));
+}
+
+/* GDRCOPY_READ_WAIT's values: 0, 1, every Nth read, repeat; a typo keeps the default. */
+static void test_read_wait_values(void **state)
+{
+	unsigned int every = 0, default_every = 0;
+	int fallback;
+
+	(void)state;
+	assert_int_equal(gdr_read_wait_from_env("1", &every), GDR_READ_WAIT_EACH);
+	assert_int_equal(every, 1);
+	assert_int_equal(gdr_read_wait_from_env("0", &every), GDR_READ_WAIT_NONE);
+	assert_int_equal(gdr_read_wait_from_env("2", &every), GDR_READ_WAIT_NTH);
+	assert_int_equal(every, 2);
+	assert_int_equal(gdr_read_wait_from_env("16", &every), GDR_READ_WAIT_NTH);
+	assert_int_equal(every, 16);
+	assert_int_equal(gdr_read_wait_from_env("repeat", &every), GDR_READ_WAIT_REPEAT);
+	fallback = gdr_read_wait_from_env(GDR_READ_WAIT_DEFAULT, &default_every);
+	assert_int_equal(gdr_read_wait_from_env(NULL, &every), fallback);
+	assert_int_equal(every, default_every);
+	assert_int_equal(gdr_read_wait_from_env("", &every), fallback);
+	for (const char *const *bad = (const char *const[]){ "no", "17", "-1", "2x", " 2", "+2", NULL }; *bad; bad++) {
+		every = 99;
+		assert_int_equal(gdr_read_wait_from_env(*bad, &every), fallback);
+		assert_int_equal(every, default_every);
+	}
 }
 
 /*
@@ -372,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_routine_name),
 #if defined(__x86_64__)
 		cmocka_unit_test(test_poll_choice),
+		cmocka_unit_test(test_read_wait_values),
 		cmocka_unit_test(test_single_load_width),
 		cmocka_unit_test(test_polls),
 #endif

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by the H200 scripts (run.sh, pingpong.sh, diagnose.sh, ab_libs.sh, pplat_floor.sh, ...): sourced.
+# Shared by the H200 scripts (run.sh, pingpong.sh, pingpong_shapes.sh, diagnose.sh, ab_libs.sh, pplat_floor.sh, ...): sourced.
 
 # The Vulkan loader from .device/debs (that machine has the NVIDIA ICD but no
 # loader and reaches no registry): unpacked with dpkg -x, nothing else changes.

@@ -176,7 +176,8 @@ def pingpong_figures(results: Path) -> tuple[dict[tuple[str, str, int], list[flo
     not_run: dict[tuple[str, int], str] = {}
     path = results / "pingpong.jsonl"
     for rec in records(path) if path.exists() else []:
-        if rec.get("tool") != "pingpong" or "size" not in rec:
+        # The shapes with the answer in one line of a larger entry have tables of their own (summarize_shapes.py).
+        if rec.get("tool") != "pingpong" or "size" not in rec or "/" in rec.get("shape", ""):
             continue
         routine = VARIANT_ROUTINES.get(rec["variant"], rec["routine"])
         if "not_run" in rec:
@@ -193,6 +194,8 @@ def pingpong_figures(results: Path) -> tuple[dict[tuple[str, str, int], list[flo
     line_fields = {"line_pingpong": ("median_us", "polls_per_trip"), "line_torn": ("torn_fraction", "values_per_us")}
     for line_path in sorted(results.glob("pplat-line-*.jsonl")):
         for rec in records(line_path):
+            if "/" in rec.get("shape", ""):
+                continue
             for field in line_fields.get(rec.get("test", ""), ()):
                 figures[(field, "pplat", rec["size"])].append(rec[field])
     return figures, not_run
