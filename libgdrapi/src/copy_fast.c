@@ -303,13 +303,17 @@ int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves)
 			continue;
 		if (!poll_names[i].halves || have_halves)
 			return poll_names[i].method;
-		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s needs AVX2 32-byte streaming loads, which this CPU lacks; using auto",
-			 value);
-		return GDR_POLL_UNDECIDED;
+		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s needs AVX2 32-byte streaming loads, which this CPU lacks; using %s",
+			 value, GDR_POLL_READS_DEFAULT);
+		break;
 	}
-	gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, lines_wait, halves_wait, blocks_wait, first_wait, auto; using auto",
-		 value);
-	return GDR_POLL_UNDECIDED;
+	if (i == sizeof(poll_names) / sizeof(poll_names[0]))
+		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, lines_wait, halves_wait, blocks_wait, first_wait, auto; using %s",
+			 value, GDR_POLL_READS_DEFAULT);
+	/* A typo or a kind this CPU lacks gets the default (auto if the default itself is one). */
+	if (!strcmp(value, GDR_POLL_READS_DEFAULT))
+		return GDR_POLL_UNDECIDED;
+	return gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, can_time, have_halves);
 }
 
 int gdr_read_wait_from_env(const char *value, unsigned int *every)
