@@ -68,7 +68,7 @@ enum gdr_fast_verdict {
  * place to change them once a GPU run has measured a better choice
  * (tools/h200/pingpong_shapes.sh times every value in the same rounds).
  */
-#define GDR_READ_WAIT_DEFAULT "1"
+#define GDR_READ_WAIT_DEFAULT "repeat"
 #define GDR_POLL_READS_DEFAULT "lines"
 
 /* How a read of at most one line waits for its data (GDRCOPY_READ_WAIT). */
