@@ -33,9 +33,13 @@
  *    back when the pin ends (unpin, close or the free callback: after the
  *    zap, under mr->sem) or when the last VMA closes, whichever is first: a
  *    revoked mapping holds no reservation until its munmap.
- *  - The NVIDIA free callback takes only mr->sem.  gdrdrv never calls into
- *    the NVIDIA driver with mr->sem held, since nvidia_p2p_put_pages() waits
- *    for a running callback (AB-BA otherwise).
+ *  - The NVIDIA free callback takes only mr->sem, and sleeps (NVIDIA calls
+ *    it from process context; gdrdrv_free_callback() asserts that).  Under
+ *    mr->sem gdrdrv calls into the NVIDIA driver only for
+ *    nvidia_p2p_free_page_table(), from that callback, which takes no lock
+ *    of NVIDIA's that a callback waits for.  nvidia_p2p_get_pages*() and
+ *    nvidia_p2p_put_pages*() are never called with mr->sem held:
+ *    put_pages() waits for a running callback (AB-BA otherwise).
  *  - Lock order: mmap_lock (or the VMA lock), then mr->sem, then the file's
  *    i_mmap lock (taken by unmap_mapping_range()), then page table locks.
  */
@@ -346,6 +350,8 @@ static void gdrdrv_free_callback(void *data)
 	struct nvidia_p2p_page_table *page_table;
 	bool put_failed;
 
+	/* It takes a sleeping lock: NVIDIA must call it where that may sleep. */
+	might_sleep();
 	/* The pin holds a reference until put_pages() or this callback. */
 	kref_get(&mr->ref);
 	down_write(&mr->sem);
@@ -485,9 +491,13 @@ static bool gdrdrv_page_table_has_ram(struct nvidia_p2p_page_table *pt)
 #if defined(CONFIG_X86) && defined(GDRDRV_MAY_USE_GPL_ONLY)
 	u32 i;
 
-	for (i = 0; i < pt->entries; i++)
+	for (i = 0; i < pt->entries; i++) {
 		if (page_is_ram(pt->pages[i]->physical_address >> PAGE_SHIFT))
 			return true;
+		/* Millions of entries for a whole-GPU pin: let others run. */
+		if (!(i % 1024))
+			cond_resched();
+	}
 #endif
 	return false;
 }
@@ -596,8 +606,14 @@ static void gdrdrv_user_uncharge(kuid_t uid)
 	kfree(user);
 }
 
-/* Gives the region a handle (= mmap page offset) and publishes it. */
-static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
+/*
+ * Gives the region a handle (= mmap page offset), stores it in @handle and
+ * publishes the region.  From the moment it is in the table another thread
+ * may unpin and free it (handles are predictable): on success the caller
+ * must not touch @mr again.
+ */
+static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr,
+			     u64 *handle)
 {
 	unsigned long pages = max_t(unsigned long, 1, mr->len >> PAGE_SHIFT);
 	int ret;
@@ -621,6 +637,7 @@ static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
 		goto uncharge;
 	}
 	mr->handle = file->next_handle;
+	*handle = mr->handle;
 	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL_ACCOUNT);
 	if (!ret) {
 		file->next_handle += pages;
@@ -641,6 +658,7 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	u64 start, end;
 	u32 nv_flags = 0;
 	cycles_t t0;
+	bool persistent;
 	int ret;
 
 	if (!addr || !size || addr + size < addr ||
@@ -707,18 +725,17 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	/* A free callback may already have run: then there is no table. */
 	ret = mr->page_table ? gdrdrv_mr_check_page_table(mr) : 0;
 	up_write(&mr->sem);
+	persistent = mr->persistent;
 	if (!ret)
-		ret = gdrdrv_mr_publish(file, mr);
+		ret = gdrdrv_mr_publish(file, mr, handle);
 	if (ret) {
 		gdrdrv_mr_unpin(mr);
 		gdrdrv_mr_put(mr);
 		return ret;
 	}
-
-	gdrdrv_info("pinned 0x%llx+0x%llx as handle 0x%lx (%s)\n", mr->va,
-		    mr->len, mr->handle,
-		    mr->persistent ? "persistent" : "legacy");
-	*handle = mr->handle;
+	/* @mr may be gone already (an UNPIN of the new handle): locals only. */
+	gdrdrv_info("pinned 0x%llx+0x%llx as handle 0x%llx (%s)\n", start,
+		    end - start, *handle, persistent ? "persistent" : "legacy");
 	return 0;
 }
 
@@ -1074,8 +1091,11 @@ static u64 gdrdrv_mr_phys(struct nvidia_p2p_page_table *pt, u64 off)
  * when the pin ends, after the zap (see the top of this file).  A run
  * whose reservation is refused (another type is recorded there) is mapped as
  * that type, which is never less safe.  mr->sem held for write.
+ * -ENOMEM when the list of runs cannot be allocated: then nothing is
+ * reserved, and the caller must not map, since a PFN without a reservation
+ * would be UC- while GET_INFO said WC.
  */
-static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
+static int gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 {
 	struct nvidia_p2p_page_table *pt = mr->page_table;
 	u32 pages = DIV_ROUND_UP(size, GDRDRV_GPU_PAGE_SIZE);
@@ -1083,7 +1103,7 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 	u32 i, first;
 
 	if (!IS_ENABLED(CONFIG_X86))
-		return;
+		return 0;
 	for (i = 1; i < pages; i++)
 		if (pt->pages[i]->physical_address !=
 		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
@@ -1091,7 +1111,7 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs),
 				     GFP_KERNEL_ACCOUNT);
 	if (!mr->wc_runs)
-		return;
+		return -ENOMEM;
 	for (first = 0, i = 1; i <= pages; i++) {
 		u64 phys = pt->pages[first]->physical_address;
 		u64 len;
@@ -1112,6 +1132,7 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 		first = i;
 		cond_resched();
 	}
+	return 0;
 }
 
 static void gdrdrv_vma_open(struct vm_area_struct *vma)
@@ -1223,11 +1244,15 @@ static const struct vm_operations_struct gdrdrv_vm_ops = {
 #endif
 };
 
-static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
+/* Sets @set and clears @clear in a VMA's flags, from ->mmap. */
+static void gdrdrv_vma_mod_flags(struct vm_area_struct *vma, vm_flags_t set,
+				 vm_flags_t clear)
 {
 #if defined(GDRDRV_HAVE_VM_FLAGS_SET) && \
 	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_SET_GPL_ONLY))
-	vm_flags_set(vma, flags);
+	/* vm_flags_clear() is vm_flags_set()'s twin: same lock, same export. */
+	vm_flags_set(vma, set);
+	vm_flags_clear(vma, clear);
 #elif defined(GDRDRV_HAVE_VM_FLAGS_INIT) && \
 	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_INIT_GPL_ONLY))
 	/*
@@ -1235,9 +1260,9 @@ static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
 	 * ->mmap the VMA is not yet visible to anyone else, which is the case
 	 * vm_flags_init() exists for.
 	 */
-	vm_flags_init(vma, vma->vm_flags | flags);
+	vm_flags_init(vma, (vma->vm_flags | set) & ~clear);
 #elif !defined(GDRDRV_HAVE_VM_FLAGS_SET)
-	vma->vm_flags |= flags;
+	vma->vm_flags = (vma->vm_flags | set) & ~clear;
 #else
 #error "no way to set VMA flags without GPL-only symbols on this kernel;" \
 	"build for the open-source NVIDIA driver (NVIDIA_IS_OPENSOURCE=y)"
@@ -1302,6 +1327,11 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 		gdrdrv_dbg("mappings must be MAP_SHARED\n");
 		return -EINVAL;
 	}
+	/* Nothing runs from GPU memory; mprotect() cannot add it later. */
+	if (vma->vm_flags & VM_EXEC) {
+		gdrdrv_dbg("GPU memory cannot be mapped executable (PROT_EXEC)\n");
+		return -EPERM;
+	}
 
 	mr = gdrdrv_mr_get(file, vma->vm_pgoff);
 	if (!mr) {
@@ -1328,7 +1358,11 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 		ret = -EINVAL;
 		goto out;
 	}
-	if (size > (u64)mr->page_table->entries << GDRDRV_GPU_PAGE_SHIFT) {
+	/*
+	 * The pinned length, not the page table's size (which may be larger):
+	 * unpin zaps that length, and the next handle's offsets follow it.
+	 */
+	if (size > mr->len) {
 		gdrdrv_dbg("handle 0x%lx: mapping 0x%lx bytes exceeds the pinned 0x%llx\n",
 			   mr->handle, size, mr->len);
 		ret = -EINVAL;
@@ -1350,9 +1384,12 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 	if (ret)
 		goto out;
 
-	gdrdrv_vma_set_flags(vma, GDRDRV_VMA_FLAGS);
-	if (type == GDRDRV_MR_WC)
-		gdrdrv_mr_reserve_memtypes(mr, size);
+	if (type == GDRDRV_MR_WC) {
+		ret = gdrdrv_mr_reserve_memtypes(mr, size);
+		if (ret)
+			goto out;
+	}
+	gdrdrv_vma_mod_flags(vma, GDRDRV_VMA_FLAGS, VM_MAYEXEC);
 	/* The VMA now holds the reference; ->close drops it. */
 	vma->vm_ops = &gdrdrv_vm_ops;
 	vma->vm_private_data = mr;
@@ -1369,6 +1406,14 @@ out:
 	return ret;
 }
 
+/*
+ * The per-file address_space caches no pages, but the page cache still
+ * reads its operations: readahead (POSIX_FADV_WILLNEED, MADV_WILLNEED) on a
+ * node outside devtmpfs, whose filesystem has a real backing device, checks
+ * them for a read method.  Empty ones say "nothing to read"; NULL oopsed.
+ */
+static const struct address_space_operations gdrdrv_aops = {};
+
 static int gdrdrv_open(struct inode *inode, struct file *filp)
 {
 	struct gdrdrv_file *file;
@@ -1382,6 +1427,7 @@ static int gdrdrv_open(struct inode *inode, struct file *filp)
 	xa_init(&file->mrs);
 	mutex_init(&file->lock);
 	address_space_init_once(&file->mapping);
+	file->mapping.a_ops = &gdrdrv_aops;
 	file->mapping.host = inode;
 	filp->f_mapping = &file->mapping;
 	filp->private_data = file;
