@@ -68,6 +68,7 @@
 #include <linux/stringify.h>
 #include <linux/timex.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 #include <linux/xarray.h>
 #ifdef CONFIG_PPC64
 #include <asm/reg.h>
@@ -152,7 +153,24 @@ MODULE_PARM_DESC(max_pins_per_file,
 static unsigned int max_pins_per_user = 262144;
 module_param(max_pins_per_user, uint, 0644);
 MODULE_PARM_DESC(max_pins_per_user,
-		 "pins all files opened by one user may hold together; more fail with EDQUOT (0: no limit; default 262144)");
+		 "pins all files opened by one user may hold together, the users of a user namespace counting also as its creator; more fail with EDQUOT (0: no limit; default 262144)");
+
+/*
+ * And bytes: the NVIDIA driver keeps about 40 bytes of memory no cgroup is
+ * charged for per 64 KiB pinned, and pinning one range again costs that
+ * again, so pin counts alone do not bound it.  The defaults cover every
+ * GPU of an 8 x 192 GB node twice over for one user, and bound that memory
+ * to about 1.3 GiB per file and 2.5 GiB per user.
+ */
+static unsigned long long max_pinned_bytes_per_file = 2ULL << 40;
+module_param(max_pinned_bytes_per_file, ullong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes_per_file,
+		 "bytes one open /dev/gdrdrv file may hold pinned (64 KiB-rounded ranges, a range pinned twice counting twice); more fail with ENOSPC (0: no limit; default 2 TiB)");
+
+static unsigned long long max_pinned_bytes_per_user = 4ULL << 40;
+module_param(max_pinned_bytes_per_user, ullong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes_per_user,
+		 "bytes all files opened by one user may hold pinned, counted as max_pins_per_user counts pins; more fail with EDQUOT (0: no limit; default 4 TiB)");
 
 #define gdrdrv_dbg(fmt, ...)						\
 	do {								\
@@ -197,8 +215,9 @@ struct gdrdrv_owner {
 
 struct gdrdrv_file {
 	struct gdrdrv_owner owner;
-	kuid_t uid;			/* the opener's, charged for its pins */
-	atomic_t nr_pins;		/* published regions */
+	const struct cred *cred;	/* the opener's (filp->f_cred), charged */
+	atomic_t nr_pins;		/* regions charged to this file */
+	atomic64_t pinned_bytes;	/* and their bytes */
 	struct xarray mrs;		/* handle -> struct gdrdrv_mr */
 	struct mutex lock;		/* handle allocation */
 	unsigned long next_handle;
@@ -219,6 +238,7 @@ struct gdrdrv_mr {
 	u64 p2p_token;
 	u32 va_space;
 	u64 tm_cycles;
+	const struct cred *cred;	/* charged to; held until the pin ends */
 
 	/* Guarded by sem. */
 	struct nvidia_p2p_page_table *page_table;	/* NULL once released */
@@ -266,6 +286,7 @@ static void gdrdrv_mr_zap(struct gdrdrv_mr *mr)
 }
 
 static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr);
+static void gdrdrv_mr_uncharge_user(struct gdrdrv_mr *mr);
 
 static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
 {
@@ -374,6 +395,7 @@ static void gdrdrv_free_callback(void *data)
 	gdrdrv_mr_put(mr);
 	if (put_failed) {
 		/* What gdrdrv_mr_unpin() kept for this call; the module last. */
+		gdrdrv_mr_uncharge_user(mr);
 		gdrdrv_mr_put(mr);
 		module_put(THIS_MODULE);
 	}
@@ -395,17 +417,22 @@ static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
 #endif
 }
 
-/* Releases the region's pins, unless the free callback already did. */
-static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
+/*
+ * Releases the region's pins, unless the free callback already did.  False
+ * when the NVIDIA driver refused and the pin stands until the free callback,
+ * which then ends what the pin holds (gdrdrv_free_callback()).
+ */
+static bool gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 {
 	struct nvidia_p2p_page_table *page_table;
+	bool ended = true;
 	int ret;
 
 	down_read(&mr->sem);
 	page_table = mr->page_table;
 	up_read(&mr->sem);
 	if (!page_table)
-		return;
+		return true;
 
 	/* Without mr->sem: put_pages() waits for a running free callback. */
 	if (!mr->persistent)
@@ -433,6 +460,7 @@ static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 			 * module, until then.
 			 */
 			mr->put_failed = true;
+			ended = false;
 			kref_get(&mr->ref);
 			__module_get(THIS_MODULE);
 			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); it stays until the CUDA memory is freed, and gdrdrv cannot be unloaded until then\n",
@@ -444,6 +472,7 @@ static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 		}
 	}
 	up_write(&mr->sem);
+	return ended;
 }
 
 static const char *gdrdrv_page_size_name(u32 page_size)
@@ -537,73 +566,199 @@ static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 	return 0;
 }
 
-/* Pins held per user, for max_pins_per_user. */
+/*
+ * What one user holds, for max_pins_per_user and max_pinned_bytes_per_user.
+ *
+ * A user is a uid as one user namespace sees it, and a pin is charged at
+ * every level from the opener's namespace up to the initial one, as the
+ * kernel's ucounts charge: at the opener's own (namespace, uid), then at
+ * each parent to the uid that created the namespace below it.  So the uids
+ * of a user namespace, whatever they map to (a rootless container's
+ * subordinate range: 65,536 of them), hold together no more than the
+ * namespace's creator may, and each uid inside holds no more than its own
+ * share.  Processes of the initial namespace have one level: their uid.
+ */
 struct gdrdrv_user {
 	struct hlist_node node;
+	const struct user_namespace *ns;	/* compared, never dereferenced */
 	kuid_t uid;
 	unsigned long pins;
+	u64 bytes;
 };
 
 static DEFINE_HASHTABLE(gdrdrv_users, 6);
-static DEFINE_SPINLOCK(gdrdrv_users_lock);
+/* Guards gdrdrv_users; a mutex, since a charge allocates. */
+static DEFINE_MUTEX(gdrdrv_users_lock);
 
-static struct gdrdrv_user *gdrdrv_user_find(kuid_t uid)
+static unsigned long gdrdrv_user_key(const struct user_namespace *ns,
+				     kuid_t uid)
+{
+	return (unsigned long)ns ^ __kuid_val(uid);
+}
+
+/* The entry of (@ns, @uid), created if @create; gdrdrv_users_lock held. */
+static struct gdrdrv_user *gdrdrv_user_get(const struct user_namespace *ns,
+					   kuid_t uid, bool create)
 {
 	struct gdrdrv_user *user;
 
-	hash_for_each_possible(gdrdrv_users, user, node, __kuid_val(uid))
-		if (uid_eq(user->uid, uid))
+	hash_for_each_possible(gdrdrv_users, user, node,
+			       gdrdrv_user_key(ns, uid))
+		if (user->ns == ns && uid_eq(user->uid, uid))
 			return user;
-	return NULL;
+	if (!create)
+		return NULL;
+	user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
+	if (!user)
+		return NULL;
+	user->ns = ns;
+	user->uid = uid;
+	hash_add(gdrdrv_users, &user->node, gdrdrv_user_key(ns, uid));
+	return user;
 }
 
-/* Counts one more pin of @uid, within max_pins_per_user. */
-static int gdrdrv_user_charge(kuid_t uid)
+/*
+ * Takes one pin of @bytes off the first @levels levels of @cred's chain;
+ * gdrdrv_users_lock held.
+ */
+static void gdrdrv_user_undo(const struct cred *cred, u64 bytes,
+			     unsigned int levels)
 {
-	struct gdrdrv_user *user, *fresh;
-	unsigned int limit = READ_ONCE(max_pins_per_user);
+	const struct user_namespace *ns = cred->user_ns;
+	kuid_t uid = cred->uid;
+
+	for (; levels; levels--) {
+		struct gdrdrv_user *user = gdrdrv_user_get(ns, uid, false);
+
+		if (!WARN_ON_ONCE(!user || !user->pins || user->bytes < bytes)) {
+			user->pins--;
+			user->bytes -= bytes;
+			if (!user->pins) {
+				hash_del(&user->node);
+				kfree(user);
+			}
+		}
+		if (!ns->parent)
+			break;
+		uid = ns->owner;
+		ns = ns->parent;
+	}
+}
+
+/*
+ * Charges one pin of @bytes at every level of @cred's chain (see struct
+ * gdrdrv_user), within max_pins_per_user and max_pinned_bytes_per_user at
+ * each: all levels or none.  -EDQUOT when a level is full.
+ */
+static int gdrdrv_user_charge(const struct cred *cred, u64 bytes)
+{
+	unsigned int max_pins = READ_ONCE(max_pins_per_user);
+	u64 max_bytes = READ_ONCE(max_pinned_bytes_per_user);
+	const struct user_namespace *ns = cred->user_ns;
+	kuid_t uid = cred->uid;
+	struct gdrdrv_user *user;
+	unsigned int levels = 0;
+	unsigned long held_pins = 0;
+	u64 held_bytes = 0;
 	int ret = 0;
 
-	/* Allocated up front: no allocation under the spinlock. */
-	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
-	if (!fresh)
-		return -ENOMEM;
-	spin_lock(&gdrdrv_users_lock);
-	user = gdrdrv_user_find(uid);
-	if (!user) {
-		user = fresh;
-		fresh = NULL;
-		user->uid = uid;
-		hash_add(gdrdrv_users, &user->node, __kuid_val(uid));
-	}
-	if (limit && user->pins >= limit)
-		ret = -EDQUOT;
-	else
+	mutex_lock(&gdrdrv_users_lock);
+	for (;;) {
+		user = gdrdrv_user_get(ns, uid, true);
+		if (!user) {
+			ret = -ENOMEM;
+			break;
+		}
+		if ((max_pins && user->pins >= max_pins) ||
+		    (max_bytes && (user->bytes > max_bytes ||
+				   bytes > max_bytes - user->bytes))) {
+			held_pins = user->pins;
+			held_bytes = user->bytes;
+			ret = -EDQUOT;
+			break;
+		}
 		user->pins++;
-	if (!user->pins) {
-		hash_del(&user->node);
-		fresh = user;
+		user->bytes += bytes;
+		levels++;
+		if (!ns->parent)
+			break;
+		uid = ns->owner;
+		ns = ns->parent;
 	}
-	spin_unlock(&gdrdrv_users_lock);
-	kfree(fresh);
-	if (ret)
-		gdrdrv_dbg("user %u holds %u pins, the limit (max_pins_per_user); unpin some or ask an administrator to raise it\n",
-			   __kuid_val(uid), limit);
+	if (ret) {
+		if (user && !user->pins) {
+			hash_del(&user->node);
+			kfree(user);
+		}
+		gdrdrv_user_undo(cred, bytes, levels);
+	}
+	mutex_unlock(&gdrdrv_users_lock);
+	if (ret == -EDQUOT)
+		gdrdrv_dbg("uid %u%s holds %lu pins of 0x%llx bytes; one more of 0x%llx exceeds max_pins_per_user (%u) or max_pinned_bytes_per_user (0x%llx): unpin some or ask an administrator to raise them\n",
+			   __kuid_val(uid),
+			   levels ? " (who made the caller's user namespace)" : "",
+			   held_pins, held_bytes, bytes, max_pins, max_bytes);
 	return ret;
 }
 
-static void gdrdrv_user_uncharge(kuid_t uid)
+static void gdrdrv_user_uncharge(const struct cred *cred, u64 bytes)
 {
-	struct gdrdrv_user *user;
+	mutex_lock(&gdrdrv_users_lock);
+	gdrdrv_user_undo(cred, bytes, UINT_MAX);
+	mutex_unlock(&gdrdrv_users_lock);
+}
 
-	spin_lock(&gdrdrv_users_lock);
-	user = gdrdrv_user_find(uid);
-	if (user && !--user->pins)
-		hash_del(&user->node);
-	else
-		user = NULL;
-	spin_unlock(&gdrdrv_users_lock);
-	kfree(user);
+/*
+ * Charges a new region to its file and its user (both: pins and bytes),
+ * before the NVIDIA driver is asked for anything: a refused pin costs
+ * nothing, and racing pins cannot overshoot.  -ENOSPC when the file is
+ * full, -EDQUOT when the user is (struct gdrdrv_user).
+ */
+static int gdrdrv_mr_charge(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
+{
+	unsigned int max_pins = READ_ONCE(max_pins_per_file);
+	u64 max_bytes = READ_ONCE(max_pinned_bytes_per_file);
+	int ret;
+
+	if (atomic_inc_return(&file->nr_pins) > max_pins && max_pins) {
+		gdrdrv_dbg("this file holds %u pins, the limit (max_pins_per_file); unpin some or open /dev/gdrdrv again\n",
+			   max_pins);
+		ret = -ENOSPC;
+		goto out_pins;
+	}
+	if ((u64)atomic64_add_return(mr->len, &file->pinned_bytes) > max_bytes &&
+	    max_bytes) {
+		gdrdrv_dbg("this file holds 0x%llx pinned bytes; 0x%llx more exceed max_pinned_bytes_per_file (0x%llx): unpin some or open /dev/gdrdrv again\n",
+			   (u64)atomic64_read(&file->pinned_bytes) - mr->len,
+			   mr->len, max_bytes);
+		ret = -ENOSPC;
+		goto out_bytes;
+	}
+	ret = gdrdrv_user_charge(file->cred, mr->len);
+	if (ret)
+		goto out_bytes;
+	mr->cred = get_cred(file->cred);
+	return 0;
+
+out_bytes:
+	atomic64_sub(mr->len, &file->pinned_bytes);
+out_pins:
+	atomic_dec(&file->nr_pins);
+	return ret;
+}
+
+static void gdrdrv_mr_uncharge_file(struct gdrdrv_mr *mr)
+{
+	atomic64_sub(mr->len, &mr->file->pinned_bytes);
+	atomic_dec(&mr->file->nr_pins);
+}
+
+/* The user's charge ends when the pin does (not when the handle goes). */
+static void gdrdrv_mr_uncharge_user(struct gdrdrv_mr *mr)
+{
+	gdrdrv_user_uncharge(mr->cred, mr->len);
+	put_cred(mr->cred);
+	mr->cred = NULL;
 }
 
 /*
@@ -619,33 +774,18 @@ static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr,
 	int ret;
 
 	mutex_lock(&file->lock);
-	if (READ_ONCE(max_pins_per_file) &&
-	    atomic_read(&file->nr_pins) >= READ_ONCE(max_pins_per_file)) {
-		gdrdrv_dbg("this file holds %d pins, the limit (max_pins_per_file); unpin some or open /dev/gdrdrv again\n",
-			   atomic_read(&file->nr_pins));
-		ret = -ENOSPC;
-		goto out;
-	}
-	ret = gdrdrv_user_charge(file->uid);
-	if (ret)
-		goto out;
 	/* Handles advance by the region size so file ranges never overlap. */
 	if (file->next_handle > GDRDRV_HANDLE_LIMIT ||
 	    GDRDRV_HANDLE_LIMIT - file->next_handle < pages) {
 		gdrdrv_dbg("no mmap offsets left on this file; open /dev/gdrdrv again\n");
 		ret = -ENOMEM;
-		goto uncharge;
+		goto out;
 	}
 	mr->handle = file->next_handle;
 	*handle = mr->handle;
 	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL_ACCOUNT);
-	if (!ret) {
+	if (!ret)
 		file->next_handle += pages;
-		atomic_inc(&file->nr_pins);
-		goto out;
-	}
-uncharge:
-	gdrdrv_user_uncharge(file->uid);
 out:
 	mutex_unlock(&file->lock);
 	return ret;
@@ -708,6 +848,11 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	mr->force_pcie = flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE;
 	mr->p2p_token = p2p_token;
 	mr->va_space = va_space;
+	ret = gdrdrv_mr_charge(file, mr);
+	if (ret) {
+		kfree(mr);
+		return ret;
+	}
 
 	t0 = get_cycles();
 	ret = gdrdrv_get_pages(mr, nv_flags);
@@ -716,6 +861,8 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 		gdrdrv_dbg("nvidia_p2p_get_pages%s(0x%llx, 0x%llx) failed: %d\n",
 			   mr->persistent ? "_persistent" : "", mr->va,
 			   mr->len, ret);
+		gdrdrv_mr_uncharge_file(mr);
+		gdrdrv_mr_uncharge_user(mr);
 		kfree(mr);
 		return ret;
 	}
@@ -729,7 +876,9 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	if (!ret)
 		ret = gdrdrv_mr_publish(file, mr, handle);
 	if (ret) {
-		gdrdrv_mr_unpin(mr);
+		gdrdrv_mr_uncharge_file(mr);
+		if (gdrdrv_mr_unpin(mr))
+			gdrdrv_mr_uncharge_user(mr);
 		gdrdrv_mr_put(mr);
 		return ret;
 	}
@@ -747,15 +896,16 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
  */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
-	atomic_dec(&mr->file->nr_pins);
-	gdrdrv_user_uncharge(mr->file->uid);
+	gdrdrv_mr_uncharge_file(mr);
 	down_write(&mr->sem);
 	mr->unpinning = true;
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
 	gdrdrv_mr_free_memtypes(mr);
 	up_write(&mr->sem);
-	gdrdrv_mr_unpin(mr);
+	/* A pin NVIDIA would not release stays charged to its user. */
+	if (gdrdrv_mr_unpin(mr))
+		gdrdrv_mr_uncharge_user(mr);
 	gdrdrv_mr_put(mr);
 }
 
@@ -1422,8 +1572,9 @@ static int gdrdrv_open(struct inode *inode, struct file *filp)
 	if (!file)
 		return -ENOMEM;
 	gdrdrv_owner_set(&file->owner);
-	file->uid = current_uid();
+	file->cred = filp->f_cred;
 	atomic_set(&file->nr_pins, 0);
+	atomic64_set(&file->pinned_bytes, 0);
 	xa_init(&file->mrs);
 	mutex_init(&file->lock);
 	address_space_init_once(&file->mapping);
@@ -1514,6 +1665,10 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 		   allow_p2p_tokens ? "yes" : "no");
 	seq_printf(m, "max_pins_per_file: %u\n", READ_ONCE(max_pins_per_file));
 	seq_printf(m, "max_pins_per_user: %u\n", READ_ONCE(max_pins_per_user));
+	seq_printf(m, "max_pinned_bytes_per_file: %llu\n",
+		   READ_ONCE(max_pinned_bytes_per_file));
+	seq_printf(m, "max_pinned_bytes_per_user: %llu\n",
+		   READ_ONCE(max_pinned_bytes_per_user));
 	return 0;
 }
 

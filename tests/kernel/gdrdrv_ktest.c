@@ -519,8 +519,9 @@ static void test_gdrdrv_proc_params(void)
 		"Version: ", "Built for NVIDIA driver flavor: ", "Use persistent mapping: ",
 		"dbg_enabled: ", "info_enabled: ", "VMA inherited on fork: ",
 		"P2P tokens allowed: ", "max_pins_per_file: ", "max_pins_per_user: ",
+		"max_pinned_bytes_per_file: ", "max_pinned_bytes_per_user: ",
 	};
-	char lines[12][128], want[64];
+	char lines[14][128], want[64];
 	struct stat st;
 	unsigned int n = 0, i;
 	FILE *fp;
@@ -532,10 +533,10 @@ static void test_gdrdrv_proc_params(void)
 	KT_ASSERT((st.st_mode & 07777) == 0444, "params mode %04o, want 0444", st.st_mode & 07777);
 	fp = fopen("/proc/driver/gdrdrv/params", "r");
 	KT_ASSERT(fp, "open params: %s", strerror(errno));
-	while (n < 12 && fgets(lines[n], sizeof(lines[n]), fp))
+	while (n < 14 && fgets(lines[n], sizeof(lines[n]), fp))
 		n++;
 	fclose(fp);
-	KT_ASSERT(n == 9, "params has %u lines, want 9", n);
+	KT_ASSERT(n == 11, "params has %u lines, want 11", n);
 	for (i = 0; i < n; i++)
 		KT_ASSERT(!strncmp(lines[i], keys[i], strlen(keys[i])), "params line %u is \"%s\", want \"%s...\"",
 			  i + 1, lines[i], keys[i]);
