@@ -48,6 +48,7 @@
 #include <linux/atomic.h>
 #include <linux/compat.h>
 #include <linux/cred.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/hashtable.h>
 #include <linux/io.h>
@@ -75,9 +76,15 @@
 #endif
 
 #include <uapi/gdrdrv.h>
+#include <gdrcopy_version.h>
 
 #include "conftest.h"
 #include "gdrdrv_p2p.h"
+
+/* The uapi header's literal interface version stands alone: keep them equal. */
+#if GDRDRV_MAKE_VERSION(GDRCOPY_VERSION_MAJOR, GDRCOPY_VERSION_MINOR) != GDRDRV_VERSION
+#error "uapi/gdrdrv.h: GDRDRV_VERSION differs from gdrcopy_version.h"
+#endif
 
 #define GDRDRV_VERSION_STRING \
 	__stringify(GDRCOPY_VERSION_MAJOR) "." __stringify(GDRCOPY_VERSION_MINOR)
@@ -191,6 +198,14 @@ MODULE_PARM_DESC(max_pinned_bytes_per_user,
 
 /* Outstanding successful nvidia_p2p_get_pages*() calls, all files. */
 static atomic64_t gdrdrv_pin_count = ATOMIC64_INIT(0);
+
+/*
+ * Free callbacks running gdrdrv code.  A callback's last steps need not be
+ * ordered before the module's unload by anything else (a file closed after
+ * the callback ended its pin calls nothing that waits for it), so
+ * gdrdrv_exit() waits for this to drop to 0.
+ */
+static atomic_t gdrdrv_callbacks_running = ATOMIC_INIT(0);
 
 /* Decided once at init: see gdrdrv_detect_platform(). */
 static bool gdrdrv_persistent;		/* persistent pins in use */
@@ -360,10 +375,18 @@ static bool gdrdrv_force_pcie_supported(void)
 #endif
 }
 
-/*
+/**
+ * gdrdrv_free_callback() - End a legacy pin whose GPU memory is being freed.
+ * @data: the region (struct gdrdrv_mr) given to nvidia_p2p_get_pages().
+ *
  * The NVIDIA driver calls this when the CUDA allocation under a legacy pin
- * is freed.  Only mr->sem is taken here (the NVIDIA driver holds its own
- * locks around the call); the page table must be freed, not put.
+ * is freed.  It revokes every mapping of the region, frees the page table
+ * (freed, not put: the pin is over) and gives back the WC reservations.  If
+ * an earlier nvidia_p2p_put_pages() failed, it also ends what that kept:
+ * the region's reference, the user's charge and the module reference.
+ *
+ * Context: process context; may sleep.  Takes only mr->sem (the NVIDIA
+ * driver holds its own locks around the call).
  */
 static void gdrdrv_free_callback(void *data)
 {
@@ -371,6 +394,7 @@ static void gdrdrv_free_callback(void *data)
 	struct nvidia_p2p_page_table *page_table;
 	bool put_failed;
 
+	atomic_inc(&gdrdrv_callbacks_running);
 	/* It takes a sleeping lock: NVIDIA must call it where that may sleep. */
 	might_sleep();
 	/* The pin holds a reference until put_pages() or this callback. */
@@ -399,6 +423,8 @@ static void gdrdrv_free_callback(void *data)
 		gdrdrv_mr_put(mr);
 		module_put(THIS_MODULE);
 	}
+	/* Last: only the return is left to run (see gdrdrv_exit()). */
+	atomic_dec(&gdrdrv_callbacks_running);
 }
 
 static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
@@ -417,10 +443,18 @@ static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
 #endif
 }
 
-/*
- * Releases the region's pins, unless the free callback already did.  False
- * when the NVIDIA driver refused and the pin stands until the free callback,
- * which then ends what the pin holds (gdrdrv_free_callback()).
+/**
+ * gdrdrv_mr_unpin() - Give a region's pin back to the NVIDIA driver.
+ * @mr: the region, out of the handle table or never in it.
+ *
+ * Releases the pin with nvidia_p2p_put_pages*(), unless the free callback
+ * already ended it.
+ *
+ * Context: process context; takes mr->sem, not held across the NVIDIA call
+ * (put_pages waits for a running free callback, which takes mr->sem).
+ * Return: true when the pin is over; false when the NVIDIA driver refused
+ * to release a legacy pin, which then stands until its free callback ends
+ * it and what it holds (gdrdrv_free_callback()).
  */
 static bool gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 {
@@ -645,10 +679,17 @@ static void gdrdrv_user_undo(const struct cred *cred, u64 bytes,
 	}
 }
 
-/*
+/**
+ * gdrdrv_user_charge() - Charge one pin to a user at every namespace level.
+ * @cred: the opener's credentials: its user namespace and uid.
+ * @bytes: the pin's length.
+ *
  * Charges one pin of @bytes at every level of @cred's chain (see struct
  * gdrdrv_user), within max_pins_per_user and max_pinned_bytes_per_user at
- * each: all levels or none.  -EDQUOT when a level is full.
+ * each level: all levels or none.
+ *
+ * Context: process context; takes gdrdrv_users_lock.
+ * Return: 0, -EDQUOT when a level is full, or -ENOMEM.
  */
 static int gdrdrv_user_charge(const struct cred *cred, u64 bytes)
 {
@@ -708,11 +749,19 @@ static void gdrdrv_user_uncharge(const struct cred *cred, u64 bytes)
 	mutex_unlock(&gdrdrv_users_lock);
 }
 
-/*
- * Charges a new region to its file and its user (both: pins and bytes),
- * before the NVIDIA driver is asked for anything: a refused pin costs
- * nothing, and racing pins cannot overshoot.  -ENOSPC when the file is
- * full, -EDQUOT when the user is (struct gdrdrv_user).
+/**
+ * gdrdrv_mr_charge() - Charge a new region to its file and its user.
+ * @file: the file the region is pinned on.
+ * @mr: the region, with its length set and no pin yet.
+ *
+ * Charges pins and bytes, before the NVIDIA driver is asked for anything:
+ * a refused pin costs nothing, and racing pins cannot overshoot.  On
+ * success the region holds a reference to the credentials it charged.
+ *
+ * Context: process context.
+ * Return: 0, -ENOSPC when the file is full (max_pins_per_file,
+ * max_pinned_bytes_per_file), -EDQUOT when the user is (struct
+ * gdrdrv_user), or -ENOMEM.
  */
 static int gdrdrv_mr_charge(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
 {
@@ -761,11 +810,19 @@ static void gdrdrv_mr_uncharge_user(struct gdrdrv_mr *mr)
 	mr->cred = NULL;
 }
 
-/*
- * Gives the region a handle (= mmap page offset), stores it in @handle and
- * publishes the region.  From the moment it is in the table another thread
- * may unpin and free it (handles are predictable): on success the caller
- * must not touch @mr again.
+/**
+ * gdrdrv_mr_publish() - Give a pinned region its handle and publish it.
+ * @file: the file to publish it on.
+ * @mr: the region, pinned and checked.
+ * @handle: out: its handle (= mmap page offset).
+ *
+ * From the moment the region is in the table another thread may unpin and
+ * free it (handles are predictable): on success the caller must not touch
+ * @mr again, which is why @handle is written before the region is published.
+ *
+ * Context: process context; takes file->lock.
+ * Return: 0, or -ENOMEM when the file has no mmap offsets left or the table
+ * cannot grow.
  */
 static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr,
 			     u64 *handle)
@@ -791,6 +848,24 @@ out:
 	return ret;
 }
 
+/**
+ * gdrdrv_pin() - Pin a range of GPU memory and publish it as a region.
+ * @file: the caller's file.
+ * @addr: GPU virtual address; rounded down to 64 KiB.
+ * @size: bytes; the end is rounded up to 64 KiB.
+ * @p2p_token: CUDA P2P token (legacy pins with allow_p2p_tokens only).
+ * @va_space: CUDA VA-space id (likewise).
+ * @flags: GDRDRV_PIN_BUFFER_FLAG_*.
+ * @handle: out: the new region's handle.
+ *
+ * Checks the arguments, charges the budgets (gdrdrv_mr_charge()), pins with
+ * the NVIDIA driver, checks its page table and publishes the region.
+ *
+ * Context: process context.
+ * Return: 0; -EINVAL for bad arguments, -EPERM for refused P2P tokens,
+ * -ENOSPC or -EDQUOT for a full budget, in that order; else what the NVIDIA
+ * driver or the page-table check returned, or -ENOMEM.
+ */
 static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 		      u64 p2p_token, u32 va_space, u32 flags, u64 *handle)
 {
@@ -888,11 +963,17 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	return 0;
 }
 
-/*
- * Ends a region that is out of the handle table: from here on no mmap or
- * fault can use it, every PTE is gone, and then the pins are released.  The
- * page table stays readable until gdrdrv_mr_unpin() releases it, but nothing
- * reads it any more.
+/**
+ * gdrdrv_mr_destroy() - End a region taken out of the handle table.
+ * @mr: the region; the table's reference passes to this call.
+ *
+ * From here on no mmap or fault can use the region; every PTE is zapped and
+ * the WC reservations given back, then the pin is released and the budgets
+ * uncharged (the user's only once the pin is over, see gdrdrv_mr_unpin()).
+ * The page table stays readable until gdrdrv_mr_unpin() releases it, but
+ * nothing reads it any more.
+ *
+ * Context: process context; takes mr->sem.
  */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
@@ -909,6 +990,14 @@ static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 	gdrdrv_mr_put(mr);
 }
 
+/**
+ * gdrdrv_unpin() - UNPIN_BUFFER: end the region of a handle.
+ * @file: the caller's file.
+ * @handle: the handle.
+ *
+ * Context: process context.
+ * Return: 0, or -EINVAL when @file has no such handle.
+ */
 static int gdrdrv_unpin(struct gdrdrv_file *file, u64 handle)
 {
 	struct gdrdrv_mr *mr;
@@ -1285,6 +1374,12 @@ static int gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 	return 0;
 }
 
+/**
+ * gdrdrv_vma_open() - A VMA copied from one of ours (mremap()).
+ * @vma: the new VMA.
+ *
+ * Context: process context, mmap_lock held for write.
+ */
 static void gdrdrv_vma_open(struct vm_area_struct *vma)
 {
 	struct gdrdrv_mr *mr = vma->vm_private_data;
@@ -1296,6 +1391,14 @@ static void gdrdrv_vma_open(struct vm_area_struct *vma)
 	up_write(&mr->sem);
 }
 
+/**
+ * gdrdrv_vma_close() - A VMA of ours goes away.
+ * @vma: the VMA; the core has already removed its page table entries.
+ *
+ * The last one gives back the WC reservations and the mapping type.
+ *
+ * Context: process context; takes mr->sem.
+ */
 static void gdrdrv_vma_close(struct vm_area_struct *vma)
 {
 	struct gdrdrv_mr *mr = vma->vm_private_data;
@@ -1328,13 +1431,20 @@ static pgprot_t gdrdrv_pgprot_mmio(pgprot_t prot)
 /* How much one fault maps ahead: one fault per 2 MiB of first touches. */
 #define GDRDRV_FAULT_AROUND (2UL << 20)
 
-/*
+/**
+ * gdrdrv_vma_fault() - Map the GPU pages around a first touch.
+ * @vmf: the fault.
+ *
  * Mappings are populated here, on first touch, never in ->mmap: a fault runs
  * only on a VMA that the core has already linked into the file's mapping
  * tree, and it inserts PTEs under mr->sem (read) after checking that the
  * region is still mappable.  Unpin and the free callback mark the region
  * dead and zap under mr->sem (write), so every PTE is either inserted before
  * the zap (and removed by it) or refused afterwards: none can outlive a pin.
+ *
+ * Context: process context, mmap_lock or the VMA lock held; takes mr->sem.
+ * Return: VM_FAULT_NOPAGE once the faulting page is mapped, VM_FAULT_SIGBUS
+ * for a region no longer mappable, or the insertion's error.
  */
 static vm_fault_t gdrdrv_vma_fault(struct vm_fault *vmf)
 {
@@ -1454,10 +1564,21 @@ static int gdrdrv_pgprot(u32 type, pgprot_t *prot)
 	}
 }
 
-/*
- * Sets a VMA up to map a region; its pages come in on fault (see
- * gdrdrv_vma_fault()).  Nothing here touches a page table entry: the VMA is
- * not yet in the file's mapping tree, where a zap would look for it.
+/**
+ * gdrdrv_mmap() - Set a VMA up to map a pinned region.
+ * @filp: the caller's file.
+ * @vma: the new VMA; its page offset is the region's handle.
+ *
+ * The pages come in on fault (see gdrdrv_vma_fault()).  Nothing here
+ * touches a page table entry: the VMA is not yet in the file's mapping
+ * tree, where a zap would look for it.  One VMA per region, MAP_SHARED, at
+ * most the pinned length, never executable.
+ *
+ * Context: process context, mmap_lock held for write; takes mr->sem.
+ * Return: 0; -EACCES for another process's file, -EPERM for PROT_EXEC,
+ * -EINVAL for a private mapping, an unknown handle, a second mapping, a
+ * freed or unaligned region or a size past the pin, -EOPNOTSUPP for a
+ * mapping type the region cannot have, or -ENOMEM.
  */
 static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 {
@@ -1564,6 +1685,19 @@ out:
  */
 static const struct address_space_operations gdrdrv_aops = {};
 
+/**
+ * gdrdrv_open() - Open /dev/gdrdrv: a file with its own handles and mappings.
+ * @inode: the device node's inode, whichever filesystem it is on.
+ * @filp: the new file.
+ *
+ * The file belongs to the calling process's address space and program
+ * image (struct gdrdrv_owner), and charges its pins to the opener's
+ * credentials.  It has an address_space of its own, so that revoking one
+ * of its mappings touches no other file's.
+ *
+ * Context: process context.
+ * Return: 0 or -ENOMEM.
+ */
 static int gdrdrv_open(struct inode *inode, struct file *filp)
 {
 	struct gdrdrv_file *file;
@@ -1585,9 +1719,16 @@ static int gdrdrv_open(struct inode *inode, struct file *filp)
 	return 0;
 }
 
-/*
- * Last reference to the file gone: no VMA can remain (each holds the file),
- * so release every pin, whichever process closes.
+/**
+ * gdrdrv_release() - The last reference to a file is gone: end its regions.
+ * @inode: the device node's inode.
+ * @filp: the file.
+ *
+ * No VMA can remain (each holds the file), so every region is ended
+ * (gdrdrv_mr_destroy()), whichever process closes.
+ *
+ * Context: process context.
+ * Return: 0.
  */
 static int gdrdrv_release(struct inode *inode, struct file *filp)
 {
@@ -1718,6 +1859,12 @@ static void gdrdrv_detect_platform(void)
 			    gdrdrv_persistent_supported();
 }
 
+/**
+ * gdrdrv_init() - Load: detect the platform, register /dev/gdrdrv and /proc.
+ *
+ * Return: 0, or the error of misc_register() or of creating
+ * /proc/driver/gdrdrv.
+ */
 static int __init gdrdrv_init(void)
 {
 	int ret;
@@ -1751,12 +1898,27 @@ static int __init gdrdrv_init(void)
 	return 0;
 }
 
+/**
+ * gdrdrv_exit() - Unload: every file is closed; report pins never released.
+ *
+ * A legacy pin whose release the NVIDIA driver refused holds a module
+ * reference until its free callback, so the module cannot be unloaded
+ * under it; and unloading waits for free callbacks still on their way out.
+ * What is left is the callback's return to the NVIDIA driver after its
+ * last store: a window the NVIDIA API leaves (gdrdrv/README.md, "What the
+ * NVIDIA API leaves open").
+ *
+ * Context: process context (delete_module); may sleep.
+ */
 static void __exit gdrdrv_exit(void)
 {
 	s64 leaked;
 
 	proc_remove(gdrdrv_proc_dir);
 	misc_deregister(&gdrdrv_miscdev);
+	/* A free callback may still be on its way out (see its counter). */
+	while (atomic_read(&gdrdrv_callbacks_running))
+		msleep(20);
 	/*
 	 * Every file is closed by now (each holds the module), and closing
 	 * releases all its pins; what is left are pins the NVIDIA driver

@@ -17,9 +17,15 @@
 #include <unistd.h>
 
 #include "uapi/gdrdrv.h"
+#include "gdrcopy_version.h"
 #include "backend.h"
 #include "backend_gdrdrv.h"
 #include "internal.h"
+
+/* The uapi header's literal interface version stands alone: keep them equal. */
+#if GDRDRV_MAKE_VERSION(GDRCOPY_VERSION_MAJOR, GDRCOPY_VERSION_MINOR) != GDRDRV_VERSION
+#error "uapi/gdrdrv.h: GDRDRV_VERSION differs from gdrcopy_version.h"
+#endif
 
 static const struct gdrdrv_sys_paths default_paths = {
 	.device = "/dev/" GDRDRV_DEVICE_NAME,

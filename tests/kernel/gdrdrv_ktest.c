@@ -631,18 +631,45 @@ static void test_gdrdrv_pin_with_tokens(void)
 	}
 }
 
+/* Turns gdrdrv's byte budgets off (0), or back to what they were. */
+static void budgets_off(bool off)
+{
+	static const char *const names[] = {
+		"/sys/module/gdrdrv/parameters/max_pinned_bytes_per_file",
+		"/sys/module/gdrdrv/parameters/max_pinned_bytes_per_user",
+	};
+	static char saved[2][32];
+
+	for (unsigned int i = 0; i < 2; i++) {
+		if (off) {
+			FILE *fp = fopen(names[i], "r");
+
+			KT_ASSERT(fp && fgets(saved[i], sizeof(saved[i]), fp), "read %s", names[i]);
+			fclose(fp);
+			saved[i][strcspn(saved[i], "\n")] = 0;
+		}
+		KT_EXPECT_OK(kt_write_file(names[i], off ? "0" : saved[i]));
+	}
+}
+
 static void test_gdrdrv_pin_bad_args(void)
 {
 	struct fixture f = fixture(2 * KT_GPU_PAGE);
 	struct gdrdrv_pin_buffer_v2 p;
 	void *host = malloc(KT_GPU_PAGE * 2);
 	uint64_t h, gone;
+	int err;
 
 	KT_EXPECT_ERR(gd_pin(f.gd, 0, KT_GPU_PAGE, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 0, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, UINT64_MAX - f.va + 2, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, UINT64_MAX, 0, &h), EINVAL);
-	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 1ULL << 46, 0, &h), EINVAL);	/* > all memory */
+	/* > all memory: past the 2 TiB byte budget first, before NVIDIA is asked. */
+	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 1ULL << 46, 0, &h), ENOSPC);
+	budgets_off(true);
+	err = gd_pin(f.gd, f.va, 1ULL << 46, 0, &h);
+	budgets_off(false);
+	KT_EXPECT_ERR(err, EINVAL);	/* without budgets, NVIDIA's answer */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 3 * KT_GPU_PAGE, 0, &h), EINVAL);	/* past the end */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va - KT_GPU_PAGE, KT_GPU_PAGE, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, (uintptr_t)host, KT_GPU_PAGE, 0, &h), EINVAL);	/* host memory */
