@@ -33,9 +33,13 @@
  *    back when the pin ends (unpin, close or the free callback: after the
  *    zap, under mr->sem) or when the last VMA closes, whichever is first: a
  *    revoked mapping holds no reservation until its munmap.
- *  - The NVIDIA free callback takes only mr->sem.  gdrdrv never calls into
- *    the NVIDIA driver with mr->sem held, since nvidia_p2p_put_pages() waits
- *    for a running callback (AB-BA otherwise).
+ *  - The NVIDIA free callback takes only mr->sem, and sleeps (NVIDIA calls
+ *    it from process context; gdrdrv_free_callback() asserts that).  Under
+ *    mr->sem gdrdrv calls into the NVIDIA driver only for
+ *    nvidia_p2p_free_page_table(), from that callback, which takes no lock
+ *    of NVIDIA's that a callback waits for.  nvidia_p2p_get_pages*() and
+ *    nvidia_p2p_put_pages*() are never called with mr->sem held:
+ *    put_pages() waits for a running callback (AB-BA otherwise).
  *  - Lock order: mmap_lock (or the VMA lock), then mr->sem, then the file's
  *    i_mmap lock (taken by unmap_mapping_range()), then page table locks.
  */
@@ -44,6 +48,7 @@
 #include <linux/atomic.h>
 #include <linux/compat.h>
 #include <linux/cred.h>
+#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/hashtable.h>
 #include <linux/io.h>
@@ -64,15 +69,22 @@
 #include <linux/stringify.h>
 #include <linux/timex.h>
 #include <linux/uaccess.h>
+#include <linux/user_namespace.h>
 #include <linux/xarray.h>
 #ifdef CONFIG_PPC64
 #include <asm/reg.h>
 #endif
 
 #include <uapi/gdrdrv.h>
+#include <gdrcopy_version.h>
 
 #include "conftest.h"
 #include "gdrdrv_p2p.h"
+
+/* The uapi header's literal interface version stands alone: keep them equal. */
+#if GDRDRV_MAKE_VERSION(GDRCOPY_VERSION_MAJOR, GDRCOPY_VERSION_MINOR) != GDRDRV_VERSION
+#error "uapi/gdrdrv.h: GDRDRV_VERSION differs from gdrcopy_version.h"
+#endif
 
 #define GDRDRV_VERSION_STRING \
 	__stringify(GDRCOPY_VERSION_MAJOR) "." __stringify(GDRCOPY_VERSION_MINOR)
@@ -148,7 +160,24 @@ MODULE_PARM_DESC(max_pins_per_file,
 static unsigned int max_pins_per_user = 262144;
 module_param(max_pins_per_user, uint, 0644);
 MODULE_PARM_DESC(max_pins_per_user,
-		 "pins all files opened by one user may hold together; more fail with EDQUOT (0: no limit; default 262144)");
+		 "pins all files opened by one user may hold together, the users of a user namespace counting also as its creator; more fail with EDQUOT (0: no limit; default 262144)");
+
+/*
+ * And bytes: the NVIDIA driver keeps about 40 bytes of memory no cgroup is
+ * charged for per 64 KiB pinned, and pinning one range again costs that
+ * again, so pin counts alone do not bound it.  The defaults cover every
+ * GPU of an 8 x 192 GB node twice over for one user, and bound that memory
+ * to about 1.3 GiB per file and 2.5 GiB per user.
+ */
+static unsigned long long max_pinned_bytes_per_file = 2ULL << 40;
+module_param(max_pinned_bytes_per_file, ullong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes_per_file,
+		 "bytes one open /dev/gdrdrv file may hold pinned (64 KiB-rounded ranges, a range pinned twice counting twice); more fail with ENOSPC (0: no limit; default 2 TiB)");
+
+static unsigned long long max_pinned_bytes_per_user = 4ULL << 40;
+module_param(max_pinned_bytes_per_user, ullong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes_per_user,
+		 "bytes all files opened by one user may hold pinned, counted as max_pins_per_user counts pins; more fail with EDQUOT (0: no limit; default 4 TiB)");
 
 #define gdrdrv_dbg(fmt, ...)						\
 	do {								\
@@ -169,6 +198,14 @@ MODULE_PARM_DESC(max_pins_per_user,
 
 /* Outstanding successful nvidia_p2p_get_pages*() calls, all files. */
 static atomic64_t gdrdrv_pin_count = ATOMIC64_INIT(0);
+
+/*
+ * Free callbacks running gdrdrv code.  A callback's last steps need not be
+ * ordered before the module's unload by anything else (a file closed after
+ * the callback ended its pin calls nothing that waits for it), so
+ * gdrdrv_exit() waits for this to drop to 0.
+ */
+static atomic_t gdrdrv_callbacks_running = ATOMIC_INIT(0);
 
 /* Decided once at init: see gdrdrv_detect_platform(). */
 static bool gdrdrv_persistent;		/* persistent pins in use */
@@ -193,8 +230,9 @@ struct gdrdrv_owner {
 
 struct gdrdrv_file {
 	struct gdrdrv_owner owner;
-	kuid_t uid;			/* the opener's, charged for its pins */
-	atomic_t nr_pins;		/* published regions */
+	const struct cred *cred;	/* the opener's (filp->f_cred), charged */
+	atomic_t nr_pins;		/* regions charged to this file */
+	atomic64_t pinned_bytes;	/* and their bytes */
 	struct xarray mrs;		/* handle -> struct gdrdrv_mr */
 	struct mutex lock;		/* handle allocation */
 	unsigned long next_handle;
@@ -215,6 +253,7 @@ struct gdrdrv_mr {
 	u64 p2p_token;
 	u32 va_space;
 	u64 tm_cycles;
+	const struct cred *cred;	/* charged to; held until the pin ends */
 
 	/* Guarded by sem. */
 	struct nvidia_p2p_page_table *page_table;	/* NULL once released */
@@ -262,6 +301,7 @@ static void gdrdrv_mr_zap(struct gdrdrv_mr *mr)
 }
 
 static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr);
+static void gdrdrv_mr_uncharge_user(struct gdrdrv_mr *mr);
 
 static void gdrdrv_owner_set(struct gdrdrv_owner *owner)
 {
@@ -335,10 +375,18 @@ static bool gdrdrv_force_pcie_supported(void)
 #endif
 }
 
-/*
+/**
+ * gdrdrv_free_callback() - End a legacy pin whose GPU memory is being freed.
+ * @data: the region (struct gdrdrv_mr) given to nvidia_p2p_get_pages().
+ *
  * The NVIDIA driver calls this when the CUDA allocation under a legacy pin
- * is freed.  Only mr->sem is taken here (the NVIDIA driver holds its own
- * locks around the call); the page table must be freed, not put.
+ * is freed.  It revokes every mapping of the region, frees the page table
+ * (freed, not put: the pin is over) and gives back the WC reservations.  If
+ * an earlier nvidia_p2p_put_pages() failed, it also ends what that kept:
+ * the region's reference, the user's charge and the module reference.
+ *
+ * Context: process context; may sleep.  Takes only mr->sem (the NVIDIA
+ * driver holds its own locks around the call).
  */
 static void gdrdrv_free_callback(void *data)
 {
@@ -346,6 +394,9 @@ static void gdrdrv_free_callback(void *data)
 	struct nvidia_p2p_page_table *page_table;
 	bool put_failed;
 
+	atomic_inc(&gdrdrv_callbacks_running);
+	/* It takes a sleeping lock: NVIDIA must call it where that may sleep. */
+	might_sleep();
 	/* The pin holds a reference until put_pages() or this callback. */
 	kref_get(&mr->ref);
 	down_write(&mr->sem);
@@ -368,9 +419,12 @@ static void gdrdrv_free_callback(void *data)
 	gdrdrv_mr_put(mr);
 	if (put_failed) {
 		/* What gdrdrv_mr_unpin() kept for this call; the module last. */
+		gdrdrv_mr_uncharge_user(mr);
 		gdrdrv_mr_put(mr);
 		module_put(THIS_MODULE);
 	}
+	/* Last: only the return is left to run (see gdrdrv_exit()). */
+	atomic_dec(&gdrdrv_callbacks_running);
 }
 
 static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
@@ -389,17 +443,30 @@ static int gdrdrv_get_pages(struct gdrdrv_mr *mr, u32 nv_flags)
 #endif
 }
 
-/* Releases the region's pins, unless the free callback already did. */
-static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
+/**
+ * gdrdrv_mr_unpin() - Give a region's pin back to the NVIDIA driver.
+ * @mr: the region, out of the handle table or never in it.
+ *
+ * Releases the pin with nvidia_p2p_put_pages*(), unless the free callback
+ * already ended it.
+ *
+ * Context: process context; takes mr->sem, not held across the NVIDIA call
+ * (put_pages waits for a running free callback, which takes mr->sem).
+ * Return: true when the pin is over; false when the NVIDIA driver refused
+ * to release a legacy pin, which then stands until its free callback ends
+ * it and what it holds (gdrdrv_free_callback()).
+ */
+static bool gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 {
 	struct nvidia_p2p_page_table *page_table;
+	bool ended = true;
 	int ret;
 
 	down_read(&mr->sem);
 	page_table = mr->page_table;
 	up_read(&mr->sem);
 	if (!page_table)
-		return;
+		return true;
 
 	/* Without mr->sem: put_pages() waits for a running free callback. */
 	if (!mr->persistent)
@@ -427,6 +494,7 @@ static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 			 * module, until then.
 			 */
 			mr->put_failed = true;
+			ended = false;
 			kref_get(&mr->ref);
 			__module_get(THIS_MODULE);
 			pr_err_ratelimited("releasing the pin of 0x%llx+0x%llx failed (%d); it stays until the CUDA memory is freed, and gdrdrv cannot be unloaded until then\n",
@@ -438,6 +506,7 @@ static void gdrdrv_mr_unpin(struct gdrdrv_mr *mr)
 		}
 	}
 	up_write(&mr->sem);
+	return ended;
 }
 
 static const char *gdrdrv_page_size_name(u32 page_size)
@@ -485,9 +554,13 @@ static bool gdrdrv_page_table_has_ram(struct nvidia_p2p_page_table *pt)
 #if defined(CONFIG_X86) && defined(GDRDRV_MAY_USE_GPL_ONLY)
 	u32 i;
 
-	for (i = 0; i < pt->entries; i++)
+	for (i = 0; i < pt->entries; i++) {
 		if (page_is_ram(pt->pages[i]->physical_address >> PAGE_SHIFT))
 			return true;
+		/* Millions of entries for a whole-GPU pin: let others run. */
+		if (!(i % 1024))
+			cond_resched();
+	}
 #endif
 	return false;
 }
@@ -527,113 +600,272 @@ static int gdrdrv_mr_check_page_table(struct gdrdrv_mr *mr)
 	return 0;
 }
 
-/* Pins held per user, for max_pins_per_user. */
+/*
+ * What one user holds, for max_pins_per_user and max_pinned_bytes_per_user.
+ *
+ * A user is a uid as one user namespace sees it, and a pin is charged at
+ * every level from the opener's namespace up to the initial one, as the
+ * kernel's ucounts charge: at the opener's own (namespace, uid), then at
+ * each parent to the uid that created the namespace below it.  So the uids
+ * of a user namespace, whatever they map to (a rootless container's
+ * subordinate range: 65,536 of them), hold together no more than the
+ * namespace's creator may, and each uid inside holds no more than its own
+ * share.  Processes of the initial namespace have one level: their uid.
+ */
 struct gdrdrv_user {
 	struct hlist_node node;
+	const struct user_namespace *ns;	/* compared, never dereferenced */
 	kuid_t uid;
 	unsigned long pins;
+	u64 bytes;
 };
 
 static DEFINE_HASHTABLE(gdrdrv_users, 6);
-static DEFINE_SPINLOCK(gdrdrv_users_lock);
+/* Guards gdrdrv_users; a mutex, since a charge allocates. */
+static DEFINE_MUTEX(gdrdrv_users_lock);
 
-static struct gdrdrv_user *gdrdrv_user_find(kuid_t uid)
+static unsigned long gdrdrv_user_key(const struct user_namespace *ns,
+				     kuid_t uid)
+{
+	return (unsigned long)ns ^ __kuid_val(uid);
+}
+
+/* The entry of (@ns, @uid), created if @create; gdrdrv_users_lock held. */
+static struct gdrdrv_user *gdrdrv_user_get(const struct user_namespace *ns,
+					   kuid_t uid, bool create)
 {
 	struct gdrdrv_user *user;
 
-	hash_for_each_possible(gdrdrv_users, user, node, __kuid_val(uid))
-		if (uid_eq(user->uid, uid))
+	hash_for_each_possible(gdrdrv_users, user, node,
+			       gdrdrv_user_key(ns, uid))
+		if (user->ns == ns && uid_eq(user->uid, uid))
 			return user;
-	return NULL;
+	if (!create)
+		return NULL;
+	user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
+	if (!user)
+		return NULL;
+	user->ns = ns;
+	user->uid = uid;
+	hash_add(gdrdrv_users, &user->node, gdrdrv_user_key(ns, uid));
+	return user;
 }
 
-/* Counts one more pin of @uid, within max_pins_per_user. */
-static int gdrdrv_user_charge(kuid_t uid)
+/*
+ * Takes one pin of @bytes off the first @levels levels of @cred's chain;
+ * gdrdrv_users_lock held.
+ */
+static void gdrdrv_user_undo(const struct cred *cred, u64 bytes,
+			     unsigned int levels)
 {
-	struct gdrdrv_user *user, *fresh;
-	unsigned int limit = READ_ONCE(max_pins_per_user);
+	const struct user_namespace *ns = cred->user_ns;
+	kuid_t uid = cred->uid;
+
+	for (; levels; levels--) {
+		struct gdrdrv_user *user = gdrdrv_user_get(ns, uid, false);
+
+		if (!WARN_ON_ONCE(!user || !user->pins || user->bytes < bytes)) {
+			user->pins--;
+			user->bytes -= bytes;
+			if (!user->pins) {
+				hash_del(&user->node);
+				kfree(user);
+			}
+		}
+		if (!ns->parent)
+			break;
+		uid = ns->owner;
+		ns = ns->parent;
+	}
+}
+
+/**
+ * gdrdrv_user_charge() - Charge one pin to a user at every namespace level.
+ * @cred: the opener's credentials: its user namespace and uid.
+ * @bytes: the pin's length.
+ *
+ * Charges one pin of @bytes at every level of @cred's chain (see struct
+ * gdrdrv_user), within max_pins_per_user and max_pinned_bytes_per_user at
+ * each level: all levels or none.
+ *
+ * Context: process context; takes gdrdrv_users_lock.
+ * Return: 0, -EDQUOT when a level is full, or -ENOMEM.
+ */
+static int gdrdrv_user_charge(const struct cred *cred, u64 bytes)
+{
+	unsigned int max_pins = READ_ONCE(max_pins_per_user);
+	u64 max_bytes = READ_ONCE(max_pinned_bytes_per_user);
+	const struct user_namespace *ns = cred->user_ns;
+	kuid_t uid = cred->uid;
+	struct gdrdrv_user *user;
+	unsigned int levels = 0;
+	unsigned long held_pins = 0;
+	u64 held_bytes = 0;
 	int ret = 0;
 
-	/* Allocated up front: no allocation under the spinlock. */
-	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
-	if (!fresh)
-		return -ENOMEM;
-	spin_lock(&gdrdrv_users_lock);
-	user = gdrdrv_user_find(uid);
-	if (!user) {
-		user = fresh;
-		fresh = NULL;
-		user->uid = uid;
-		hash_add(gdrdrv_users, &user->node, __kuid_val(uid));
-	}
-	if (limit && user->pins >= limit)
-		ret = -EDQUOT;
-	else
+	mutex_lock(&gdrdrv_users_lock);
+	for (;;) {
+		user = gdrdrv_user_get(ns, uid, true);
+		if (!user) {
+			ret = -ENOMEM;
+			break;
+		}
+		if ((max_pins && user->pins >= max_pins) ||
+		    (max_bytes && (user->bytes > max_bytes ||
+				   bytes > max_bytes - user->bytes))) {
+			held_pins = user->pins;
+			held_bytes = user->bytes;
+			ret = -EDQUOT;
+			break;
+		}
 		user->pins++;
-	if (!user->pins) {
-		hash_del(&user->node);
-		fresh = user;
+		user->bytes += bytes;
+		levels++;
+		if (!ns->parent)
+			break;
+		uid = ns->owner;
+		ns = ns->parent;
 	}
-	spin_unlock(&gdrdrv_users_lock);
-	kfree(fresh);
-	if (ret)
-		gdrdrv_dbg("user %u holds %u pins, the limit (max_pins_per_user); unpin some or ask an administrator to raise it\n",
-			   __kuid_val(uid), limit);
+	if (ret) {
+		if (user && !user->pins) {
+			hash_del(&user->node);
+			kfree(user);
+		}
+		gdrdrv_user_undo(cred, bytes, levels);
+	}
+	mutex_unlock(&gdrdrv_users_lock);
+	if (ret == -EDQUOT)
+		gdrdrv_dbg("uid %u%s holds %lu pins of 0x%llx bytes; one more of 0x%llx exceeds max_pins_per_user (%u) or max_pinned_bytes_per_user (0x%llx): unpin some or ask an administrator to raise them\n",
+			   __kuid_val(uid),
+			   levels ? " (who made the caller's user namespace)" : "",
+			   held_pins, held_bytes, bytes, max_pins, max_bytes);
 	return ret;
 }
 
-static void gdrdrv_user_uncharge(kuid_t uid)
+static void gdrdrv_user_uncharge(const struct cred *cred, u64 bytes)
 {
-	struct gdrdrv_user *user;
-
-	spin_lock(&gdrdrv_users_lock);
-	user = gdrdrv_user_find(uid);
-	if (user && !--user->pins)
-		hash_del(&user->node);
-	else
-		user = NULL;
-	spin_unlock(&gdrdrv_users_lock);
-	kfree(user);
+	mutex_lock(&gdrdrv_users_lock);
+	gdrdrv_user_undo(cred, bytes, UINT_MAX);
+	mutex_unlock(&gdrdrv_users_lock);
 }
 
-/* Gives the region a handle (= mmap page offset) and publishes it. */
-static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
+/**
+ * gdrdrv_mr_charge() - Charge a new region to its file and its user.
+ * @file: the file the region is pinned on.
+ * @mr: the region, with its length set and no pin yet.
+ *
+ * Charges pins and bytes, before the NVIDIA driver is asked for anything:
+ * a refused pin costs nothing, and racing pins cannot overshoot.  On
+ * success the region holds a reference to the credentials it charged.
+ *
+ * Context: process context.
+ * Return: 0, -ENOSPC when the file is full (max_pins_per_file,
+ * max_pinned_bytes_per_file), -EDQUOT when the user is (struct
+ * gdrdrv_user), or -ENOMEM.
+ */
+static int gdrdrv_mr_charge(struct gdrdrv_file *file, struct gdrdrv_mr *mr)
+{
+	unsigned int max_pins = READ_ONCE(max_pins_per_file);
+	u64 max_bytes = READ_ONCE(max_pinned_bytes_per_file);
+	int ret;
+
+	if (atomic_inc_return(&file->nr_pins) > max_pins && max_pins) {
+		gdrdrv_dbg("this file holds %u pins, the limit (max_pins_per_file); unpin some or open /dev/gdrdrv again\n",
+			   max_pins);
+		ret = -ENOSPC;
+		goto out_pins;
+	}
+	if ((u64)atomic64_add_return(mr->len, &file->pinned_bytes) > max_bytes &&
+	    max_bytes) {
+		gdrdrv_dbg("this file holds 0x%llx pinned bytes; 0x%llx more exceed max_pinned_bytes_per_file (0x%llx): unpin some or open /dev/gdrdrv again\n",
+			   (u64)atomic64_read(&file->pinned_bytes) - mr->len,
+			   mr->len, max_bytes);
+		ret = -ENOSPC;
+		goto out_bytes;
+	}
+	ret = gdrdrv_user_charge(file->cred, mr->len);
+	if (ret)
+		goto out_bytes;
+	mr->cred = get_cred(file->cred);
+	return 0;
+
+out_bytes:
+	atomic64_sub(mr->len, &file->pinned_bytes);
+out_pins:
+	atomic_dec(&file->nr_pins);
+	return ret;
+}
+
+static void gdrdrv_mr_uncharge_file(struct gdrdrv_mr *mr)
+{
+	atomic64_sub(mr->len, &mr->file->pinned_bytes);
+	atomic_dec(&mr->file->nr_pins);
+}
+
+/* The user's charge ends when the pin does (not when the handle goes). */
+static void gdrdrv_mr_uncharge_user(struct gdrdrv_mr *mr)
+{
+	gdrdrv_user_uncharge(mr->cred, mr->len);
+	put_cred(mr->cred);
+	mr->cred = NULL;
+}
+
+/**
+ * gdrdrv_mr_publish() - Give a pinned region its handle and publish it.
+ * @file: the file to publish it on.
+ * @mr: the region, pinned and checked.
+ * @handle: out: its handle (= mmap page offset).
+ *
+ * From the moment the region is in the table another thread may unpin and
+ * free it (handles are predictable): on success the caller must not touch
+ * @mr again, which is why @handle is written before the region is published.
+ *
+ * Context: process context; takes file->lock.
+ * Return: 0, or -ENOMEM when the file has no mmap offsets left or the table
+ * cannot grow.
+ */
+static int gdrdrv_mr_publish(struct gdrdrv_file *file, struct gdrdrv_mr *mr,
+			     u64 *handle)
 {
 	unsigned long pages = max_t(unsigned long, 1, mr->len >> PAGE_SHIFT);
 	int ret;
 
 	mutex_lock(&file->lock);
-	if (READ_ONCE(max_pins_per_file) &&
-	    atomic_read(&file->nr_pins) >= READ_ONCE(max_pins_per_file)) {
-		gdrdrv_dbg("this file holds %d pins, the limit (max_pins_per_file); unpin some or open /dev/gdrdrv again\n",
-			   atomic_read(&file->nr_pins));
-		ret = -ENOSPC;
-		goto out;
-	}
-	ret = gdrdrv_user_charge(file->uid);
-	if (ret)
-		goto out;
 	/* Handles advance by the region size so file ranges never overlap. */
 	if (file->next_handle > GDRDRV_HANDLE_LIMIT ||
 	    GDRDRV_HANDLE_LIMIT - file->next_handle < pages) {
 		gdrdrv_dbg("no mmap offsets left on this file; open /dev/gdrdrv again\n");
 		ret = -ENOMEM;
-		goto uncharge;
-	}
-	mr->handle = file->next_handle;
-	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL_ACCOUNT);
-	if (!ret) {
-		file->next_handle += pages;
-		atomic_inc(&file->nr_pins);
 		goto out;
 	}
-uncharge:
-	gdrdrv_user_uncharge(file->uid);
+	mr->handle = file->next_handle;
+	*handle = mr->handle;
+	ret = xa_insert(&file->mrs, mr->handle, mr, GFP_KERNEL_ACCOUNT);
+	if (!ret)
+		file->next_handle += pages;
 out:
 	mutex_unlock(&file->lock);
 	return ret;
 }
 
+/**
+ * gdrdrv_pin() - Pin a range of GPU memory and publish it as a region.
+ * @file: the caller's file.
+ * @addr: GPU virtual address; rounded down to 64 KiB.
+ * @size: bytes; the end is rounded up to 64 KiB.
+ * @p2p_token: CUDA P2P token (legacy pins with allow_p2p_tokens only).
+ * @va_space: CUDA VA-space id (likewise).
+ * @flags: GDRDRV_PIN_BUFFER_FLAG_*.
+ * @handle: out: the new region's handle.
+ *
+ * Checks the arguments, charges the budgets (gdrdrv_mr_charge()), pins with
+ * the NVIDIA driver, checks its page table and publishes the region.
+ *
+ * Context: process context.
+ * Return: 0; -EINVAL for bad arguments, -EPERM for refused P2P tokens,
+ * -ENOSPC or -EDQUOT for a full budget, in that order; else what the NVIDIA
+ * driver or the page-table check returned, or -ENOMEM.
+ */
 static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 		      u64 p2p_token, u32 va_space, u32 flags, u64 *handle)
 {
@@ -641,6 +873,7 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	u64 start, end;
 	u32 nv_flags = 0;
 	cycles_t t0;
+	bool persistent;
 	int ret;
 
 	if (!addr || !size || addr + size < addr ||
@@ -690,6 +923,11 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	mr->force_pcie = flags & GDRDRV_PIN_BUFFER_FLAG_FORCE_PCIE;
 	mr->p2p_token = p2p_token;
 	mr->va_space = va_space;
+	ret = gdrdrv_mr_charge(file, mr);
+	if (ret) {
+		kfree(mr);
+		return ret;
+	}
 
 	t0 = get_cycles();
 	ret = gdrdrv_get_pages(mr, nv_flags);
@@ -698,6 +936,8 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 		gdrdrv_dbg("nvidia_p2p_get_pages%s(0x%llx, 0x%llx) failed: %d\n",
 			   mr->persistent ? "_persistent" : "", mr->va,
 			   mr->len, ret);
+		gdrdrv_mr_uncharge_file(mr);
+		gdrdrv_mr_uncharge_user(mr);
 		kfree(mr);
 		return ret;
 	}
@@ -707,41 +947,57 @@ static int gdrdrv_pin(struct gdrdrv_file *file, u64 addr, u64 size,
 	/* A free callback may already have run: then there is no table. */
 	ret = mr->page_table ? gdrdrv_mr_check_page_table(mr) : 0;
 	up_write(&mr->sem);
+	persistent = mr->persistent;
 	if (!ret)
-		ret = gdrdrv_mr_publish(file, mr);
+		ret = gdrdrv_mr_publish(file, mr, handle);
 	if (ret) {
-		gdrdrv_mr_unpin(mr);
+		gdrdrv_mr_uncharge_file(mr);
+		if (gdrdrv_mr_unpin(mr))
+			gdrdrv_mr_uncharge_user(mr);
 		gdrdrv_mr_put(mr);
 		return ret;
 	}
-
-	gdrdrv_info("pinned 0x%llx+0x%llx as handle 0x%lx (%s)\n", mr->va,
-		    mr->len, mr->handle,
-		    mr->persistent ? "persistent" : "legacy");
-	*handle = mr->handle;
+	/* @mr may be gone already (an UNPIN of the new handle): locals only. */
+	gdrdrv_info("pinned 0x%llx+0x%llx as handle 0x%llx (%s)\n", start,
+		    end - start, *handle, persistent ? "persistent" : "legacy");
 	return 0;
 }
 
-/*
- * Ends a region that is out of the handle table: from here on no mmap or
- * fault can use it, every PTE is gone, and then the pins are released.  The
- * page table stays readable until gdrdrv_mr_unpin() releases it, but nothing
- * reads it any more.
+/**
+ * gdrdrv_mr_destroy() - End a region taken out of the handle table.
+ * @mr: the region; the table's reference passes to this call.
+ *
+ * From here on no mmap or fault can use the region; every PTE is zapped and
+ * the WC reservations given back, then the pin is released and the budgets
+ * uncharged (the user's only once the pin is over, see gdrdrv_mr_unpin()).
+ * The page table stays readable until gdrdrv_mr_unpin() releases it, but
+ * nothing reads it any more.
+ *
+ * Context: process context; takes mr->sem.
  */
 static void gdrdrv_mr_destroy(struct gdrdrv_mr *mr)
 {
-	atomic_dec(&mr->file->nr_pins);
-	gdrdrv_user_uncharge(mr->file->uid);
+	gdrdrv_mr_uncharge_file(mr);
 	down_write(&mr->sem);
 	mr->unpinning = true;
 	if (mr->map_count)
 		gdrdrv_mr_zap(mr);
 	gdrdrv_mr_free_memtypes(mr);
 	up_write(&mr->sem);
-	gdrdrv_mr_unpin(mr);
+	/* A pin NVIDIA would not release stays charged to its user. */
+	if (gdrdrv_mr_unpin(mr))
+		gdrdrv_mr_uncharge_user(mr);
 	gdrdrv_mr_put(mr);
 }
 
+/**
+ * gdrdrv_unpin() - UNPIN_BUFFER: end the region of a handle.
+ * @file: the caller's file.
+ * @handle: the handle.
+ *
+ * Context: process context.
+ * Return: 0, or -EINVAL when @file has no such handle.
+ */
 static int gdrdrv_unpin(struct gdrdrv_file *file, u64 handle)
 {
 	struct gdrdrv_mr *mr;
@@ -1074,8 +1330,11 @@ static u64 gdrdrv_mr_phys(struct nvidia_p2p_page_table *pt, u64 off)
  * when the pin ends, after the zap (see the top of this file).  A run
  * whose reservation is refused (another type is recorded there) is mapped as
  * that type, which is never less safe.  mr->sem held for write.
+ * -ENOMEM when the list of runs cannot be allocated: then nothing is
+ * reserved, and the caller must not map, since a PFN without a reservation
+ * would be UC- while GET_INFO said WC.
  */
-static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
+static int gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 {
 	struct nvidia_p2p_page_table *pt = mr->page_table;
 	u32 pages = DIV_ROUND_UP(size, GDRDRV_GPU_PAGE_SIZE);
@@ -1083,7 +1342,7 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 	u32 i, first;
 
 	if (!IS_ENABLED(CONFIG_X86))
-		return;
+		return 0;
 	for (i = 1; i < pages; i++)
 		if (pt->pages[i]->physical_address !=
 		    pt->pages[i - 1]->physical_address + GDRDRV_GPU_PAGE_SIZE)
@@ -1091,7 +1350,7 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 	mr->wc_runs = kvmalloc_array(runs, sizeof(*mr->wc_runs),
 				     GFP_KERNEL_ACCOUNT);
 	if (!mr->wc_runs)
-		return;
+		return -ENOMEM;
 	for (first = 0, i = 1; i <= pages; i++) {
 		u64 phys = pt->pages[first]->physical_address;
 		u64 len;
@@ -1112,8 +1371,15 @@ static void gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 		first = i;
 		cond_resched();
 	}
+	return 0;
 }
 
+/**
+ * gdrdrv_vma_open() - A VMA copied from one of ours (mremap()).
+ * @vma: the new VMA.
+ *
+ * Context: process context, mmap_lock held for write.
+ */
 static void gdrdrv_vma_open(struct vm_area_struct *vma)
 {
 	struct gdrdrv_mr *mr = vma->vm_private_data;
@@ -1125,6 +1391,14 @@ static void gdrdrv_vma_open(struct vm_area_struct *vma)
 	up_write(&mr->sem);
 }
 
+/**
+ * gdrdrv_vma_close() - A VMA of ours goes away.
+ * @vma: the VMA; the core has already removed its page table entries.
+ *
+ * The last one gives back the WC reservations and the mapping type.
+ *
+ * Context: process context; takes mr->sem.
+ */
 static void gdrdrv_vma_close(struct vm_area_struct *vma)
 {
 	struct gdrdrv_mr *mr = vma->vm_private_data;
@@ -1157,13 +1431,20 @@ static pgprot_t gdrdrv_pgprot_mmio(pgprot_t prot)
 /* How much one fault maps ahead: one fault per 2 MiB of first touches. */
 #define GDRDRV_FAULT_AROUND (2UL << 20)
 
-/*
+/**
+ * gdrdrv_vma_fault() - Map the GPU pages around a first touch.
+ * @vmf: the fault.
+ *
  * Mappings are populated here, on first touch, never in ->mmap: a fault runs
  * only on a VMA that the core has already linked into the file's mapping
  * tree, and it inserts PTEs under mr->sem (read) after checking that the
  * region is still mappable.  Unpin and the free callback mark the region
  * dead and zap under mr->sem (write), so every PTE is either inserted before
  * the zap (and removed by it) or refused afterwards: none can outlive a pin.
+ *
+ * Context: process context, mmap_lock or the VMA lock held; takes mr->sem.
+ * Return: VM_FAULT_NOPAGE once the faulting page is mapped, VM_FAULT_SIGBUS
+ * for a region no longer mappable, or the insertion's error.
  */
 static vm_fault_t gdrdrv_vma_fault(struct vm_fault *vmf)
 {
@@ -1223,11 +1504,15 @@ static const struct vm_operations_struct gdrdrv_vm_ops = {
 #endif
 };
 
-static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
+/* Sets @set and clears @clear in a VMA's flags, from ->mmap. */
+static void gdrdrv_vma_mod_flags(struct vm_area_struct *vma, vm_flags_t set,
+				 vm_flags_t clear)
 {
 #if defined(GDRDRV_HAVE_VM_FLAGS_SET) && \
 	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_SET_GPL_ONLY))
-	vm_flags_set(vma, flags);
+	/* vm_flags_clear() is vm_flags_set()'s twin: same lock, same export. */
+	vm_flags_set(vma, set);
+	vm_flags_clear(vma, clear);
 #elif defined(GDRDRV_HAVE_VM_FLAGS_INIT) && \
 	(defined(GDRDRV_MAY_USE_GPL_ONLY) || !defined(GDRDRV_VM_FLAGS_INIT_GPL_ONLY))
 	/*
@@ -1235,9 +1520,9 @@ static void gdrdrv_vma_set_flags(struct vm_area_struct *vma, vm_flags_t flags)
 	 * ->mmap the VMA is not yet visible to anyone else, which is the case
 	 * vm_flags_init() exists for.
 	 */
-	vm_flags_init(vma, vma->vm_flags | flags);
+	vm_flags_init(vma, (vma->vm_flags | set) & ~clear);
 #elif !defined(GDRDRV_HAVE_VM_FLAGS_SET)
-	vma->vm_flags |= flags;
+	vma->vm_flags = (vma->vm_flags | set) & ~clear;
 #else
 #error "no way to set VMA flags without GPL-only symbols on this kernel;" \
 	"build for the open-source NVIDIA driver (NVIDIA_IS_OPENSOURCE=y)"
@@ -1279,10 +1564,21 @@ static int gdrdrv_pgprot(u32 type, pgprot_t *prot)
 	}
 }
 
-/*
- * Sets a VMA up to map a region; its pages come in on fault (see
- * gdrdrv_vma_fault()).  Nothing here touches a page table entry: the VMA is
- * not yet in the file's mapping tree, where a zap would look for it.
+/**
+ * gdrdrv_mmap() - Set a VMA up to map a pinned region.
+ * @filp: the caller's file.
+ * @vma: the new VMA; its page offset is the region's handle.
+ *
+ * The pages come in on fault (see gdrdrv_vma_fault()).  Nothing here
+ * touches a page table entry: the VMA is not yet in the file's mapping
+ * tree, where a zap would look for it.  One VMA per region, MAP_SHARED, at
+ * most the pinned length, never executable.
+ *
+ * Context: process context, mmap_lock held for write; takes mr->sem.
+ * Return: 0; -EACCES for another process's file, -EPERM for PROT_EXEC,
+ * -EINVAL for a private mapping, an unknown handle, a second mapping, a
+ * freed or unaligned region or a size past the pin, -EOPNOTSUPP for a
+ * mapping type the region cannot have, or -ENOMEM.
  */
 static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 {
@@ -1301,6 +1597,11 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 	if (!(vma->vm_flags & VM_SHARED)) {
 		gdrdrv_dbg("mappings must be MAP_SHARED\n");
 		return -EINVAL;
+	}
+	/* Nothing runs from GPU memory; mprotect() cannot add it later. */
+	if (vma->vm_flags & VM_EXEC) {
+		gdrdrv_dbg("GPU memory cannot be mapped executable (PROT_EXEC)\n");
+		return -EPERM;
 	}
 
 	mr = gdrdrv_mr_get(file, vma->vm_pgoff);
@@ -1328,7 +1629,11 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 		ret = -EINVAL;
 		goto out;
 	}
-	if (size > (u64)mr->page_table->entries << GDRDRV_GPU_PAGE_SHIFT) {
+	/*
+	 * The pinned length, not the page table's size (which may be larger):
+	 * unpin zaps that length, and the next handle's offsets follow it.
+	 */
+	if (size > mr->len) {
 		gdrdrv_dbg("handle 0x%lx: mapping 0x%lx bytes exceeds the pinned 0x%llx\n",
 			   mr->handle, size, mr->len);
 		ret = -EINVAL;
@@ -1350,9 +1655,12 @@ static int gdrdrv_mmap(struct file *filp, struct vm_area_struct *vma)
 	if (ret)
 		goto out;
 
-	gdrdrv_vma_set_flags(vma, GDRDRV_VMA_FLAGS);
-	if (type == GDRDRV_MR_WC)
-		gdrdrv_mr_reserve_memtypes(mr, size);
+	if (type == GDRDRV_MR_WC) {
+		ret = gdrdrv_mr_reserve_memtypes(mr, size);
+		if (ret)
+			goto out;
+	}
+	gdrdrv_vma_mod_flags(vma, GDRDRV_VMA_FLAGS, VM_MAYEXEC);
 	/* The VMA now holds the reference; ->close drops it. */
 	vma->vm_ops = &gdrdrv_vm_ops;
 	vma->vm_private_data = mr;
@@ -1369,6 +1677,27 @@ out:
 	return ret;
 }
 
+/*
+ * The per-file address_space caches no pages, but the page cache still
+ * reads its operations: readahead (POSIX_FADV_WILLNEED, MADV_WILLNEED) on a
+ * node outside devtmpfs, whose filesystem has a real backing device, checks
+ * them for a read method.  Empty ones say "nothing to read"; NULL oopsed.
+ */
+static const struct address_space_operations gdrdrv_aops = {};
+
+/**
+ * gdrdrv_open() - Open /dev/gdrdrv: a file with its own handles and mappings.
+ * @inode: the device node's inode, whichever filesystem it is on.
+ * @filp: the new file.
+ *
+ * The file belongs to the calling process's address space and program
+ * image (struct gdrdrv_owner), and charges its pins to the opener's
+ * credentials.  It has an address_space of its own, so that revoking one
+ * of its mappings touches no other file's.
+ *
+ * Context: process context.
+ * Return: 0 or -ENOMEM.
+ */
 static int gdrdrv_open(struct inode *inode, struct file *filp)
 {
 	struct gdrdrv_file *file;
@@ -1377,20 +1706,29 @@ static int gdrdrv_open(struct inode *inode, struct file *filp)
 	if (!file)
 		return -ENOMEM;
 	gdrdrv_owner_set(&file->owner);
-	file->uid = current_uid();
+	file->cred = filp->f_cred;
 	atomic_set(&file->nr_pins, 0);
+	atomic64_set(&file->pinned_bytes, 0);
 	xa_init(&file->mrs);
 	mutex_init(&file->lock);
 	address_space_init_once(&file->mapping);
+	file->mapping.a_ops = &gdrdrv_aops;
 	file->mapping.host = inode;
 	filp->f_mapping = &file->mapping;
 	filp->private_data = file;
 	return 0;
 }
 
-/*
- * Last reference to the file gone: no VMA can remain (each holds the file),
- * so release every pin, whichever process closes.
+/**
+ * gdrdrv_release() - The last reference to a file is gone: end its regions.
+ * @inode: the device node's inode.
+ * @filp: the file.
+ *
+ * No VMA can remain (each holds the file), so every region is ended
+ * (gdrdrv_mr_destroy()), whichever process closes.
+ *
+ * Context: process context.
+ * Return: 0.
  */
 static int gdrdrv_release(struct inode *inode, struct file *filp)
 {
@@ -1468,6 +1806,10 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 		   allow_p2p_tokens ? "yes" : "no");
 	seq_printf(m, "max_pins_per_file: %u\n", READ_ONCE(max_pins_per_file));
 	seq_printf(m, "max_pins_per_user: %u\n", READ_ONCE(max_pins_per_user));
+	seq_printf(m, "max_pinned_bytes_per_file: %llu\n",
+		   READ_ONCE(max_pinned_bytes_per_file));
+	seq_printf(m, "max_pinned_bytes_per_user: %llu\n",
+		   READ_ONCE(max_pinned_bytes_per_user));
 	return 0;
 }
 
@@ -1517,6 +1859,12 @@ static void gdrdrv_detect_platform(void)
 			    gdrdrv_persistent_supported();
 }
 
+/**
+ * gdrdrv_init() - Load: detect the platform, register /dev/gdrdrv and /proc.
+ *
+ * Return: 0, or the error of misc_register() or of creating
+ * /proc/driver/gdrdrv.
+ */
 static int __init gdrdrv_init(void)
 {
 	int ret;
@@ -1550,12 +1898,27 @@ static int __init gdrdrv_init(void)
 	return 0;
 }
 
+/**
+ * gdrdrv_exit() - Unload: every file is closed; report pins never released.
+ *
+ * A legacy pin whose release the NVIDIA driver refused holds a module
+ * reference until its free callback, so the module cannot be unloaded
+ * under it; and unloading waits for free callbacks still on their way out.
+ * What is left is the callback's return to the NVIDIA driver after its
+ * last store: a window the NVIDIA API leaves (gdrdrv/README.md, "What the
+ * NVIDIA API leaves open").
+ *
+ * Context: process context (delete_module); may sleep.
+ */
 static void __exit gdrdrv_exit(void)
 {
 	s64 leaked;
 
 	proc_remove(gdrdrv_proc_dir);
 	misc_deregister(&gdrdrv_miscdev);
+	/* A free callback may still be on its way out (see its counter). */
+	while (atomic_read(&gdrdrv_callbacks_running))
+		msleep(20);
 	/*
 	 * Every file is closed by now (each holds the module), and closing
 	 * releases all its pins; what is left are pins the NVIDIA driver

@@ -271,21 +271,28 @@ def _vm_init(tmp: Path) -> Path:
 # ---- the kernel module ----
 
 
-def checkpatch_script() -> Path:
-    """checkpatch.pl (with spelling.txt beside it) from Debian's linux-source tarball, extracted once into the cache."""
+def linux_source_script(cache_name: str, names: Sequence[str]) -> Path:
+    """scripts/`names[0]` (with the other `names` beside it) from Debian's linux-source tarball.
+
+    Extracted once into cache_dir()/`cache_name`.
+    """
     tarballs = sorted(Path("/usr/src").glob("linux-source-*.tar.xz"))
     if not tarballs:
         raise RuntimeError(f"no /usr/src/linux-source-*.tar.xz: {apt_install_hint(['linux-source'])}")
     tarball = tarballs[-1]
     top = tarball.name.removesuffix(".tar.xz")
-    dest = cache_dir() / "checkpatch" / top
-    script = dest / top / "scripts" / "checkpatch.pl"
+    dest = cache_dir() / cache_name / top
+    script = dest / top / "scripts" / names[0]
     if not script.exists():
-        log(f"extracting checkpatch.pl from {tarball} (once)")
+        log(f"extracting {names[0]} from {tarball} (once)")
         dest.mkdir(parents=True, exist_ok=True)
-        names = [f"{top}/scripts/{n}" for n in ("checkpatch.pl", "spelling.txt", "const_structs.checkpatch")]
-        run(["tar", "-xJf", tarball, "-C", dest, *names])
+        run(["tar", "-xJf", tarball, "-C", dest, *(f"{top}/scripts/{n}" for n in names)])
     return script
+
+
+def checkpatch_script() -> Path:
+    """checkpatch.pl (with spelling.txt beside it) from Debian's linux-source tarball, extracted once into the cache."""
+    return linux_source_script("checkpatch", ("checkpatch.pl", "spelling.txt", "const_structs.checkpatch"))
 
 
 def checkpatch(root: Path) -> list[str]:
@@ -309,6 +316,22 @@ def _checkpatch(script: Path, root: Path) -> list[str]:
             argv += ["--ignore", ",".join(ignore)]
         _, out = _output(argv, root)
         findings += [line for line in out.splitlines() if re.search(r": (ERROR|WARNING|CHECK):", line)]
+    return findings
+
+
+# The uapi header (every struct) and the driver (its lifecycle functions) carry kernel-doc.
+KERNEL_DOC_FILES = ("include/uapi/gdrdrv.h", "gdrdrv/gdrdrv.c")
+
+
+def kernel_doc(root: Path) -> list[str]:
+    """The kernel's scripts/kernel-doc (-none: check only) on KERNEL_DOC_FILES: every warning is a finding."""
+    script = linux_source_script("kernel-doc", ("kernel-doc",))
+    findings = []
+    for rel in KERNEL_DOC_FILES:
+        status, out = _output(["perl", script, "-none", rel], root)
+        findings += [line for line in out.splitlines() if re.search(r"\b(warning|error)\b", line, re.IGNORECASE)]
+        if status != 0 and not findings:
+            findings.append(f"kernel-doc exited {status} on {rel}: {out.strip()[-500:]}")
     return findings
 
 
@@ -410,6 +433,8 @@ CHECKS = [
           lambda: ["shellcheck"]),
     Check("checkpatch", "checkpatch.pl --strict on gdrdrv and the uapi header", checkpatch,
           lambda: ["linux-source", "xz-utils"]),
+    Check("kernel-doc", "scripts/kernel-doc on the uapi header and gdrdrv.c", kernel_doc,
+          lambda: ["linux-source", "xz-utils", "perl"]),
     Check("sparse", "gdrdrv with sparse (C=2) against Debian's kernel headers", sparse,
           lambda: ["sparse", "make", "gcc", *kernel_headers_package()]),
     Check("werror", "-Werror builds of the library, test programs and unit tests", werror,

@@ -18,7 +18,7 @@ from gdrkit.version import REPO_ROOT
     }
 )
 def lint(c: Context, only: str = "", update_abi: bool = False, dry_run: bool = False) -> None:
-    """Static checks: mypy, ruff, import floors, shellcheck, checkpatch, sparse, -Werror builds, ABI, include/call circles, doc links."""
+    """Static checks: mypy, ruff, import floors, shellcheck, checkpatch, kernel-doc, sparse, -Werror builds, ABI, include/call circles, doc links."""
     try:
         selected = checks.select(only)
     except ValueError as error:

@@ -27,6 +27,7 @@ VALUE = {
     "int": re.compile(r"[-+]?(0x[0-9a-fA-F]+|\d+)"),
     "uint": re.compile(r"\+?(0x[0-9a-fA-F]+|\d+)"),
     "ulong": re.compile(r"\+?(0x[0-9a-fA-F]+|\d+)"),
+    "ullong": re.compile(r"\+?(0x[0-9a-fA-F]+|\d+)"),
 }
 
 

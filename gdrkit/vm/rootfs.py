@@ -28,8 +28,10 @@ from gdrkit.vm.foreign import ensure_foreign_exec
 from gdrkit.vm.suites import KernelChoice, resolve_kernel
 
 # python3 and python3-numpy: the gdrcopy Python package is tested in the VM
-# with the suite's own interpreter and NumPy (tests/python/vm/).
-BASE_PACKAGES = ("build-essential", "kmod", "procps", "python3", "python3-numpy")
+# with the suite's own interpreter and NumPy (tests/python/vm/).  e2fsprogs:
+# gdrdrv_ktest makes an ext4 filesystem (mke2fs) for a device node on a disk
+# filesystem, which trixie's minbase no longer has.
+BASE_PACKAGES = ("build-essential", "e2fsprogs", "kmod", "procps", "python3", "python3-numpy")
 # A root of another architecture only runs what was cross-built for it
 # (gdrkit.vm.cross): no compiler; its own static busybox for the initramfs.
 FOREIGN_BASE_PACKAGES = ("busybox-static", "kmod", "procps")

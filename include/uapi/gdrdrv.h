@@ -34,8 +34,6 @@
 #endif
 #endif
 
-#include "../gdrcopy_version.h"
-
 #define GDRDRV_DEVICE_NAME "gdrdrv"
 
 /* Versions are (major << 16) | minor. */
@@ -43,8 +41,13 @@
 #define GDRDRV_MINOR_VERSION_MASK 0xffffU
 #define GDRDRV_MAKE_VERSION(major, minor) \
 	(((major) << GDRDRV_MAJOR_VERSION_SHIFT) | (minor))
-#define GDRDRV_VERSION \
-	GDRDRV_MAKE_VERSION(GDRCOPY_VERSION_MAJOR, GDRCOPY_VERSION_MINOR)
+/*
+ * The interface version GDRDRV_IOC_GET_VERSION reports: GDRCopy 2.6's.  A
+ * literal, so that this header stands alone; the driver and the library
+ * fail to build if it differs from the product version they are built with
+ * (include/gdrcopy_version.h, which they include themselves).
+ */
+#define GDRDRV_VERSION GDRDRV_MAKE_VERSION(2, 6)
 /* The oldest libgdrapi this driver serves. */
 #define GDRDRV_MINIMUM_GDR_API_VERSION GDRDRV_MAKE_VERSION(2, 0)
 
@@ -117,7 +120,11 @@ struct gdrdrv_pin_buffer_v2 {
 	__u64 handle;
 };
 
-/** struct gdrdrv_unpin_buffer - GDRDRV_IOC_UNPIN_BUFFER argument. */
+/**
+ * struct gdrdrv_unpin_buffer - GDRDRV_IOC_UNPIN_BUFFER argument.
+ * @handle: in: a handle PIN_BUFFER or PIN_BUFFER_V2 returned on this file;
+ *          unknown ones fail with EINVAL.
+ */
 struct gdrdrv_unpin_buffer {
 	__u64 handle;
 };
@@ -127,6 +134,7 @@ struct gdrdrv_unpin_buffer {
  * @handle: in.
  * @flag:   out: 1 once the GPU memory was freed under a legacy pin
  *          (the buffer is invalidated and any mapping zapped), else 0.
+ * @pad:    not read; written back as the caller passed it.
  */
 struct gdrdrv_get_cb_flag {
 	__u64 handle;
@@ -136,6 +144,7 @@ struct gdrdrv_get_cb_flag {
 
 /**
  * struct gdrdrv_get_info - GDRDRV_IOC_GET_INFO argument (drivers < 2.4 style).
+ * @handle:      in.
  * @va:          out: the pinned range's start (64 KiB aligned).
  * @mapped_size: out: the pinned range's length (multiple of 64 KiB).
  * @page_size:   out: GPU page size (65536).
@@ -157,8 +166,18 @@ struct gdrdrv_get_info {
 
 /**
  * struct gdrdrv_get_info_v2 - GDRDRV_IOC_GET_INFO_V2 argument.
- * As struct gdrdrv_get_info, with @mapping_type (GDRDRV_MR_*) in place of
- * the two booleans.
+ * @handle:       in.
+ * @va:           out: the pinned range's start (64 KiB aligned).
+ * @mapped_size:  out: the pinned range's length (multiple of 64 KiB).
+ * @page_size:    out: GPU page size (65536).
+ * @tsc_khz:      out: CPU timestamp counter frequency, 0 if unknown.
+ * @tm_cycles:    out: TSC cycles the pin took.
+ * @mapping_type: out: GDRDRV_MR_* of the current mapping, GDRDRV_MR_NONE
+ *                while unmapped.
+ * @pad:          out: 0.
+ *
+ * As struct gdrdrv_get_info, with @mapping_type in place of the two
+ * booleans.
  */
 struct gdrdrv_get_info_v2 {
 	__u64 handle;
@@ -187,6 +206,7 @@ struct gdrdrv_get_attr {
  * @mapping_type: in: GDRDRV_MR_* the next mmap must use; GDRDRV_MR_NONE
  *                clears the request.  EBUSY while mapped, EOPNOTSUPP when
  *                the buffer or platform cannot be mapped that way.
+ * @pad:          not read.
  */
 struct gdrdrv_req_mapping_type {
 	__u64 handle;

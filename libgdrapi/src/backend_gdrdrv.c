@@ -17,9 +17,15 @@
 #include <unistd.h>
 
 #include "uapi/gdrdrv.h"
+#include "gdrcopy_version.h"
 #include "backend.h"
 #include "backend_gdrdrv.h"
 #include "internal.h"
+
+/* The uapi header's literal interface version stands alone: keep them equal. */
+#if GDRDRV_MAKE_VERSION(GDRCOPY_VERSION_MAJOR, GDRCOPY_VERSION_MINOR) != GDRDRV_VERSION
+#error "uapi/gdrdrv.h: GDRDRV_VERSION differs from gdrcopy_version.h"
+#endif
 
 static const struct gdrdrv_sys_paths default_paths = {
 	.device = "/dev/" GDRDRV_DEVICE_NAME,
@@ -340,11 +346,11 @@ static void log_buffer_error(const char *what, enum buffer_op op, const struct g
 		break;
 	case ENOSPC:
 		if (op == OP_PIN || op == OP_PIN_TOKENS)
-			hint = ": this gdr_t holds as many pins as gdrdrv allows one open file (module parameter max_pins_per_file, see /proc/driver/gdrdrv/params); unpin buffers no longer needed, or ask the administrator to raise the limit";
+			hint = ": this gdr_t holds as many pins, or pinned bytes, as gdrdrv allows one open file (module parameters max_pins_per_file and max_pinned_bytes_per_file, see /proc/driver/gdrdrv/params); unpin buffers no longer needed, or ask the administrator to raise the limit";
 		break;
 	case EDQUOT:
 		if (op == OP_PIN || op == OP_PIN_TOKENS)
-			hint = ": this user's processes hold as many pins as gdrdrv allows one user (module parameter max_pins_per_user, see /proc/driver/gdrdrv/params); unpin buffers no longer needed, or ask the administrator to raise the limit";
+			hint = ": this user's processes hold as many pins, or pinned bytes, as gdrdrv allows one user, the users of a user namespace counting also as its creator (module parameters max_pins_per_user and max_pinned_bytes_per_user, see /proc/driver/gdrdrv/params); unpin buffers no longer needed, or ask the administrator to raise the limit";
 		break;
 	case ENOMEM:
 		hint = ": BAR1 space or the driver's handle space is exhausted, or the caller's memory cgroup is at its limit (gdrdrv charges each pin's kernel memory to it); unpin buffers no longer needed and check BAR1 usage with 'nvidia-smi -q -d MEMORY'";

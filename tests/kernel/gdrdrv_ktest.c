@@ -13,13 +13,18 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ktest.h"
@@ -514,8 +519,9 @@ static void test_gdrdrv_proc_params(void)
 		"Version: ", "Built for NVIDIA driver flavor: ", "Use persistent mapping: ",
 		"dbg_enabled: ", "info_enabled: ", "VMA inherited on fork: ",
 		"P2P tokens allowed: ", "max_pins_per_file: ", "max_pins_per_user: ",
+		"max_pinned_bytes_per_file: ", "max_pinned_bytes_per_user: ",
 	};
-	char lines[12][128], want[64];
+	char lines[14][128], want[64];
 	struct stat st;
 	unsigned int n = 0, i;
 	FILE *fp;
@@ -527,10 +533,10 @@ static void test_gdrdrv_proc_params(void)
 	KT_ASSERT((st.st_mode & 07777) == 0444, "params mode %04o, want 0444", st.st_mode & 07777);
 	fp = fopen("/proc/driver/gdrdrv/params", "r");
 	KT_ASSERT(fp, "open params: %s", strerror(errno));
-	while (n < 12 && fgets(lines[n], sizeof(lines[n]), fp))
+	while (n < 14 && fgets(lines[n], sizeof(lines[n]), fp))
 		n++;
 	fclose(fp);
-	KT_ASSERT(n == 9, "params has %u lines, want 9", n);
+	KT_ASSERT(n == 11, "params has %u lines, want 11", n);
 	for (i = 0; i < n; i++)
 		KT_ASSERT(!strncmp(lines[i], keys[i], strlen(keys[i])), "params line %u is \"%s\", want \"%s...\"",
 			  i + 1, lines[i], keys[i]);
@@ -625,18 +631,45 @@ static void test_gdrdrv_pin_with_tokens(void)
 	}
 }
 
+/* Turns gdrdrv's byte budgets off (0), or back to what they were. */
+static void budgets_off(bool off)
+{
+	static const char *const names[] = {
+		"/sys/module/gdrdrv/parameters/max_pinned_bytes_per_file",
+		"/sys/module/gdrdrv/parameters/max_pinned_bytes_per_user",
+	};
+	static char saved[2][32];
+
+	for (unsigned int i = 0; i < 2; i++) {
+		if (off) {
+			FILE *fp = fopen(names[i], "r");
+
+			KT_ASSERT(fp && fgets(saved[i], sizeof(saved[i]), fp), "read %s", names[i]);
+			fclose(fp);
+			saved[i][strcspn(saved[i], "\n")] = 0;
+		}
+		KT_EXPECT_OK(kt_write_file(names[i], off ? "0" : saved[i]));
+	}
+}
+
 static void test_gdrdrv_pin_bad_args(void)
 {
 	struct fixture f = fixture(2 * KT_GPU_PAGE);
 	struct gdrdrv_pin_buffer_v2 p;
 	void *host = malloc(KT_GPU_PAGE * 2);
 	uint64_t h, gone;
+	int err;
 
 	KT_EXPECT_ERR(gd_pin(f.gd, 0, KT_GPU_PAGE, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 0, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, UINT64_MAX - f.va + 2, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, UINT64_MAX, 0, &h), EINVAL);
-	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 1ULL << 46, 0, &h), EINVAL);	/* > all memory */
+	/* > all memory: past the 2 TiB byte budget first, before NVIDIA is asked. */
+	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 1ULL << 46, 0, &h), ENOSPC);
+	budgets_off(true);
+	err = gd_pin(f.gd, f.va, 1ULL << 46, 0, &h);
+	budgets_off(false);
+	KT_EXPECT_ERR(err, EINVAL);	/* without budgets, NVIDIA's answer */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va, 3 * KT_GPU_PAGE, 0, &h), EINVAL);	/* past the end */
 	KT_EXPECT_ERR(gd_pin(f.gd, f.va - KT_GPU_PAGE, KT_GPU_PAGE, 0, &h), EINVAL);
 	KT_EXPECT_ERR(gd_pin(f.gd, (uintptr_t)host, KT_GPU_PAGE, 0, &h), EINVAL);	/* host memory */
@@ -1482,6 +1515,269 @@ static void test_gdrdrv_unload_with_pins(void)
 	}
 }
 
+/*
+ * Executable mappings of GPU memory are refused: mmap(PROT_EXEC) with
+ * EPERM (as on a noexec mount), and a later mprotect(PROT_EXEC) with EACCES
+ * (VM_MAYEXEC is off).  Before the fix both worked.
+ */
+static void test_gdrdrv_map_refuses_exec(void)
+{
+	struct fixture f = fixture(KT_GPU_PAGE);
+	uint64_t h = pin_ok(&f, f.va, KT_GPU_PAGE);
+	off_t off = (off_t)(h * host_page());
+	void *map;
+	int err;
+
+	map = mmap(NULL, KT_GPU_PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, f.gd, off);
+	err = map == MAP_FAILED ? errno : 0;
+	if (map != MAP_FAILED)
+		munmap(map, KT_GPU_PAGE);
+	KT_EXPECT_ERR(err, EPERM);
+	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+	KT_ASSERT(map, "mmap: %s", kt_errname(err));
+	err = mprotect(map, KT_GPU_PAGE, PROT_READ | PROT_EXEC) ? errno : 0;
+	KT_EXPECT_ERR(err, EACCES);
+	*(volatile uint32_t *)map = 5;	/* still a working mapping */
+	munmap(map, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_unpin(f.gd, h));
+}
+
+/*
+ * A page table may list more GPU pages than the pin covers (softgpu's
+ * pt_extra_entries, as a driver rounding a pin up would).  mmap must stop at
+ * the pinned length: unpin zaps that length only, and the next handle's
+ * file offsets start right after it.  Before the fix mmap went by the page
+ * table and the extra page stayed mapped after the unpin.
+ */
+static void test_gdrdrv_map_within_pinned_length(void)
+{
+	struct fixture f = fixture(2 * KT_GPU_PAGE);
+	struct gdrdrv_get_info_v2 info;
+	volatile uint32_t *map;
+	uint64_t h;
+	uint32_t v;
+	int err, sig;
+
+	knob_set("pt_extra_entries", "1");
+	h = pin_ok(&f, f.va, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_info(f.gd, h, &info));
+	KT_ASSERT(info.mapped_size == KT_GPU_PAGE, "mapped_size %llu, want one GPU page",
+		  (unsigned long long)info.mapped_size);
+	map = gd_map(f.gd, h, 2 * KT_GPU_PAGE, &err);
+	if (map) {
+		map[0] = 1;
+		map[KT_GPU_PAGE / 4] = 2;
+		KT_EXPECT_OK(gd_unpin(f.gd, h));
+		sig = kt_try_read32(&map[KT_GPU_PAGE / 4], &v);
+		KT_FAIL("mmap of 2 GPU pages over a 1-page pin worked; after the unpin the page past the pin %s",
+			sig ? "faulted" : "still read back (a mapping that outlived its pin)");
+	}
+	KT_EXPECT_ERR(err, EINVAL);
+	map = gd_map(f.gd, h, KT_GPU_PAGE, &err);
+	KT_ASSERT(map, "mmap of the pinned length: %s", kt_errname(err));
+	map[0] = 3;
+	munmap((void *)map, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_unpin(f.gd, h));
+}
+
+/* Runs a program (no shell) and waits: its exit status, or -1. */
+static int run_prog(char *const argv[])
+{
+	int status;
+	pid_t pid = fork();
+
+	KT_ASSERT(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		if (null >= 0)
+			dup2(null, 1);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+#define DISK_FS_DIR "/tmp/kt-gdrdrv-ext4"
+
+/*
+ * An ext4 filesystem on a RAM block device (brd), mounted on DISK_FS_DIR:
+ * a filesystem with a real backing device, unlike devtmpfs and tmpfs (whose
+ * no-op one makes the page cache skip readahead) and unlike the VM's 9p
+ * root (where qemu refuses to create device nodes).
+ */
+static void disk_fs_mount(void)
+{
+	char *modprobe[] = { "modprobe", "brd", "rd_nr=1", "rd_size=8192", NULL };
+	char *ext4[] = { "modprobe", "ext4", NULL };
+	char *mkfs[] = { "mke2fs", "-q", "-F", "-t", "ext4", "-O", "^has_journal",
+			 "/dev/ram0", NULL };
+	struct statfs sfs;
+	int ret;
+
+	ret = run_prog(modprobe);
+	if (ret)
+		kt_skip("modprobe brd exited %d: no RAM block device to make a filesystem on", ret);
+	ret = run_prog(ext4);
+	if (ret)
+		kt_skip("modprobe ext4 exited %d: no disk filesystem to mount", ret);
+	ret = run_prog(mkfs);
+	if (ret == 127)
+		kt_skip("no mke2fs in this root (e2fsprogs): cannot make a disk filesystem");
+	KT_ASSERT(!ret, "mke2fs /dev/ram0 exited %d", ret);
+	mkdir(DISK_FS_DIR, 0700);
+	KT_ASSERT(!mount("/dev/ram0", DISK_FS_DIR, "ext4", 0, NULL), "mount /dev/ram0 on %s: %s",
+		  DISK_FS_DIR, strerror(errno));
+	KT_ASSERT(!statfs(DISK_FS_DIR, &sfs) && sfs.f_type == 0xef53, "%s is not ext4",
+		  DISK_FS_DIR);
+}
+
+static void disk_fs_unmount(void)
+{
+	char *rmmod[] = { "modprobe", "-r", "brd", NULL };
+
+	KT_ASSERT(!umount(DISK_FS_DIR), "umount %s: %s", DISK_FS_DIR, strerror(errno));
+	rmdir(DISK_FS_DIR);
+	KT_ASSERT(!run_prog(rmmod), "modprobe -r brd failed");
+}
+
+/*
+ * A device node made with mknod on a disk filesystem reaches the page
+ * cache's readahead on POSIX_FADV_WILLNEED and MADV_WILLNEED, which reads
+ * the file's address_space operations.  gdrdrv's per-file address_space
+ * must have some (empty ones): before the fix they were NULL and both calls
+ * oopsed (on devtmpfs the no-op backing device returns early).
+ */
+static void test_gdrdrv_fadvise_on_disk_node(void)
+{
+	static const int advice[] = {
+		POSIX_FADV_NORMAL, POSIX_FADV_SEQUENTIAL, POSIX_FADV_RANDOM,
+		POSIX_FADV_NOREUSE, POSIX_FADV_DONTNEED, POSIX_FADV_WILLNEED,
+	};
+	struct fixture f = fixture(KT_GPU_PAGE);
+	const char *node = DISK_FS_DIR "/gdrdrv";
+	struct stat st;
+	unsigned int i;
+	uint64_t h;
+	void *map;
+	int fd, err;
+
+	KT_ASSERT(fstat(f.gd, &st) == 0 && S_ISCHR(st.st_mode), "fstat /dev/gdrdrv");
+	disk_fs_mount();
+	KT_ASSERT(mknod(node, S_IFCHR | 0600, st.st_rdev) == 0, "mknod %s %u:%u: %s", node,
+		  major(st.st_rdev), minor(st.st_rdev), strerror(errno));
+	fd = open(node, O_RDWR | O_CLOEXEC);
+	KT_ASSERT(fd >= 0, "open %s: %s", node, strerror(errno));
+	for (i = 0; i < sizeof(advice) / sizeof(advice[0]); i++) {
+		err = posix_fadvise(fd, 0, 0, advice[i]);
+		KT_ASSERT(!err, "posix_fadvise(advice %d) through %s: %s", advice[i], node,
+			  kt_errname(err));
+	}
+	KT_EXPECT_OK(gd_pin(fd, f.va, KT_GPU_PAGE, 0, &h));
+	map = gd_map(fd, h, KT_GPU_PAGE, &err);
+	KT_ASSERT(map, "mmap through %s: %s", node, kt_errname(err));
+	*(volatile uint32_t *)map = 9;
+	err = madvise(map, KT_GPU_PAGE, MADV_WILLNEED) ? errno : 0;
+	KT_EXPECT_OK(err);
+	munmap(map, KT_GPU_PAGE);
+	KT_EXPECT_OK(gd_unpin(fd, h));
+	close(fd);
+	unlink(node);
+	disk_fs_unmount();
+}
+
+/* Shared by the pinning thread and the unpinning one. */
+static struct {
+	int gd;
+	uint64_t next;		/* the handle the coming pin will get */
+	unsigned int running, stop;
+	unsigned long hits;	/* UNPINs of the coming handle that worked */
+} handle_race;
+
+static void *unpin_next_handle(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&handle_race.running, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&handle_race.stop, __ATOMIC_ACQUIRE)) {
+		uint64_t h = __atomic_load_n(&handle_race.next, __ATOMIC_ACQUIRE);
+
+		if (!gd_unpin(handle_race.gd, h))
+			handle_race.hits++;
+	}
+	return NULL;
+}
+
+/* Whether freed slab objects are poisoned (slub_debug=P, init_on_free=1). */
+static bool slab_poisoned(void)
+{
+	char cmdline[1024] = "";
+	FILE *fp = fopen("/proc/cmdline", "r");
+
+	if (fp) {
+		if (!fgets(cmdline, sizeof(cmdline), fp))
+			cmdline[0] = 0;
+		fclose(fp);
+	}
+	return strstr(cmdline, "slub_debug") || strstr(cmdline, "init_on_free=1");
+}
+
+/*
+ * Handles are predictable (0 for a file's first pin, then the previous one
+ * plus its pages), so another thread can UNPIN a pin before its PIN ioctl
+ * has returned.  PIN must not read the region after publishing it: before
+ * the fix it read the handle (and, for its log line, the address) from the
+ * freed region, which slab poisoning turns into a handle of
+ * 0x6b6b6b6b6b6b6b6b (slub_debug=P) or 0 (init_on_free=1).  Every handle
+ * PIN returns must be the one due.  The window is widest while gdrdrv's
+ * ratelimited debug line is printed (10 every 5 s): with poisoning on, the
+ * race runs for 6 s to span two of those bursts; otherwise 1 s.
+ */
+static void test_gdrdrv_pin_vs_unpin_of_its_handle(void)
+{
+	struct fixture f = fixture(KT_GPU_PAGE);
+	uint64_t step = KT_GPU_PAGE / host_page(), h, bad = 0, want = 0;
+	double seconds = slab_poisoned() ? 6.0 : 1.0, t0;
+	unsigned int wrong = 0, rounds = 0;
+	struct timespec ts;
+	pthread_t thread;
+
+	handle_race.gd = f.gd;
+	handle_race.next = 0;
+	handle_race.running = 0;
+	handle_race.stop = 0;
+	handle_race.hits = 0;
+	KT_ASSERT(!pthread_create(&thread, NULL, unpin_next_handle, NULL), "pthread_create");
+	while (!__atomic_load_n(&handle_race.running, __ATOMIC_ACQUIRE))
+		sched_yield();
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = ts.tv_sec + ts.tv_nsec * 1e-9;
+	do {
+		int err;
+
+		__atomic_store_n(&handle_race.next, want, __ATOMIC_RELEASE);
+		err = gd_pin(f.gd, f.va, KT_GPU_PAGE, 0, &h);
+		if (err) {
+			__atomic_store_n(&handle_race.stop, 1, __ATOMIC_RELEASE);
+			pthread_join(thread, NULL);
+			KT_FAIL("pin %u: %s", rounds, kt_errname(err));
+		}
+		if (h != want && !wrong++)
+			bad = h;
+		gd_unpin(f.gd, want);	/* unless the other thread did */
+		want += step;
+		rounds++;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	} while (ts.tv_sec + ts.tv_nsec * 1e-9 - t0 < seconds);
+	__atomic_store_n(&handle_race.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(thread, NULL);
+	kt_note("%lu of %u pins unpinned by the other thread in %.0f s (slab poisoning %s)",
+		handle_race.hits, rounds, seconds, slab_poisoned() ? "on" : "off");
+	KT_ASSERT(!wrong, "%u of %u PINs returned a handle other than the one due (first: %#llx), read from a region already unpinned and freed",
+		  wrong, rounds, (unsigned long long)bad);
+}
+
 #define T(name, gdr) { #name, test_##name, gdr }
 
 static const struct kt_test tests[] = {
@@ -1527,6 +1823,10 @@ static const struct kt_test tests[] = {
 	T(gdrdrv_cpu_cacheable_knob, true),
 	T(gdrdrv_persistent_api_off, true),
 	T(gdrdrv_many_pins, true),
+	T(gdrdrv_map_refuses_exec, true),
+	T(gdrdrv_map_within_pinned_length, true),
+	T(gdrdrv_pin_vs_unpin_of_its_handle, true),
+	T(gdrdrv_fadvise_on_disk_node, true),	/* an oops before the fix: late */
 	T(gdrdrv_unload_with_pins, true),	/* last: it reloads gdrdrv */
 };
 

@@ -2,12 +2,16 @@
 /*
  * gdrdrv_sectest - TAP tests of what keeps tenants of a shared node apart:
  * P2P tokens (another process's GPU memory), the per-file and per-user pin
- * limits, memory cgroup charging of pins, access after execve(), and x86
- * PAT reservations (released with the pin; never WC over RAM).
+ * and byte budgets (charged before the NVIDIA driver is asked, and not
+ * multiplied by the uids of a user namespace), memory cgroup charging of
+ * pins, access after execve(), and x86 PAT reservations (released with the
+ * pin; never WC over RAM).
  * Same harness and options as gdrdrv_ktest; run by run_ktests.sh -p.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -133,6 +137,18 @@ static void pin_n(int gd, uint64_t va, unsigned int n, uint64_t *handles)
 	}
 }
 
+/* A pin refused by a budget: its errno, and the NVIDIA driver never asked. */
+static void expect_refused(int gd, uint64_t va, uint64_t size, int want)
+{
+	uint64_t calls = sg_stats().get_pages_calls, h;
+
+	KT_EXPECT_ERR(gd_pin(gd, va, size, 0, &h), want);
+	KT_ASSERT(sg_stats().get_pages_calls == calls,
+		  "a pin refused with %s still called nvidia_p2p_get_pages (%llu calls, %llu before): the budget must be charged before the NVIDIA driver is asked",
+		  kt_errname(want), (unsigned long long)sg_stats().get_pages_calls,
+		  (unsigned long long)calls);
+}
+
 static void test_pin_limits(void)
 {
 	char old_file[32], old_user[32];
@@ -156,9 +172,9 @@ static void test_pin_limits(void)
 
 		KT_ASSERT(params_has("max_pins_per_file: 8\n"), "params do not show the new limit");
 		pin_n(gd1, va, 8, h);
-		KT_EXPECT_ERR(gd_pin(gd1, va, KT_GPU_PAGE, 0, &extra), ENOSPC);
+		expect_refused(gd1, va, KT_GPU_PAGE, ENOSPC);
 		pin_n(gd2, va, 4, h + 8);
-		KT_EXPECT_ERR(gd_pin(gd2, va, KT_GPU_PAGE, 0, &extra), EDQUOT);
+		expect_refused(gd2, va, KT_GPU_PAGE, EDQUOT);
 		/* An unpin gives the pin back to the file and the user. */
 		KT_EXPECT_OK(gd_unpin(gd1, h[0]));
 		KT_EXPECT_OK(gd_pin(gd2, va, KT_GPU_PAGE, 0, &extra));
@@ -175,6 +191,289 @@ static void test_pin_limits(void)
 	kt_write_file(GDRDRV_PARAMS "max_pins_per_user", old_user);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
 		kt_fail_child(status);
+}
+
+/* The four budget parameters, to put them back after a test. */
+struct budgets { char pins_file[32], pins_user[32], bytes_file[32], bytes_user[32]; };
+
+/* A parameter's value, or "" where this gdrdrv has no such parameter. */
+static void read_param(const char *name, char *buf, size_t len)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), GDRDRV_PARAMS "%s", name);
+	buf[0] = 0;
+	if (!access(path, F_OK))
+		read_line(path, buf, len);
+}
+
+static void budgets_save(struct budgets *b)
+{
+	read_param("max_pins_per_file", b->pins_file, sizeof(b->pins_file));
+	read_param("max_pins_per_user", b->pins_user, sizeof(b->pins_user));
+	read_param("max_pinned_bytes_per_file", b->bytes_file, sizeof(b->bytes_file));
+	read_param("max_pinned_bytes_per_user", b->bytes_user, sizeof(b->bytes_user));
+}
+
+/* Sets the budgets that are not NULL. */
+static void budgets_set(const char *pins_file, const char *pins_user, const char *bytes_file,
+			const char *bytes_user)
+{
+	const char *names[] = { "max_pins_per_file", "max_pins_per_user",
+				"max_pinned_bytes_per_file", "max_pinned_bytes_per_user" };
+	const char *values[] = { pins_file, pins_user, bytes_file, bytes_user };
+	char path[128];
+	unsigned int i;
+
+	for (i = 0; i < 4; i++) {
+		if (!values[i])
+			continue;
+		snprintf(path, sizeof(path), GDRDRV_PARAMS "%s", names[i]);
+		KT_EXPECT_OK(kt_write_file(path, values[i]));
+	}
+}
+
+static void budgets_restore(const struct budgets *b)
+{
+	if (b->pins_file[0])
+		kt_write_file(GDRDRV_PARAMS "max_pins_per_file", b->pins_file);
+	if (b->pins_user[0])
+		kt_write_file(GDRDRV_PARAMS "max_pins_per_user", b->pins_user);
+	if (b->bytes_file[0])
+		kt_write_file(GDRDRV_PARAMS "max_pinned_bytes_per_file", b->bytes_file);
+	if (b->bytes_user[0])
+		kt_write_file(GDRDRV_PARAMS "max_pinned_bytes_per_user", b->bytes_user);
+}
+
+/*
+ * Pinned bytes, per file (ENOSPC) and per user (EDQUOT), whatever the pin
+ * count: pinning one range again costs NVIDIA's memory again, so it counts
+ * again.  A refused pin never reaches the NVIDIA driver; bad arguments are
+ * EINVAL before any budget is looked at.
+ */
+static void test_byte_budgets(void)
+{
+	char want[64];
+	struct budgets saved;
+	pid_t pid;
+	int status;
+
+	snprintf(want, sizeof(want), "max_pinned_bytes_per_file: %llu\n", 2ULL << 40);
+	KT_ASSERT(params_has(want), "/proc/driver/gdrdrv/params lacks \"%.*s\"",
+		  (int)strlen(want) - 1, want);
+	snprintf(want, sizeof(want), "max_pinned_bytes_per_user: %llu\n", 4ULL << 40);
+	KT_ASSERT(params_has(want), "/proc/driver/gdrdrv/params lacks \"%.*s\"",
+		  (int)strlen(want) - 1, want);
+	budgets_save(&saved);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)(3 * KT_GPU_PAGE));
+	budgets_set("0", "0", want, "327680");	/* 3 and 5 GPU pages */
+	pid = fork();
+	KT_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		int sg = sg_open(), gd1 = gd_open(), gd2 = gd_open();
+		uint64_t va = sg_alloc(sg, 4 * KT_GPU_PAGE), h1, h2, h3, h4;
+
+		KT_ASSERT(params_has("max_pinned_bytes_per_file: 196608\n"),
+			  "params do not show the new byte budget");
+		KT_EXPECT_OK(gd_pin(gd1, va, 2 * KT_GPU_PAGE, 0, &h1));
+		expect_refused(gd1, va, 2 * KT_GPU_PAGE, ENOSPC);
+		/* A few bytes pin a whole GPU page, and are charged as one. */
+		KT_EXPECT_OK(gd_pin(gd1, va + 16, 64, 0, &h2));
+		expect_refused(gd1, va, 64, ENOSPC);
+		/* Bad arguments are EINVAL first, however full the file is. */
+		KT_EXPECT_ERR(gd_pin(gd1, va, 0, 0, &h3), EINVAL);
+		KT_EXPECT_ERR(gd_pin(gd1, va, KT_GPU_PAGE, 0x80, &h3), EINVAL);
+		/* The same range again counts again, up to the user's 5 pages. */
+		KT_EXPECT_OK(gd_pin(gd2, va, 2 * KT_GPU_PAGE, 0, &h3));
+		expect_refused(gd2, va, KT_GPU_PAGE, EDQUOT);
+		/* An unpin gives its bytes back to the file and the user. */
+		KT_EXPECT_OK(gd_unpin(gd1, h1));
+		KT_EXPECT_OK(gd_pin(gd2, va, KT_GPU_PAGE, 0, &h4));
+		expect_refused(gd1, va, 2 * KT_GPU_PAGE, EDQUOT);
+		/* Closing a file gives all of its bytes back. */
+		close(gd2);
+		KT_EXPECT_OK(gd_pin(gd1, va, 2 * KT_GPU_PAGE, 0, &h1));
+		KT_EXPECT_OK(gd_unpin(gd1, h1));
+		KT_EXPECT_OK(gd_unpin(gd1, h2));
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	budgets_restore(&saved);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		kt_fail_child(status);
+}
+
+#define NS_USER 1000u		/* who makes the user namespace */
+#define NS_UID_BASE 200000u	/* what its uids 0..NS_UIDS-1 map to */
+#define NS_UIDS 8u
+
+/*
+ * In the user namespace, as its root: a child per uid 0..NS_UIDS-1, each
+ * pinning one GPU page and holding it until @hold closes.  Writes each
+ * child's errno to @out; exits 0 when all reported.
+ */
+static void ns_pin_as_each_uid(int out, int hold)
+{
+	unsigned int i;
+
+	for (i = 0; i < NS_UIDS; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			_exit(2);
+		if (pid == 0) {
+			int sg, gd, err;
+			uint64_t va, h;
+			char c;
+
+			if (setresgid(0, 0, 0) || setresuid(i, i, i)) {
+				err = errno;	/* counted as "other" */
+				if (write(out, &err, sizeof(err)) != sizeof(err))
+					_exit(4);
+				_exit(3);
+			}
+			sg = sg_open();
+			gd = gd_open();
+			va = sg_alloc(sg, KT_GPU_PAGE);
+			err = gd_pin(gd, va, KT_GPU_PAGE, 0, &h);
+			if (write(out, &err, sizeof(err)) != sizeof(err))
+				_exit(4);
+			(void)read(hold, &c, 1);	/* held until the test has counted */
+			_exit(0);
+		}
+	}
+	while (wait(NULL) > 0)
+		;
+	_exit(0);
+}
+
+/*
+ * The kernel refuses user namespaces to a chrooted process, and the test VM
+ * runs its command chrooted into the root it booted.  In a private mount
+ * namespace, make that root the namespace's own (as switch_root does): out
+ * of the chroot to the initramfs root, move the booted root onto it, and
+ * enter it.  As root, in the process about to make the user namespace.
+ */
+static int unchroot(void)
+{
+	const char *escape = "/tmp/kt-gdrdrv-unchroot";
+	char cwd[256];
+	int i;
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return 10;
+	if (mkdir(escape, 0700) && errno != EEXIST)
+		return 11;
+	if (chroot(escape))
+		return 12;
+	for (i = 0; i < 64; i++)
+		if (chdir(".."))
+			return 13;
+	if (chroot(".") || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return 14;
+	if (!getcwd(cwd, sizeof(cwd)) || strcmp(cwd, "/"))
+		return 15;
+	/* The booted root's mount point in the initramfs: gdrkit.vm's init. */
+	if (chdir("/newroot") || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".") ||
+	    chdir("/"))
+		return 16;
+	rmdir(escape);
+	return 0;
+}
+
+static void write_map(pid_t pid, const char *which)
+{
+	char path[64], map[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, which);
+	snprintf(map, sizeof(map), "0 %u %u", NS_UID_BASE, NS_UIDS);
+	KT_EXPECT_OK(kt_write_file(path, map));
+}
+
+/*
+ * uid NS_USER makes a user namespace whose uids map to NS_UIDS other uids
+ * (as a rootless container's subordinate range does) and pins once as each.
+ * The pins are charged to NS_USER as well, so together they get no more
+ * than NS_USER's budget: with the pin budget and with the byte budget at 4
+ * pins' worth, 4 pins work and the others fail with EDQUOT.  Before the fix
+ * every one of the NS_UIDS uids had a budget of its own (8 pins worked).
+ */
+static void test_user_namespace_shares_its_creators_budget(void)
+{
+	static const char *const budget_names[] = { "pins", "bytes" };
+	struct budgets saved;
+	unsigned int round;
+
+	if (!access("/proc/sys/kernel/unprivileged_userns_clone", F_OK))
+		KT_EXPECT_OK(kt_write_file("/proc/sys/kernel/unprivileged_userns_clone", "1"));
+	budgets_save(&saved);
+	for (round = 0; round < 2; round++) {
+		int to_test[2], hold[2], go[2], ok = 0, quota = 0, other = 0, err;
+		unsigned int i;
+		pid_t pid;
+		char c = 0;
+
+		if (round == 0)
+			budgets_set("0", "4", NULL, NULL);
+		else
+			budgets_set("0", "0", "0", "262144");	/* 4 GPU pages */
+		KT_ASSERT(!pipe(to_test) && !pipe(hold) && !pipe(go), "pipe");
+		pid = fork();
+		KT_ASSERT(pid >= 0, "fork");
+		if (pid == 0) {
+			close(to_test[0]);
+			close(hold[1]);
+			close(go[1]);
+			err = unchroot();
+			if (err)
+				_exit(err);
+			if (setgroups(0, NULL) || setresgid(NS_USER, NS_USER, NS_USER) ||
+			    setresuid(NS_USER, NS_USER, NS_USER))
+				_exit(5);
+			if (unshare(CLONE_NEWUSER))
+				_exit(6);
+			c = 'u';
+			if (write(to_test[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+				_exit(7);
+			ns_pin_as_each_uid(to_test[1], hold[0]);
+		}
+		close(to_test[1]);
+		close(hold[0]);
+		close(go[0]);
+		if (read(to_test[0], &c, 1) != 1) {
+			int status;
+
+			budgets_restore(&saved);
+			waitpid(pid, &status, 0);
+			KT_FAIL("the child did not make a user namespace: exit status %d (5: dropping to uid %u, 6: unshare(CLONE_NEWUSER), 10-16: leaving the VM's chroot)",
+				WIFEXITED(status) ? WEXITSTATUS(status) : -1, NS_USER);
+		}
+		write_map(pid, "uid_map");
+		write_map(pid, "gid_map");
+		KT_ASSERT(write(go[1], &c, 1) == 1, "pipe");
+		for (i = 0; i < NS_UIDS; i++) {
+			if (read(to_test[0], &err, sizeof(err)) != sizeof(err))
+				break;
+			if (!err)
+				ok++;
+			else if (err == EDQUOT)
+				quota++;
+			else
+				other++;
+		}
+		close(hold[1]);		/* the children unpin by exiting */
+		wait_child_ok(pid);
+		close(to_test[0]);
+		close(go[1]);
+		kt_note("%s budget of 4: %d pins worked, %d EDQUOT, %d other, from %u uids of a user namespace made by uid %u",
+			budget_names[round], ok, quota, other, NS_UIDS, NS_USER);
+		if (ok != 4 || quota != (int)NS_UIDS - 4 || other) {
+			budgets_restore(&saved);
+			KT_FAIL("%s budget of 4 for uid %u: %d pins worked from the %u uids of its user namespace, %d failed with EDQUOT, %d otherwise; want 4, %u, 0",
+				budget_names[round], NS_USER, ok, NS_UIDS, quota, other, NS_UIDS - 4);
+		}
+	}
+	budgets_restore(&saved);
 }
 
 /* A memory.stat field of a cgroup, in bytes. */
@@ -432,8 +731,9 @@ static long gdrdrv_refcnt(void)
 static void test_failed_put_pages_keeps_the_region(void)
 {
 	long refcnt0 = gdrdrv_refcnt();
-	int sg, gd;
-	uint64_t va, h;
+	char old_user[32];
+	int sg, gd, err;
+	uint64_t va, va2, h;
 
 	if (kt_env.persistent)
 		kt_skip("persistent pins have no free callback");
@@ -448,10 +748,25 @@ static void test_failed_put_pages_keeps_the_region(void)
 	KT_ASSERT(gdrdrv_refcnt() == refcnt0 + 1,
 		  "gdrdrv refcnt %ld after a failed put_pages with its callback armed, want %ld (a module reference until the callback)",
 		  gdrdrv_refcnt(), refcnt0 + 1);
+	/* The pin stands: it stays charged to its user until the callback. */
+	read_line(GDRDRV_PARAMS "max_pins_per_user", old_user, sizeof(old_user));
+	KT_EXPECT_OK(kt_write_file(GDRDRV_PARAMS "max_pins_per_user", "1"));
+	gd = gd_open();
+	va2 = sg_alloc(sg, KT_GPU_PAGE);
+	err = gd_pin(gd, va2, KT_GPU_PAGE, 0, &h);
 	sg_free(sg, va);	/* the callback comes now */
-	KT_ASSERT(sg_stats().active_pins == 0, "the callback did not release the pin");
-	KT_ASSERT(gdrdrv_refcnt() == refcnt0, "gdrdrv refcnt %ld after the callback, want %ld",
-		  gdrdrv_refcnt(), refcnt0);
+	KT_ASSERT(sg_stats().active_pins == (err ? 0 : 1), "the callback did not release the pin");
+	KT_ASSERT(gdrdrv_refcnt() == refcnt0 + 1, "gdrdrv refcnt %ld after the callback, want %ld (the new file)",
+		  gdrdrv_refcnt(), refcnt0 + 1);
+	if (!err)
+		gd_unpin(gd, h);
+	else
+		KT_EXPECT_OK(gd_pin(gd, va2, KT_GPU_PAGE, 0, &h));	/* given back */
+	kt_write_file(GDRDRV_PARAMS "max_pins_per_user", old_user);
+	KT_ASSERT(err == EDQUOT,
+		  "with the failed pin still standing and max_pins_per_user=1, another pin by the same user got %s, want EDQUOT: the standing pin was no longer charged",
+		  kt_errname(err));
+	close(gd);
 	close(sg);
 }
 
@@ -460,6 +775,8 @@ static void test_failed_put_pages_keeps_the_region(void)
 static const struct kt_test tests[] = {
 	T(tokens_of_another_process),
 	T(pin_limits),
+	T(byte_budgets),
+	T(user_namespace_shares_its_creators_budget),
 	T(pins_charged_to_memcg),
 	T(execve_drops_access),
 	T(wc_reservation_ends_with_pin),

@@ -35,7 +35,7 @@ static char *kt_message;
 
 static const char *const kt_knob_names[] = {
 	"pt_version", "pt_page_size", "cpu_cacheable", "bar1_limit",
-	"fail_nth", "fail_errno", "persistent_api", "ram_size",
+	"fail_nth", "fail_errno", "persistent_api", "ram_size", "pt_extra_entries",
 };
 #define KT_NR_KNOBS (sizeof(kt_knob_names) / sizeof(kt_knob_names[0]))
 static char kt_knob_saved[KT_NR_KNOBS][64];

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../../include/gdrcopy_version.h"
 #include "../../include/uapi/gdrdrv.h"
 #include "../softgpu/include/softgpu_uapi.h"
 

@@ -82,6 +82,21 @@ def test_gdrapi_h_does_not_compile_when_its_version_drifts(tmp_path: Path) -> No
     assert result.returncode != 0 and "differ from gdrcopy_version.h" in result.stderr, result.stderr
 
 
+def test_the_uapi_header_stands_alone_and_carries_the_interface_version(tmp_path: Path) -> None:
+    # Only the header itself: no product version header beside or above it.
+    (tmp_path / "uapi").mkdir()
+    shutil.copy(REPO_ROOT / "include" / "uapi" / "gdrdrv.h", tmp_path / "uapi" / "gdrdrv.h")
+    program = tmp_path / "use.c"
+    program.write_text(
+        '#include "uapi/gdrdrv.h"\n'
+        f'_Static_assert(GDRDRV_VERSION == GDRDRV_MAKE_VERSION({version.MAJOR}, {version.MINOR}), "version");\n'
+        "int main(void) { return 0; }\n"
+    )
+    ensure_debian_packages(["gcc", "libc6-dev", "linux-libc-dev"])
+    result = subprocess.run(["cc", "-fsyntax-only", f"-I{tmp_path}", str(program)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 # --- the Makefile -----------------------------------------------------------------------
 
 

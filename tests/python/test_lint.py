@@ -198,6 +198,22 @@ def test_a_planted_checkpatch_warning_fails(tmp_path: Path) -> None:
     assert any("gdrdrv/gdrdrv.c" in line and "INITIALISED_STATIC" in line for line in findings), findings
 
 
+def test_a_planted_kernel_doc_warning_fails(tmp_path: Path) -> None:
+    ensure_debian_packages(["perl"])  # kernel-doc's interpreter
+    prepared("kernel-doc")
+    root = copy(("gdrdrv", "include"), tmp_path)
+    assert lint.kernel_doc(root) == []
+    header = root / "include" / "uapi" / "gdrdrv.h"
+    # A member the struct's kernel-doc does not describe.
+    header.write_text(header.read_text().replace("\t__u32 flags;\n", "\t__u32 flags;\n\t__u32 planted;\n", 1))
+    source = root / "gdrdrv" / "gdrdrv.c"
+    # A documented function whose parameter is not.
+    source.write_text(source.read_text() + "\n/**\n * planted() - nothing\n */\nint planted(int x);\n")
+    findings = lint.kernel_doc(root)
+    assert any("include/uapi/gdrdrv.h" in line and "'planted'" in line for line in findings), findings
+    assert any("gdrdrv/gdrdrv.c" in line and "'x'" in line for line in findings), findings
+
+
 def test_planted_broken_links_and_anchors_fail(tmp_path: Path) -> None:
     """A small tree of pages that link each other; the tree's own pages pass in the test above."""
     (tmp_path / "docs").mkdir()

@@ -11,6 +11,9 @@ the kernel log, the pin refcount back to 0, a clean unload.
 
 - marker slow (.ci/run): a short run per suite, all four configurations in
   one boot (about a minute each).
+- marker slow: PIN's return raced by an UNPIN of the handle it returns
+  (gdrdrv_ktest's gdrdrv_pin_vs_unpin_of_its_handle) with slab poisoning,
+  which turns a read of the freed region into a wrong handle; about 50 s.
 - marker soak (./toolkit test --soak): GDRKIT_RACE_ROUNDS (default 20,000)
   rounds of every scenario per suite x configuration, one boot each, and the
   same again with slab poisoning (slub_debug=FZPU) so that a use-after-free
@@ -156,6 +159,35 @@ def run_races(
 def test_races_short_run_in_every_configuration(root: SuiteRoot, tmp_path: Path) -> None:
     results = run_races(root, CONFIGS, SHORT_ROUNDS, SHORT_MIN_ROUNDS, SHORT_CAP_S, SHORT_TIMEOUT_S, tmp_path)
     assert len(results) == len(CONFIGS) * len(SCENARIOS)
+
+
+PIN_RACE_TEST = "gdrdrv_pin_vs_unpin_of_its_handle"
+KTEST_TAP = re.compile(r"^(ok|not ok) \d+ (\S+)", re.MULTILINE)
+
+
+@pytest.mark.slow
+def test_pin_returns_its_handle_while_another_thread_unpins_it(root: SuiteRoot, tmp_path: Path) -> None:
+    """PIN's return raced by an UNPIN of the handle it is about to return, under slab poisoning.
+
+    Without poisoning a read of the freed region returns the old bytes and
+    goes unseen; with slub_debug=P it returns 0x6b6b6b6b6b6b6b6b as the
+    handle, which the test reports (how issue 37's D2 showed).  One boot,
+    two configurations, about 50 s.
+    """
+    command = f"cat /proc/cmdline; run_ktests.sh -c bar-legacy -c ram-persistent -- -t {PIN_RACE_TEST}"
+    loads = default_loads()
+    result = boot(
+        root.kernel_image, root.modules_dir, root.root_dir, command,
+        loads=loads, check_refcount=True, timeout=SHORT_TIMEOUT_S, log_dir=tmp_path,
+        extra_kernel_args=(SLAB_POISONING,),
+    )  # fmt: skip
+    console = result.console_log.read_text(errors="replace").replace("\r", "")
+    where = f"{root.suite} {SLAB_POISONING} ({tmp_path})"
+    assert SLAB_POISONING in console and "(slab poisoning on)" in console, f"{where}: no poisoning\n{console[-3000:]}"
+    verdicts = [m.group(1) for m in KTEST_TAP.finditer(console) if m.group(2) == PIN_RACE_TEST]
+    assert verdicts == ["ok", "ok"], f"{where}: {verdicts}\n{console[-4000:]}"
+    problems = result.problems(loads)
+    assert result.status == 0 and not problems, f"{where}: exit {result.status}, {problems}\n{console[-3000:]}"
 
 
 # ---- soak tier ----------------------------------------------------------------------

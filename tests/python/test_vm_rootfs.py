@@ -224,7 +224,7 @@ def test_a_root_built_before_its_package_list_grew_gets_only_the_new_packages() 
     assert {"python3", "python3-numpy", "libcmocka-dev"} <= set(wanted) and wanted == sorted(wanted)
     # A stamp from before roots recorded their packages: the three original ones.
     old = {"suite": "trixie", "abi": "6.12.57+deb13-amd64", "build_seconds": 50.0}
-    assert rootfs.missing_packages(old, wanted) == ["libcmocka-dev", "python3", "python3-numpy"]
+    assert rootfs.missing_packages(old, wanted) == ["e2fsprogs", "libcmocka-dev", "python3", "python3-numpy"]
     assert rootfs.missing_packages({**old, "packages": wanted}, wanted) == []
     assert rootfs.missing_packages({**old, "packages": ["python3"]}, ["kmod", "python3"]) == ["kmod"]
 

@@ -1338,7 +1338,8 @@ static void test_pin_refusals_name_gdrdrvs_parameters(void **state)
 	static const struct {
 		int err;
 		const char *parameter;
-	} limits[] = { { ENOSPC, "max_pins_per_file" }, { EDQUOT, "max_pins_per_user" } };
+	} limits[] = { { ENOSPC, "max_pins_per_file" }, { ENOSPC, "max_pinned_bytes_per_file" },
+		       { EDQUOT, "max_pins_per_user" }, { EDQUOT, "max_pinned_bytes_per_user" } };
 	gdr_mh_t mh;
 	gdr_t g;
 	const char *log;

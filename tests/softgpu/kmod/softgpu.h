@@ -103,6 +103,7 @@ extern unsigned long softgpu_bar1_limit;
 extern unsigned int softgpu_fail_nth;
 extern unsigned int softgpu_fail_errno;
 extern unsigned int softgpu_fail_put_nth;
+extern unsigned int softgpu_pt_extra_entries;
 extern bool softgpu_persistent_api;
 
 /* softgpu_mem.c */

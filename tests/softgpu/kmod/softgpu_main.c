@@ -47,6 +47,11 @@ module_param_named(fail_put_nth, softgpu_fail_put_nth, uint, 0644);
 MODULE_PARM_DESC(fail_put_nth,
 		 "Fail the Nth nvidia_p2p_put_pages() call on a live legacy pin from now with EIO, leaving the pin (and its free callback) in place, then disarm (0 = off, default)");
 
+unsigned int softgpu_pt_extra_entries;
+module_param_named(pt_extra_entries, softgpu_pt_extra_entries, uint, 0644);
+MODULE_PARM_DESC(pt_extra_entries,
+		 "Page tables list this many 64 KiB pages past the pinned length, from the same mapping (pins fail with EINVAL where there are none), as a driver rounding a pin up would (default 0)");
+
 bool softgpu_persistent_api = true;
 module_param_named(persistent_api, softgpu_persistent_api, bool, 0644);
 MODULE_PARM_DESC(persistent_api,

@@ -233,6 +233,11 @@ static int softgpu_get_pages(u64 va, u64 len, bool legacy, u64 p2p_token,
 	if (flags & ~NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING)
 		return -EINVAL;
 	entries = len / SOFTGPU_CHUNK_SIZE;
+	/* Bounded like len: no more entries than all GPU memory has. */
+	if (softgpu_pt_extra_entries >
+	    softgpu_memory_size() / SOFTGPU_CHUNK_SIZE - entries)
+		return -EINVAL;
+	entries += softgpu_pt_extra_entries;
 
 	pin = softgpu_pin_alloc(entries);
 	if (!pin)
