@@ -1468,6 +1468,10 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 		   allow_p2p_tokens ? "yes" : "no");
 	seq_printf(m, "max_pins_per_file: %u\n", READ_ONCE(max_pins_per_file));
 	seq_printf(m, "max_pins_per_user: %u\n", READ_ONCE(max_pins_per_user));
+	/* gdrcopy_doctor compares it with the running NVIDIA driver's. */
+	seq_printf(m, "Built for nv-p2p page table: %u.%u\n",
+		   NVIDIA_P2P_PAGE_TABLE_VERSION >> 16,
+		   NVIDIA_P2P_PAGE_TABLE_VERSION & 0xffff);
 	return 0;
 }
 
@@ -1578,3 +1582,4 @@ MODULE_VERSION(__stringify(GDRCOPY_VERSION_MAJOR) "."
 	       __stringify(GDRCOPY_VERSION_MINOR) "."
 	       __stringify(GDRCOPY_VERSION_PATCH));
 MODULE_INFO(nvidia_flavor, GDRDRV_FLAVOR);
+MODULE_INFO(nvidia_p2p_page_table, __stringify(NVIDIA_P2P_PAGE_TABLE_VERSION));
