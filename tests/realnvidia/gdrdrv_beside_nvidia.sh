@@ -128,7 +128,7 @@ if grep -q "^  NVIDIA_IS_OPENSOURCE = $want_open\$" "$log"; then
 else
 	fail "the build did not choose NVIDIA_IS_OPENSOURCE=$want_open: $(grep 'NVIDIA_IS_OPENSOURCE' "$log")"
 fi
-if grep -q "^  flavour from         = the license of nvidia $nvversion ($nko, license \"$license\")" "$log" &&
+if grep -q "^  flavour from         = the license of nvidia $nvversion ($nko, license $license)" "$log" &&
 	grep -q "^  page table from      = the version of nvidia $nvversion " "$log"; then
 	ok "the build says it read both from $nko"
 else
