@@ -248,14 +248,14 @@ def gdrdrv_build(probe: Probe) -> DriverBuild | None:
     if flavour_out is None or flavour_out.returncode != 0 or not flavour_out.stdout.strip():
         return None
     table_out = probe.command(["modinfo", "-F", "nvidia_p2p_page_table", MODULE])
-    table = None
+    major = None
     if table_out is not None and table_out.returncode == 0 and table_out.stdout.strip():
         try:
-            table = int(table_out.stdout.strip(), 0) >> 16
+            major = int(table_out.stdout.strip(), 0) >> 16
         except ValueError:
-            table = None
-    flavour = "open" if flavour_out.stdout.strip() == "opensource" else "proprietary"
-    return DriverBuild(flavour, table, f"modinfo {MODULE} (installed for {probe.release()}, not loaded)")
+            major = None
+    built_for = "open" if flavour_out.stdout.strip() == "opensource" else "proprietary"
+    return DriverBuild(built_for, major, f"modinfo {MODULE} (installed for {probe.release()}, not loaded)")
 
 
 def nvidia_build(probe: Probe) -> tuple[str, DriverBuild] | None:

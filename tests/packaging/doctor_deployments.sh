@@ -12,10 +12,10 @@
 #   prebuilt  the prebuilt-module node without headers or dkms, and the
 #             same node once its gdrdrv is gone.
 #
-# A pod is made as runtimes make it, in a mount namespace: its image has no
-# /lib/modules or /usr/src, the node's /proc, /sys and the devices it was
-# given, and the runtime's marks (containerd: a service-account mount and
-# KUBERNETES_SERVICE_HOST; Docker: /.dockerenv).  Prints `DOCTOR <name>:
+# A pod is made as runtimes make it, in a mount namespace (pod_run.py): its
+# image has no /lib/modules or /usr/src, the node's /proc, /sys and the
+# devices it was given, and the runtime's marks (containerd: a
+# service-account mount and KUBERNETES_SERVICE_HOST; Docker: /.dockerenv).  Prints `DOCTOR <name>:
 # exit N (expected M)` for each, its findings that are not ok, and ends with
 # SCENARIO PASSED when every exit status was the expected one.
 #
@@ -43,35 +43,14 @@ run_doctor() {
 	fi
 }
 
-# In a pod's mount namespace: no /lib/modules or /usr/src, a service account,
-# and /dev as the runtime gives it (with /dev/gdrdrv, or without: $2 = no).
+# In a pod's mount namespace (pod_run.py): its marks, no /lib/modules or
+# /usr/src, and /dev as the runtime gives it (with /dev/gdrdrv, or without: $2 = no).
 pod() {
-	local marks=$1 device=$2
-	shift 2
-	# shellcheck disable=SC2016  # expanded by the inner shell
-	unshare -m sh -c '
-		set -e
-		marks=$1 device=$2
-		shift 2
-		mount -t tmpfs pod-image /lib/modules
-		mount -t tmpfs pod-image /usr/src
-		if [ "$marks" = containerd ]; then
-			mkdir -p /run/secrets
-			mount -t tmpfs pod-secrets /run/secrets
-			mkdir -p /run/secrets/kubernetes.io/serviceaccount
-			echo token >/run/secrets/kubernetes.io/serviceaccount/token
-			export KUBERNETES_SERVICE_HOST=10.96.0.1
-		else
-			touch /.dockerenv
-			trap "rm -f /.dockerenv" EXIT
-		fi
-		if [ "$device" = no ]; then
-			mount -t tmpfs pod-dev /dev
-			mknod -m 0666 /dev/null c 1 3
-		fi
-		"$@"
-	' pod "$marks" "$device" "$@"
+	unshare -m python3 "$(dirname "$0")/pod_run.py" "$@"
 }
+
+# The root was exported from a Docker container: its marker came along.
+rm -f /.dockerenv
 
 check "softgpu stands in for the NVIDIA driver; gdrdrv loads as installed"
 modprobe softgpu || fail "modprobe softgpu"

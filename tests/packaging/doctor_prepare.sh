@@ -24,7 +24,7 @@ work=/opt/gdrkit-faults
 
 mkdir -p "$work"
 cp -a /src "$work/src"
-cp /faults/*.sh "$work/"
+cp /faults/*.sh /faults/pod_run.py "$work/"
 
 check "softgpu built and installed for $kernel, as the NVIDIA P2P provider"
 make -s -C "$work/src" -j2 softgpu_install KVER="$kernel" prefix=/usr/local >/tmp/softgpu.log 2>&1 || {
