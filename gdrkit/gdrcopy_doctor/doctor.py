@@ -137,7 +137,10 @@ def _module_for_kernel(probe: Probe) -> str:
         return "loaded"
     out = probe.command(["modinfo", "-F", "filename", MODULE])
     if out is not None and out.returncode == 0 and out.stdout.strip():
-        return f"installed ({out.stdout.strip().splitlines()[0]})"
+        # modinfo answers from depmod's index, which can outlive the file.
+        path = out.stdout.strip().splitlines()[0]
+        if probe.exists(path):
+            return f"installed ({path})"
     return ""
 
 
@@ -248,12 +251,11 @@ def gdrdrv_build(probe: Probe) -> DriverBuild | None:
     if flavour_out is None or flavour_out.returncode != 0 or not flavour_out.stdout.strip():
         return None
     table_out = probe.command(["modinfo", "-F", "nvidia_p2p_page_table", MODULE])
-    major = None
-    if table_out is not None and table_out.returncode == 0 and table_out.stdout.strip():
-        try:
-            major = int(table_out.stdout.strip(), 0) >> 16
-        except ValueError:
-            major = None
+    # "1.x" or "2.x" (gdrdrv.c's MODULE_INFO); absent from gdrdrv builds older than it.
+    said = (
+        re.match(r"(\d+)\.", table_out.stdout.strip()) if table_out is not None and table_out.returncode == 0 else None
+    )
+    major = int(said.group(1)) if said else None
     built_for = "open" if flavour_out.stdout.strip() == "opensource" else "proprietary"
     return DriverBuild(built_for, major, f"modinfo {MODULE} (installed for {probe.release()}, not loaded)")
 

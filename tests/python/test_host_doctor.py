@@ -597,19 +597,22 @@ def test_without_a_library_there_is_no_backend_even_with_gdrdrv() -> None:
 
 # --- Headers, DKMS and containers: no FAIL where nothing stops GDRCopy (issue 36) ---------
 
-PREBUILT = {"modinfo -F filename gdrdrv": Output(0, f"/lib/modules/{KVER}/updates/gdrdrv.ko\n")}
+PREBUILT_KO = f"/lib/modules/{KVER}/updates/gdrdrv.ko"
+PREBUILT = {"modinfo -F filename gdrdrv": Output(0, f"{PREBUILT_KO}\n")}
 
 
 def test_headers_are_not_needed_beside_a_prebuilt_module() -> None:
-    finding = doctor.check_kernel_headers(FakeProbe(files=DEBIAN, commands=PREBUILT))
+    finding = doctor.check_kernel_headers(FakeProbe(files={**DEBIAN, PREBUILT_KO: ""}, commands=PREBUILT))
     assert finding.status == doctor.SKIP and "none needed" in finding.detail and "updates/gdrdrv.ko" in finding.detail
+    # depmod's index names a file that is gone: nothing gives this kernel a gdrdrv.
+    assert doctor.check_kernel_headers(FakeProbe(files=DEBIAN, commands=PREBUILT)).status == doctor.FAIL
     loaded = FakeProbe(files={**DEBIAN, "/sys/module/gdrdrv/version": "2.6.1\n"})
     assert doctor.check_kernel_headers(loaded).status == doctor.SKIP
 
 
 def test_headers_missing_under_dkms_with_a_built_module_is_a_warning() -> None:
     dkms = {"dkms status -m gdrdrv": Output(0, f"gdrdrv/2.6.1, {KVER}, x86_64: installed\n")}
-    finding = doctor.check_kernel_headers(FakeProbe(files=DEBIAN, commands={**PREBUILT, **dkms}))
+    finding = doctor.check_kernel_headers(FakeProbe(files={**DEBIAN, PREBUILT_KO: ""}, commands={**PREBUILT, **dkms}))
     assert finding.status == doctor.WARN and finding.fix == f"apt-get install linux-headers-{KVER}"
 
 
@@ -727,14 +730,14 @@ def test_loaded_gdrdrv_against_the_running_driver(
 def test_installed_gdrdrv_against_the_installed_driver_before_either_loads() -> None:
     commands = {
         "modinfo -F nvidia_flavor gdrdrv": Output(0, "opensource\n"),
-        "modinfo -F nvidia_p2p_page_table gdrdrv": Output(0, "0x00020000\n"),
+        "modinfo -F nvidia_p2p_page_table gdrdrv": Output(0, "2.x\n"),
         "modinfo -F version nvidia": Output(0, "535.261.03\n"),
         "modinfo -F license nvidia": Output(0, "NVIDIA\n"),
     }
     finding = doctor.check_driver_match(FakeProbe(files=DEBIAN, commands=commands))
     assert finding.status == doctor.FAIL and "modinfo nvidia (installed, not loaded)" in finding.detail
     assert "the kernel refuses" not in finding.detail and "every pin fails" in finding.detail
-    same = {**commands, "modinfo -F nvidia_p2p_page_table gdrdrv": Output(0, "0x00010002\n")}
+    same = {**commands, "modinfo -F nvidia_p2p_page_table gdrdrv": Output(0, "1.x\n")}
     finding = doctor.check_driver_match(FakeProbe(files=DEBIAN, commands=same))
     assert finding.status == doctor.FAIL and "the kernel refuses gdrdrv next to it" in finding.detail
 

@@ -87,9 +87,9 @@ case $license in
 *) want_flavour=proprietary want_open=n ;;
 esac
 if [ "${nvversion%%.*}" -ge 580 ]; then
-	want_pt=2 want_table=0x00020000
+	want_pt=2 want_table=2.x
 else
-	want_pt=1 want_table=0x00010002
+	want_pt=1 want_table=1.x
 fi
 echo "expected: flavour $want_flavour (NVIDIA_IS_OPENSOURCE=$want_open), nv-p2p page table $want_pt.x ($want_table)"
 
