@@ -95,6 +95,10 @@ echo "expected: flavour $want_flavour (NVIDIA_IS_OPENSOURCE=$want_open), nv-p2p 
 
 section "NVIDIA's sources removed, as on a node with a precompiled driver"
 rm -rf /usr/src/nvidia-* /usr/src/kernel-modules/nvidia-*
+# DKMS forgets the driver too (a precompiled one was never DKMS's); its
+# module stays installed.  (With the record kept, trixie's DKMS refuses
+# gdrdrv's BUILD_DEPENDS on a module whose sources are gone.)
+rm -rf /var/lib/dkms/nvidia-current*
 if find /usr/src -name nv-p2p.h | grep -q .; then
 	fail "an nv-p2p.h is still under /usr/src: $(find /usr/src -name nv-p2p.h)"
 else
