@@ -50,13 +50,18 @@ KERNEL_VARS = KVER=$(KVER) KDIR=$(KDIR)
 	uninstall lib_uninstall exes_uninstall man_uninstall driver_install drv_install softgpu_install ktests_install clean version
 
 # As GDRCopy's: everything that builds in the tree.  gdrdrv needs the
-# kernel's headers; where they are missing it is left out with a note
-# (`make driver` then fails with the package to install).
+# kernel's headers and an NVIDIA driver to build for (its sources or its
+# module for KVER, or MAKE_PARAMS saying which); where either is missing it
+# is left out with a note (`make driver` then fails saying what to install).
 all: config lib exes driver_if_headers
 
 driver_if_headers:
 ifneq ($(wildcard $(KDIR)/Makefile),)
-	$(MAKE) driver
+	@if $(MAKE) -s -C gdrdrv $(KERNEL_VARS) $(MAKE_PARAMS) settings >/dev/null 2>&1; then \
+		$(MAKE) driver; \
+	else \
+		echo "note: gdrdrv.ko not built: no NVIDIA driver for $(KVER) to build it for ('make driver' says what to install, or pass MAKE_PARAMS)" >&2; \
+	fi
 else
 	@echo "note: gdrdrv.ko not built: no kernel headers at $(KDIR) (install linux-headers-$(KVER) or kernel-devel, then make driver)" >&2
 endif

@@ -1810,6 +1810,10 @@ static int gdrdrv_params_show(struct seq_file *m, void *v)
 		   READ_ONCE(max_pinned_bytes_per_file));
 	seq_printf(m, "max_pinned_bytes_per_user: %llu\n",
 		   READ_ONCE(max_pinned_bytes_per_user));
+	/* gdrcopy_doctor compares it with the running NVIDIA driver's. */
+	seq_printf(m, "Built for nv-p2p page table: %u.%u\n",
+		   NVIDIA_P2P_PAGE_TABLE_VERSION >> 16,
+		   NVIDIA_P2P_PAGE_TABLE_VERSION & 0xffff);
 	return 0;
 }
 
@@ -1941,3 +1945,9 @@ MODULE_VERSION(__stringify(GDRCOPY_VERSION_MAJOR) "."
 	       __stringify(GDRCOPY_VERSION_MINOR) "."
 	       __stringify(GDRCOPY_VERSION_PATCH));
 MODULE_INFO(nvidia_flavor, GDRDRV_FLAVOR);
+/* By the major version alone: some headers spell the version as an expression. */
+#if (NVIDIA_P2P_PAGE_TABLE_VERSION >> 16) == 2
+MODULE_INFO(nvidia_p2p_page_table, "2.x");
+#else
+MODULE_INFO(nvidia_p2p_page_table, "1.x");
+#endif

@@ -350,12 +350,16 @@ def kernel_build_dir() -> Path:
     return trees[-1]
 
 
+# No NVIDIA driver here: sparse checks the build for the open kernel modules and page table 2.x.
+SPARSE_TARGET = ("NVIDIA_SRC_DIR=", "NVIDIA_IS_OPENSOURCE=y", "GDRDRV_P2P_PT_MAJOR=2")
+
+
 def sparse(root: Path) -> list[str]:
     """gdrdrv built with sparse on every file (C=2) against Debian's kernel headers: any warning is a finding."""
     kdir = kernel_build_dir()
     with tempfile.TemporaryDirectory(prefix="gdrkit-sparse-") as tmp:
         copy_tree(root, ("gdrdrv", "include"), Path(tmp))
-        status, out = _output(["make", "-C", Path(tmp) / "gdrdrv", f"KDIR={kdir}", "C=2", "NVIDIA_SRC_DIR="], root)
+        status, out = _output(["make", "-C", Path(tmp) / "gdrdrv", f"KDIR={kdir}", "C=2", *SPARSE_TARGET], root)
         findings = [line.replace(tmp + "/", "") for line in out.splitlines() if re.search(r"\b(warning|error):", line)]
     if status != 0 and not findings:
         findings = [f"gdrdrv does not build against {kdir} (make exit {status}):", *out.splitlines()[-20:]]

@@ -57,7 +57,7 @@ for major in $MAJORS; do
 	mkdir -p "$build/include"
 	cp -r "$src/../include/." "$build/include/" 2>/dev/null || cp -r "$src/include/." "$build/include/"
 	make -s -C "$build/gdrdrv" clean > /dev/null 2>&1 || true
-	make -s -C "$build/gdrdrv" KDIR="$KDIR" NVIDIA_SRC_DIR= GDRDRV_P2P_PT_MAJOR="$major" \
+	make -s -C "$build/gdrdrv" KDIR="$KDIR" NVIDIA_SRC_DIR= NVIDIA_IS_OPENSOURCE=y GDRDRV_P2P_PT_MAJOR="$major" \
 		> "$build/log" 2>&1 || { cat "$build/log" >&2; echo "p2p_crcs.sh: own build (page table $major.x) failed" >&2; exit 1; }
 	modprobe --dump-modversions "$build/gdrdrv/gdrdrv.ko" |
 		awk '$2 ~ /^nvidia_p2p_/ {print $2, $1}' | sort > "$build/crcs"

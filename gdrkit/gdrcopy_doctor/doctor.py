@@ -131,21 +131,60 @@ def check_p2p_symbols(probe: Probe) -> Finding:
     )
 
 
+def _module_for_kernel(probe: Probe) -> str:
+    """Where this kernel's gdrdrv comes from without a build: "loaded", "installed" (its file), or ""."""
+    if probe.exists(f"/sys/module/{MODULE}"):
+        return "loaded"
+    out = probe.command(["modinfo", "-F", "filename", MODULE])
+    if out is not None and out.returncode == 0 and out.stdout.strip():
+        # modinfo answers from depmod's index, which can outlive the file.
+        path = out.stdout.strip().splitlines()[0]
+        if probe.exists(path):
+            return f"installed ({path})"
+    return ""
+
+
 def check_kernel_headers(probe: Probe) -> Finding:
+    """The running kernel's headers: a failure only where gdrdrv must still be built for it."""
     release = probe.release()
     if probe.exists(f"/lib/modules/{release}/build"):
         return Finding("kernel headers", OK, f"/lib/modules/{release}/build")
+    inside = container_kind(probe)
+    if inside:
+        return Finding(
+            "kernel headers",
+            SKIP,
+            f"in a container ({inside}): the host's kernel and its gdrdrv are the host's (check the host)",
+        )
     package = _headers_package(probe, release)
+    have = _module_for_kernel(probe)
+    if have:
+        dkms = probe.command(["dkms", "status", "-m", MODULE])
+        if dkms is not None and MODULE in dkms.stdout:
+            return Finding(
+                "kernel headers",
+                WARN,
+                f"no headers for the running kernel {release}; gdrdrv is {have}, but DKMS cannot rebuild it"
+                " for this kernel (after an NVIDIA driver change)",
+                _install_hint(probe, package),
+            )
+        return Finding(
+            "kernel headers", SKIP, f"none for {release}, and none needed: gdrdrv is {have} (a prebuilt module)"
+        )
     return Finding(
         "kernel headers",
         FAIL,
-        f"no headers for the running kernel {release}: DKMS cannot build gdrdrv",
-        _install_hint(probe, package),
+        f"no headers for the running kernel {release} and no gdrdrv for it: DKMS cannot build gdrdrv",
+        _install_hint(probe, package)
+        + f" (or {_family_hint(probe, 'prebuilt_module_package', 'the prebuilt module package of this kernel')})",
     )
 
 
 def check_dkms(probe: Probe) -> Finding:
     release = probe.release()
+    inside = container_kind(probe)
+    if inside:
+        return Finding("dkms", SKIP, f"in a container ({inside}): the host builds and loads gdrdrv")
     out = probe.command(["dkms", "status", "-m", MODULE])
     if out is None:
         return Finding("dkms", SKIP, "dkms is not installed (fine with a prebuilt gdrdrv-modules/gdrcopy-kmod package)")
@@ -160,12 +199,143 @@ def check_dkms(probe: Probe) -> Finding:
     mine = [line for line in lines if release in line]
     if any("installed" in line for line in mine):
         return Finding("dkms", OK, mine[0].strip())
+    if probe.exists(f"/sys/module/{MODULE}"):
+        return Finding(
+            "dkms",
+            WARN,
+            f"gdrdrv is loaded, but DKMS has not installed it for the running kernel {release}: {'; '.join(lines)}",
+            f"dkms autoinstall -k {release}  (log: /var/lib/dkms/gdrdrv/*/build/make.log)",
+        )
     return Finding(
         "dkms",
         FAIL,
         f"gdrdrv is not installed for the running kernel {release}: {'; '.join(lines)}",
         f"dkms autoinstall -k {release}  (log: /var/lib/dkms/gdrdrv/*/build/make.log)",
     )
+
+
+@dataclass(frozen=True)
+class DriverBuild:
+    """The NVIDIA driver flavour and nv-p2p page-table major version of a module, and where they were read."""
+
+    flavour: str  # "open" or "proprietary"
+    page_table: int | None  # nv-p2p page-table major version: 1 (drivers 515-575) or 2 (580 and newer)
+    source: str
+
+
+# NVIDIA's nv-p2p.h: NVIDIA_P2P_PAGE_TABLE_VERSION is 0x00010002 up to 575, 0x00020000 from 580.
+PAGE_TABLE_2_FROM = 580
+
+
+def page_table_of_driver(version: str) -> int | None:
+    """The nv-p2p page-table major version of NVIDIA driver `version` (pure): 2 from 580, 1 before."""
+    match = re.match(r"(\d+)\.", version.strip())
+    if not match:
+        return None
+    return 2 if int(match.group(1)) >= PAGE_TABLE_2_FROM else 1
+
+
+def gdrdrv_build(probe: Probe) -> DriverBuild | None:
+    """What the loaded gdrdrv (else the one installed for this kernel) was built for."""
+    params = probe.read(f"/proc/driver/{MODULE}/params")
+    if params is not None:
+        flavour = re.search(r"^Built for NVIDIA driver flavor: (\w+)", params, re.MULTILINE)
+        table = re.search(r"^Built for nv-p2p page table: (\d+)\.", params, re.MULTILINE)
+        if flavour:
+            return DriverBuild(
+                "open" if flavour.group(1) == "opensource" else "proprietary",
+                int(table.group(1)) if table else None,
+                f"/proc/driver/{MODULE}/params (the loaded gdrdrv)",
+            )
+    flavour_out = probe.command(["modinfo", "-F", "nvidia_flavor", MODULE])
+    if flavour_out is None or flavour_out.returncode != 0 or not flavour_out.stdout.strip():
+        return None
+    table_out = probe.command(["modinfo", "-F", "nvidia_p2p_page_table", MODULE])
+    # "1.x" or "2.x" (gdrdrv.c's MODULE_INFO); absent from gdrdrv builds older than it.
+    said = (
+        re.match(r"(\d+)\.", table_out.stdout.strip()) if table_out is not None and table_out.returncode == 0 else None
+    )
+    major = int(said.group(1)) if said else None
+    built_for = "open" if flavour_out.stdout.strip() == "opensource" else "proprietary"
+    return DriverBuild(built_for, major, f"modinfo {MODULE} (installed for {probe.release()}, not loaded)")
+
+
+def nvidia_build(probe: Probe) -> tuple[str, DriverBuild] | None:
+    """(version, flavour and page table) of the running NVIDIA driver, else of the nvidia module installed."""
+    text = probe.read("/proc/driver/nvidia/version")
+    if text is not None:
+        match = re.search(r"\b(\d{3}\.\d+(?:\.\d+)?)\b", text.splitlines()[0] if text else "")
+        if not match:
+            return None
+        flavour = "open" if "Open Kernel Module" in text else "proprietary"
+        return match.group(1), DriverBuild(flavour, page_table_of_driver(match.group(1)), "the running driver")
+    version = probe.command(["modinfo", "-F", "version", "nvidia"])
+    license_out = probe.command(["modinfo", "-F", "license", "nvidia"])
+    if version is None or version.returncode != 0 or license_out is None or license_out.returncode != 0:
+        return None
+    number = version.stdout.strip()
+    if page_table_of_driver(number) is None:
+        return None
+    flavour = "open" if "GPL" in license_out.stdout else "proprietary"
+    return number, DriverBuild(flavour, page_table_of_driver(number), "modinfo nvidia (installed, not loaded)")
+
+
+def _describe_build(build: DriverBuild) -> str:
+    table = f"page table {build.page_table}.x" if build.page_table else "page table not recorded"
+    return f"{build.flavour} flavour, {table}"
+
+
+def check_driver_match(probe: Probe) -> Finding:
+    """gdrdrv built for the NVIDIA driver beside it: the same flavour and nv-p2p page-table version."""
+    check = "gdrdrv for driver"
+    if container_kind(probe) and probe.read(f"/proc/driver/{MODULE}/params") is None:
+        return Finding(check, SKIP, "in a container, and the host's gdrdrv is not loaded (see the device node)")
+    mine = gdrdrv_build(probe)
+    theirs = nvidia_build(probe)
+    if mine is None:
+        return Finding(check, SKIP, "no gdrdrv loaded or installed for this kernel (see versions)")
+    if theirs is None:
+        return Finding(check, SKIP, f"gdrdrv: {_describe_build(mine)}; no NVIDIA driver to compare with")
+    version, driver = theirs
+    detail = (
+        f"gdrdrv ({mine.source}): {_describe_build(mine)}; NVIDIA {version} ({driver.source}):"
+        f" {_describe_build(driver)}"
+    )
+    loaded = probe.exists(f"/sys/module/{MODULE}")
+    rebuild = (
+        f"rebuild gdrdrv for this driver: dkms install --force {MODULE}/VERSION -k {probe.release()} (its build"
+        " reads the installed NVIDIA module or sources), or install the DKMS package instead of a prebuilt"
+        f" module built for another driver ({_family_hint(probe, 'module_package', 'gdrdrv-dkms')}); then"
+        f" rmmod {MODULE}; modprobe {MODULE}"
+    )
+    if mine.page_table is not None and driver.page_table is not None and mine.page_table != driver.page_table:
+        return Finding(
+            check,
+            FAIL,
+            f"{detail}: every pin fails (gdrdrv refuses the driver's page tables; EFAULT)",
+            rebuild,
+        )
+    if mine.flavour == "open" and driver.flavour == "proprietary":
+        why = "the kernel refuses gdrdrv next to it (GPL-only symbols with a proprietary module's)"
+        if loaded:
+            return Finding(check, WARN, f"{detail}: it loaded on this kernel, but on others {why}", rebuild)
+        return Finding(check, FAIL, f"{detail}: {why}", rebuild)
+    if mine.flavour != driver.flavour:
+        return Finding(
+            check,
+            WARN,
+            f"{detail}: it works, but without the kernel helpers only an open-flavour build may use"
+            " (page_is_ram for coherent GPU memory, on arm64)",
+            rebuild,
+        )
+    if mine.page_table is None:
+        return Finding(
+            check,
+            WARN,
+            f"{detail}: this gdrdrv does not record its page-table version, so it cannot be compared",
+            rebuild,
+        )
+    return Finding(check, OK, detail)
 
 
 def _module_version(probe: Probe) -> str:
@@ -457,6 +627,8 @@ def check_secure_boot(probe: Probe) -> Finding:
         return Finding("secure boot", WARN, f"kernel lockdown: {state.strip()}", "install mokutil to check the keys")
     if "enabled" not in out.stdout.lower():
         return Finding("secure boot", OK, "Secure Boot is off: unsigned modules load")
+    if probe.exists(f"/sys/module/{MODULE}"):
+        return Finding("secure boot", OK, "Secure Boot is on and gdrdrv is loaded: the kernel accepted its signature")
     signer = probe.command(["modinfo", "-F", "signer", MODULE])
     key = probe.command(["mokutil", "--test-key", "/var/lib/dkms/mok.pub"])
     enrolled = key is not None and "already enrolled" in key.stdout
@@ -478,15 +650,15 @@ def check_secure_boot(probe: Probe) -> Finding:
 
 
 def check_container_access(probe: Probe) -> Finding:
-    inside = _in_container(probe)
+    inside = container_kind(probe)
     present = probe.node(NODE) is not None
     if inside:
         if present:
-            return Finding("containers", OK, f"in a container, {NODE} is visible")
+            return Finding("containers", OK, f"in a container ({inside}), {NODE} is visible")
         return Finding(
             "containers",
             FAIL,
-            f"in a container without {NODE}",
+            f"in a container ({inside}) without {NODE}",
             f"start it with --device={NODE} (docker/podman) or the CDI spec; no --privileged needed",
         )
     if not present:
@@ -494,9 +666,72 @@ def check_container_access(probe: Probe) -> Finding:
     return Finding("containers", OK, f"pass it with: docker run --device={NODE} ...")
 
 
+# What a container's files say about the runtime that made it: where its root
+# file system and the files a runtime bind-mounts into every container come
+# from (/proc/self/mountinfo), and the cgroup of its first process (cgroup v1;
+# v2 with a cgroup namespace says "0::/").  Only those mounts: a host that
+# runs containers has theirs in its own mount table too.
+CONTAINER_MARKS = (
+    ("kubelet/pods", "a Kubernetes pod"),
+    ("kubepods", "a Kubernetes pod"),
+    ("containerd", "containerd"),
+    ("crio", "CRI-O"),
+    ("/containers/storage/", "CRI-O or podman"),
+    ("libpod", "podman"),
+    ("/docker/", "Docker"),
+    ("/var/lib/docker", "Docker"),
+    ("lxc", "LXC"),
+)
+
+
+def container_kind(probe: Probe) -> str:
+    """Which container runtime this runs under, with the evidence; "" on a host (not in a container)."""
+    if probe.exists("/.dockerenv"):
+        return "Docker: /.dockerenv"
+    if probe.exists("/run/.containerenv"):
+        return "podman: /run/.containerenv"
+    for path in ("/run/secrets/kubernetes.io", "/var/run/secrets/kubernetes.io"):
+        if probe.exists(path):
+            return f"a Kubernetes pod: {path}"
+    if probe.environ("KUBERNETES_SERVICE_HOST"):
+        return "a Kubernetes pod: KUBERNETES_SERVICE_HOST is set"
+    # systemd's convention: container managers set $container for the first process.
+    said = probe.environ("container") or _pid1_container(probe)
+    if said:
+        return f"{said}: $container"
+    evidence = [("/proc/1/cgroup", line) for line in (probe.read("/proc/1/cgroup") or "").splitlines()]
+    evidence += [("/proc/self/mountinfo", line) for line in _runtime_mounts(probe.read("/proc/self/mountinfo") or "")]
+    for path, line in evidence:
+        for mark, kind in CONTAINER_MARKS:
+            if mark in line:
+                return f"{kind}: {path}"
+    return ""
+
+
+# Where a container runtime mounts the container's root and its own files.
+RUNTIME_MOUNT_POINTS = ("/", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
+
+
+def _runtime_mounts(mountinfo: str) -> list[str]:
+    """The mountinfo lines of RUNTIME_MOUNT_POINTS: root, source and options (the fields that name paths)."""
+    lines = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] in RUNTIME_MOUNT_POINTS:
+            lines.append(" ".join([fields[3], *fields[fields.index("-") + 1 :]] if "-" in fields else fields[3:4]))
+    return lines
+
+
+def _pid1_container(probe: Probe) -> str:
+    environ = probe.read("/proc/1/environ") or ""
+    for item in environ.split("\0"):
+        if item.startswith("container="):
+            return item.partition("=")[2]
+    return ""
+
+
 def _in_container(probe: Probe) -> bool:
-    """Docker's and podman's marker files."""
-    return probe.exists("/.dockerenv") or probe.exists("/run/.containerenv")
+    return bool(container_kind(probe))
 
 
 def _family_hint(probe: Probe, field: str, fallback: str) -> str:
@@ -700,6 +935,7 @@ CHECKS: tuple[Callable[[Probe], Finding], ...] = (
     check_kernel_headers,
     check_dkms,
     check_versions,
+    check_driver_match,
     check_library_names,
     check_module_age,
     check_device_node,

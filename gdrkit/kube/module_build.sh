@@ -79,8 +79,11 @@ tree=$(find /usr/src -maxdepth 1 -name 'gdrdrv-*' -print -quit)
 
 step "compiling $tree for $kver against $kdir"
 # NVIDIA_SRC_DIR empty: gdrdrv's own P2P declarations, whose symbol versions
-# are NVIDIA's; the open flavour, as the Debian prebuilt module package's.
-if ! make -C "$tree" KVER="$kver" KDIR="$kdir" NVIDIA_SRC_DIR= >/tmp/gdrdrv-build.log 2>&1; then
+# are NVIDIA's; no NVIDIA driver here, so the target is named: the open
+# flavour and page table 2.x (drivers 580 and newer), as the prebuilt module
+# packages' (gdrcopy_doctor on the node reports a driver that differs).
+if ! make -C "$tree" KVER="$kver" KDIR="$kdir" NVIDIA_SRC_DIR= NVIDIA_IS_OPENSOURCE=y GDRDRV_P2P_PT_MAJOR=2 \
+	>/tmp/gdrdrv-build.log 2>&1; then
 	tail -n 40 /tmp/gdrdrv-build.log
 	fail "make failed (its last lines above)"
 fi

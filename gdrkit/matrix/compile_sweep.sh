@@ -49,7 +49,10 @@ for package in "$@"; do
 		built="$built$tree "
 		kver=$(cat "$tree/include/config/kernel.release" 2>/dev/null) || kver=$tree
 		make -C /src/gdrdrv clean >/dev/null 2>&1
-		if make -C /src/gdrdrv KVER="$kver" KDIR="$tree" >/tmp/build.log 2>&1; then
+		# No NVIDIA driver in the sweep's containers: name the target (the
+		# open flavour, page table 2.x), or gdrdrv's make refuses to guess.
+		if make -C /src/gdrdrv KVER="$kver" KDIR="$tree" NVIDIA_IS_OPENSOURCE=y GDRDRV_P2P_PT_MAJOR=2 \
+			>/tmp/build.log 2>&1; then
 			echo "GDRKIT-SWEEP $kver 0"
 		else
 			tail -n 20 /tmp/build.log

@@ -18,7 +18,8 @@
 #   - installing, removing and reinstalling either package, in either order,
 #     leaves DKMS consistent: exactly the installed packages' modules built
 #     and installed for the kernel, nothing left of a removed one, gdrdrv
-#     built against the NVIDIA sources present (or its own declarations).
+#     built against the NVIDIA sources present; with no driver at all, its
+#     build stops and says what to install (issue 36).
 # The real nvidia.ko is never loaded (there is no NVIDIA GPU here).
 #
 # Prints `GDRKIT-STEP install|dkms|nvidia STATUS` marks for the runner, and
@@ -233,17 +234,16 @@ check_state() {
 	if [ "$want_gdrdrv" = yes ] && [ "$want_nvidia" = yes ]; then
 		check_pair "$what"
 	elif [ "$want_gdrdrv" = yes ]; then
-		# Without a driver's sources, gdrdrv is built from its own declarations.
+		# The driver went away under gdrdrv: with no driver to build for, its
+		# make refuses to build (gdrdrv/Makefile), so the module stays as it
+		# was built, for the driver that left (it cannot load without one).
 		local against
 		against=$(built_against)
-		case $against in
-		"gdrdrv's own declarations"*)
-			ok "$what: gdrdrv is built against $against"
-			# For the record: what this build would bring next to a proprietary driver.
-			sh /src/gdrdrv/scripts/check_gpl_imports.sh "$(plain_ko "$(gdrdrv_ko)")" "$kdir" 2>&1 | sed 's/^/  info: /'
-			;;
-		*) fail "$what: gdrdrv is still built against ${against:-?}, which is not installed" ;;
-		esac
+		if [ "$against" = "$nvsrc/nvidia/nv-p2p.h" ]; then
+			ok "$what: gdrdrv stays built for the removed $package ($against); nothing to rebuild it for"
+		else
+			fail "$what: gdrdrv is built against '${against:-?}', neither the removed driver's sources nor refused"
+		fi
 	fi
 }
 
@@ -299,9 +299,24 @@ section "remove gdrdrv-dkms, then $package"
 remove_ours && check_state no yes "gdrdrv-dkms removed"
 remove_nvidia && check_state no no "both removed (ours first)"
 
-section "install gdrdrv-dkms first, then $package"
-install_ours && check_state yes no "gdrdrv-dkms installed without a driver"
-install_nvidia && check_state yes yes "driver installed after gdrdrv-dkms"
+section "install gdrdrv-dkms first: with no driver to build for, it says what to install; then $package"
+if apt-get -q -y --no-install-recommends install "${debs[@]}" >"$tmp/apt.log" 2>&1; then
+	fail "gdrdrv-dkms installed with no NVIDIA driver to build gdrdrv for"
+elif grep -q "gdrdrv: no NVIDIA driver for kernel $abi" /var/lib/dkms/gdrdrv/*/build/make.log 2>/dev/null &&
+	grep -q "gdrdrv-dkms: fix what the log shows, then run: dpkg --configure -a" "$tmp/apt.log"; then
+	ok "without a driver the DKMS build stops; its log says: $(grep -h -m 1 'install the NVIDIA driver' /var/lib/dkms/gdrdrv/*/build/make.log | cut -c1-120)..."
+else
+	tail -n 30 "$tmp/apt.log"
+	fail "gdrdrv-dkms failed without a driver, but not saying that it needs one"
+fi
+# The documented recovery: install the driver, then configure what is pending.
+install_nvidia
+dpkg --configure -a >"$tmp/configure.log" 2>&1 || {
+	tail -n 30 "$tmp/configure.log"
+	fail "dpkg --configure -a after installing $package"
+}
+dkms status -m gdrdrv -k "$abi" | grep -q ': installed' || dkms autoinstall -k "$abi"
+check_state yes yes "driver installed after gdrdrv-dkms"
 
 section "remove $package, then gdrdrv-dkms"
 remove_nvidia && check_state yes no "$package removed under gdrdrv-dkms"

@@ -217,6 +217,10 @@ def _exclusive(workdir: Path) -> Iterator[None]:
         yield
 
 
+# What a prebuilt module is built for without NVIDIA sources (gdrdrv/Makefile's variables).
+PREBUILT_NVIDIA_TARGET = {"NVIDIA_IS_OPENSOURCE": "y", "GDRDRV_P2P_PT_MAJOR": "2"}
+
+
 def _build_env(epoch: int, jobs: int, nvidia_src_dir: str = "") -> dict[str, str]:
     env = {
         "SOURCE_DATE_EPOCH": str(epoch),
@@ -227,6 +231,12 @@ def _build_env(epoch: int, jobs: int, nvidia_src_dir: str = "") -> dict[str, str
     }
     if nvidia_src_dir:
         env["NVIDIA_SRC_DIR"] = nvidia_src_dir  # gdrdrv's make builds against that driver's P2P symbols
+    else:
+        # The prebuilt-module packages are built where no NVIDIA driver is: they are
+        # named for the open kernel modules and page table 2.x (drivers 580 and newer),
+        # and gdrcopy_doctor on a node reports a driver that differs.  (gdrdrv's make
+        # takes variables from the environment, and refuses to guess without them.)
+        env.update(PREBUILT_NVIDIA_TARGET)
     return env
 
 

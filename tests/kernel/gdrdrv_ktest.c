@@ -520,6 +520,7 @@ static void test_gdrdrv_proc_params(void)
 		"dbg_enabled: ", "info_enabled: ", "VMA inherited on fork: ",
 		"P2P tokens allowed: ", "max_pins_per_file: ", "max_pins_per_user: ",
 		"max_pinned_bytes_per_file: ", "max_pinned_bytes_per_user: ",
+		"Built for nv-p2p page table: ",
 	};
 	char lines[14][128], want[64];
 	struct stat st;
@@ -536,7 +537,7 @@ static void test_gdrdrv_proc_params(void)
 	while (n < 14 && fgets(lines[n], sizeof(lines[n]), fp))
 		n++;
 	fclose(fp);
-	KT_ASSERT(n == 11, "params has %u lines, want 11", n);
+	KT_ASSERT(n == 12, "params has %u lines, want 12", n);
 	for (i = 0; i < n; i++)
 		KT_ASSERT(!strncmp(lines[i], keys[i], strlen(keys[i])), "params line %u is \"%s\", want \"%s...\"",
 			  i + 1, lines[i], keys[i]);
@@ -547,6 +548,9 @@ static void test_gdrdrv_proc_params(void)
 	KT_ASSERT(!strcmp(lines[2] + strlen(keys[2]), kt_env.persistent ? "yes\n" : "no\n"),
 		  "%s but GET_ATTR says persistent=%d", lines[2], kt_env.persistent);
 	KT_ASSERT(!strcmp(lines[5], "VMA inherited on fork: no\n"), "%s", lines[5]);
+	/* The build's page-table generation: 2.0 (580 and newer) or 1.2 (515 to 575). */
+	KT_ASSERT(!strcmp(lines[9] + strlen(keys[9]), "2.0\n") ||
+		  !strcmp(lines[9] + strlen(keys[9]), "1.2\n"), "%s", lines[9]);
 }
 
 static void test_gdrdrv_unknown_ioctl(void)

@@ -11,6 +11,7 @@
 set -euo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
+declare_nvidia_target
 
 sources=$1
 wrong=$2

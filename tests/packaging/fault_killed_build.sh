@@ -16,6 +16,7 @@
 set -euo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
+declare_nvidia_target
 
 mode=$1
 version=$2

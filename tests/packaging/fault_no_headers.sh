@@ -12,6 +12,7 @@
 set -euo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
+declare_nvidia_target
 
 version=$1
 kernel=$2

@@ -11,6 +11,16 @@ DKMS_SET=(libgdrapi gdrcopy-tests gdrdrv-dkms gdrcopy)
 MODULE=gdrdrv
 
 check() { echo "CHECK: $*"; }
+
+# The scenario images have no NVIDIA driver, and gdrdrv's make refuses to
+# guess which one it is for (gdrdrv/Makefile): say it, as a node whose driver
+# comes later would (the fix its error names), in DKMS's per-module file.
+declare_nvidia_target() {
+	[ -e /etc/dkms/gdrdrv.conf ] && return 0
+	mkdir -p /etc/dkms
+	# shellcheck disable=SC2016  # dkms expands ${MAKE[0]} when it reads the file
+	echo 'MAKE[0]="${MAKE[0]} NVIDIA_IS_OPENSOURCE=y GDRDRV_P2P_PT_MAJOR=2"' >/etc/dkms/gdrdrv.conf
+}
 fail() {
 	echo "FAILED: $*"
 	exit 1

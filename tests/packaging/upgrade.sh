@@ -10,6 +10,7 @@
 set -euxo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
+declare_nvidia_target
 
 old=$1
 new=$2

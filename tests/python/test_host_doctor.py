@@ -47,7 +47,8 @@ def test_p2p_symbols() -> None:
 
 def test_missing_headers_names_the_distribution_package() -> None:
     finding = doctor.check_kernel_headers(FakeProbe(files=DEBIAN))
-    assert finding.status == doctor.FAIL and finding.fix == f"apt-get install linux-headers-{KVER}"
+    assert finding.status == doctor.FAIL and finding.fix.startswith(f"apt-get install linux-headers-{KVER} (or ")
+    assert f"apt-get install gdrdrv-modules-{KVER}" in finding.fix
     rocky = {"/etc/os-release": 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'}
     # Quoted: the spaces of the capability belong to one argument.
     assert (
@@ -592,3 +593,164 @@ def test_module_and_package_versions_parse_to_major_minor(text: str, version: tu
 def test_without_a_library_there_is_no_backend_even_with_gdrdrv() -> None:
     chosen = consumers.backend(None, (2, 6), True, 13030, True, True)
     assert chosen.name == "" and chosen.driver_version is None and "no libgdrapi" in chosen.why
+
+
+# --- Headers, DKMS and containers: no FAIL where nothing stops GDRCopy (issue 36) ---------
+
+PREBUILT_KO = f"/lib/modules/{KVER}/updates/gdrdrv.ko"
+PREBUILT = {"modinfo -F filename gdrdrv": Output(0, f"{PREBUILT_KO}\n")}
+
+
+def test_headers_are_not_needed_beside_a_prebuilt_module() -> None:
+    finding = doctor.check_kernel_headers(FakeProbe(files={**DEBIAN, PREBUILT_KO: ""}, commands=PREBUILT))
+    assert finding.status == doctor.SKIP and "none needed" in finding.detail and "updates/gdrdrv.ko" in finding.detail
+    # depmod's index names a file that is gone: nothing gives this kernel a gdrdrv.
+    assert doctor.check_kernel_headers(FakeProbe(files=DEBIAN, commands=PREBUILT)).status == doctor.FAIL
+    loaded = FakeProbe(files={**DEBIAN, "/sys/module/gdrdrv/version": "2.6.1\n"})
+    assert doctor.check_kernel_headers(loaded).status == doctor.SKIP
+
+
+def test_headers_missing_under_dkms_with_a_built_module_is_a_warning() -> None:
+    dkms = {"dkms status -m gdrdrv": Output(0, f"gdrdrv/2.6.1, {KVER}, x86_64: installed\n")}
+    finding = doctor.check_kernel_headers(FakeProbe(files={**DEBIAN, PREBUILT_KO: ""}, commands={**PREBUILT, **dkms}))
+    assert finding.status == doctor.WARN and finding.fix == f"apt-get install linux-headers-{KVER}"
+
+
+def test_dkms_that_lost_the_running_kernel_while_gdrdrv_is_loaded_is_a_warning() -> None:
+    other = {"dkms status -m gdrdrv": Output(0, "gdrdrv/2.6.1, 6.1.0-50-amd64, x86_64: installed\n")}
+    probe = FakeProbe(files={"/sys/module/gdrdrv/version": "2.6.1\n"}, commands=other)
+    assert doctor.check_dkms(probe).status == doctor.WARN
+
+
+@pytest.mark.parametrize(
+    ("files", "env", "kind"),
+    [
+        ({"/.dockerenv": ""}, {}, "Docker"),
+        ({"/run/.containerenv": ""}, {}, "podman"),
+        ({"/run/secrets/kubernetes.io/serviceaccount/token": "x"}, {}, "Kubernetes pod"),
+        ({}, {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}, "Kubernetes pod"),
+        ({}, {"container": "oci"}, "oci"),
+        ({"/proc/1/environ": "PATH=/bin\0container=lxc\0"}, {}, "lxc"),
+        ({"/proc/1/cgroup": "12:pids:/kubepods/besteffort/pod1/abc\n"}, {}, "Kubernetes pod"),
+        # A containerd pod with automountServiceAccountToken: false, cgroup v2 namespaced.
+        (
+            {
+                "/proc/1/cgroup": "0::/\n",
+                "/proc/self/mountinfo": "600 500 0:90 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/containerd/"
+                "io.containerd.snapshotter.v1.overlayfs/snapshots/9/fs,upperdir=/var/lib/containerd/x/fs\n"
+                "610 600 259:1 /var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/ab/hostname /etc/hostname"
+                " rw - ext4 /dev/nvme0n1p1 rw\n",
+            },
+            {},
+            "containerd",
+        ),
+        (
+            {
+                "/proc/self/mountinfo": "700 1 0:91 / / rw - overlay overlay rw,lowerdir=/var/lib/containers/storage/o/l\n"
+            },
+            {},
+            "CRI-O",
+        ),
+    ],
+)
+def test_containers_are_recognised_by_every_runtimes_marks(
+    files: dict[str, str], env: dict[str, str], kind: str
+) -> None:
+    found = doctor.container_kind(FakeProbe(files=files, env=env))
+    assert kind in found, found
+    headers = doctor.check_kernel_headers(FakeProbe(files={**DEBIAN, **files}, env=env))
+    assert headers.status == doctor.SKIP and "in a container" in headers.detail
+    assert doctor.check_dkms(FakeProbe(files=files, env=env)).status == doctor.SKIP
+
+
+def test_a_host_that_runs_containers_is_not_one() -> None:
+    # A Kubernetes node's own mount table lists its pods' mounts; its root and /etc are its own.
+    mountinfo = (
+        "22 1 259:1 / / rw,relatime - ext4 /dev/nvme0n1p1 rw\n"
+        "900 22 0:90 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/ab/rootfs rw - overlay overlay"
+        " rw,lowerdir=/var/lib/containerd/snap/1/fs\n"
+        "901 22 0:91 / /var/lib/kubelet/pods/1/volumes/kubernetes.io~projected/x rw - tmpfs tmpfs rw\n"
+        "902 22 0:92 / /var/lib/docker/overlay2/ab/merged rw - overlay overlay rw,lowerdir=/var/lib/docker/l\n"
+    )
+    probe = FakeProbe(files={"/proc/self/mountinfo": mountinfo, "/proc/1/cgroup": "0::/init.scope\n"})
+    assert doctor.container_kind(probe) == ""
+
+
+def test_secure_boot_with_gdrdrv_loaded_is_ok() -> None:
+    probe = FakeProbe(
+        files={"/sys/module/gdrdrv/version": "2.6.1\n"},
+        commands={"mokutil --sb-state": Output(0, "SecureBoot enabled\n"), "modinfo -F signer gdrdrv": Output(0, "\n")},
+    )
+    assert doctor.check_secure_boot(probe).status == doctor.OK
+
+
+# --- gdrdrv built for the NVIDIA driver beside it (issue 36) ------------------------------
+
+
+def _params(flavour: str, table: str | None) -> str:
+    text = f"Version: 2.6\nBuilt for NVIDIA driver flavor: {flavour}\nUse persistent mapping: yes\n"
+    return text + (f"Built for nv-p2p page table: {table}\n" if table else "")
+
+
+PROPRIETARY_535 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Release Build\n"
+OPEN_580 = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n"
+
+
+@pytest.mark.parametrize(
+    ("flavour", "table", "driver", "status", "words"),
+    [
+        ("proprietary", "1.2", PROPRIETARY_535, doctor.OK, "proprietary flavour, page table 1.x"),
+        ("opensource", "2.0", OPEN_580, doctor.OK, "open flavour, page table 2.x"),
+        # What gdrdrv/Makefile once assumed without sources, next to a 535 proprietary driver.
+        ("opensource", "2.0", PROPRIETARY_535, doctor.FAIL, "every pin fails"),
+        ("proprietary", "2.0", PROPRIETARY_535, doctor.FAIL, "EFAULT"),
+        ("proprietary", "1.2", OPEN_580, doctor.FAIL, "every pin fails"),
+        ("opensource", "1.2", PROPRIETARY_535, doctor.WARN, "it loaded on this kernel"),
+        ("proprietary", "2.0", OPEN_580, doctor.WARN, "it works"),
+        ("proprietary", None, PROPRIETARY_535, doctor.WARN, "does not record its page-table version"),
+    ],
+)
+def test_loaded_gdrdrv_against_the_running_driver(
+    flavour: str, table: str | None, driver: str, status: str, words: str
+) -> None:
+    probe = FakeProbe(
+        files={
+            **DEBIAN,
+            "/sys/module/gdrdrv/version": "2.6.1\n",
+            "/proc/driver/gdrdrv/params": _params(flavour, table),
+            "/proc/driver/nvidia/version": driver,
+        }
+    )
+    finding = doctor.check_driver_match(probe)
+    assert finding.status == status and words in finding.detail, finding
+    if status != doctor.OK:
+        assert "dkms install --force gdrdrv/VERSION" in finding.fix and "apt-get install gdrdrv-dkms" in finding.fix
+
+
+def test_installed_gdrdrv_against_the_installed_driver_before_either_loads() -> None:
+    commands = {
+        "modinfo -F nvidia_flavor gdrdrv": Output(0, "opensource\n"),
+        "modinfo -F nvidia_p2p_page_table gdrdrv": Output(0, "2.x\n"),
+        "modinfo -F version nvidia": Output(0, "535.261.03\n"),
+        "modinfo -F license nvidia": Output(0, "NVIDIA\n"),
+    }
+    finding = doctor.check_driver_match(FakeProbe(files=DEBIAN, commands=commands))
+    assert finding.status == doctor.FAIL and "modinfo nvidia (installed, not loaded)" in finding.detail
+    assert "the kernel refuses" not in finding.detail and "every pin fails" in finding.detail
+    same = {**commands, "modinfo -F nvidia_p2p_page_table gdrdrv": Output(0, "1.x\n")}
+    finding = doctor.check_driver_match(FakeProbe(files=DEBIAN, commands=same))
+    assert finding.status == doctor.FAIL and "the kernel refuses gdrdrv next to it" in finding.detail
+
+
+def test_nothing_to_compare_is_a_skip() -> None:
+    assert doctor.check_driver_match(FakeProbe()).status == doctor.SKIP
+    only_gdrdrv = FakeProbe(files={"/proc/driver/gdrdrv/params": _params("opensource", "2.0")})
+    assert doctor.check_driver_match(only_gdrdrv).status == doctor.SKIP
+
+
+@pytest.mark.parametrize(
+    ("version", "table"),
+    [("515.43.04", 1), ("535.261.03", 1), ("575.51.03", 1), ("580.95.05", 2), ("595.1", 2), ("x", None)],
+)
+def test_page_table_of_each_driver_branch(version: str, table: int | None) -> None:
+    assert doctor.page_table_of_driver(version) == table

@@ -69,7 +69,7 @@ def test_no_persistent_api_build_imports_no_persistent_symbol() -> None:
             "set -e; rm -rf /tmp/gdrdrv-nopersist && mkdir -p /tmp/gdrdrv-nopersist && "
             "cp -r /src/gdrdrv /src/include /tmp/gdrdrv-nopersist/ && cd /tmp/gdrdrv-nopersist/gdrdrv && "
             "make clean >/dev/null 2>&1; "
-            f"make KDIR=/lib/modules/{root.abi}/build NVIDIA_SRC_DIR= GDRDRV_P2P_PT_MAJOR=1 GDRDRV_P2P_PERSISTENT_API=n >/dev/null && "
+            f"make KDIR=/lib/modules/{root.abi}/build NVIDIA_SRC_DIR= NVIDIA_IS_OPENSOURCE=y GDRDRV_P2P_PT_MAJOR=1 GDRDRV_P2P_PERSISTENT_API=n >/dev/null && "
             "modprobe --dump-modversions gdrdrv.ko | grep nvidia_p2p_",
         )
     assert status == 0, output[-3000:]

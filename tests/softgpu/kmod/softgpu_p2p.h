@@ -37,25 +37,31 @@ enum nvidia_p2p_page_size_type {
 	NVIDIA_P2P_PAGE_SIZE_COUNT
 };
 
+/*
+ * Spelled as NVIDIA's nv-p2p.h spells them (uint64_t, not u64; the union's
+ * tag): genksyms hashes the spelling, so softgpu exports the nvidia_p2p_*
+ * symbol versions of the real 2.x-page-table drivers, and a gdrdrv built for
+ * those (a prebuilt module, gdrdrv's own declarations) loads next to it.
+ */
 struct nvidia_p2p_page {
-	u64 physical_address;
-	union {
+	uint64_t physical_address;
+	union nvidia_p2p_request_registers {
 		struct {
-			u32 wreqmb_h;
-			u32 rreqmb_h;
-			u32 rreqmb_0;
-			u32 reserved[3];
+			uint32_t wreqmb_h;
+			uint32_t rreqmb_h;
+			uint32_t rreqmb_0;
+			uint32_t reserved[3];
 		} fermi;
 	} registers;
 };
 
 struct nvidia_p2p_page_table {
-	u32 version;
-	u32 page_size;
+	uint32_t version;
+	uint32_t page_size;
 	struct nvidia_p2p_page **pages;
-	u32 entries;
-	u8 *gpu_uuid;
-	u32 flags;	/* page-table version 2.0 and later only */
+	uint32_t entries;
+	uint8_t *gpu_uuid;
+	uint32_t flags;	/* page-table version 2.0 and later only */
 };
 
 /* Obsolete; only its name appears in the API. */
@@ -70,20 +76,20 @@ static_assert(offsetof(struct nvidia_p2p_page_table, flags) == 32, "flags");
 
 extern int nvidia_p2p_cap_persistent_pages;
 
-int nvidia_p2p_init_mapping(u64 p2p_token, struct nvidia_p2p_params *params,
+int nvidia_p2p_init_mapping(uint64_t p2p_token, struct nvidia_p2p_params *params,
 			    void (*destroy_callback)(void *data), void *data);
-int nvidia_p2p_destroy_mapping(u64 p2p_token);
-int nvidia_p2p_get_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
-			 u64 length, struct nvidia_p2p_page_table **page_table,
+int nvidia_p2p_destroy_mapping(uint64_t p2p_token);
+int nvidia_p2p_get_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
+			 uint64_t length, struct nvidia_p2p_page_table **page_table,
 			 void (*free_callback)(void *data), void *data);
-int nvidia_p2p_put_pages(u64 p2p_token, u32 va_space, u64 virtual_address,
+int nvidia_p2p_put_pages(uint64_t p2p_token, uint32_t va_space, uint64_t virtual_address,
 			 struct nvidia_p2p_page_table *page_table);
 int nvidia_p2p_free_page_table(struct nvidia_p2p_page_table *page_table);
-int nvidia_p2p_get_pages_persistent(u64 virtual_address, u64 length,
+int nvidia_p2p_get_pages_persistent(uint64_t virtual_address, uint64_t length,
 				    struct nvidia_p2p_page_table **page_table,
-				    u32 flags);
-int nvidia_p2p_put_pages_persistent(u64 virtual_address,
+				    uint32_t flags);
+int nvidia_p2p_put_pages_persistent(uint64_t virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
-				    u32 flags);
+				    uint32_t flags);
 
 #endif /* SOFTGPU_P2P_H */
