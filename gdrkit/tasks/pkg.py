@@ -34,7 +34,9 @@ class PackageOptions:
     dkms: bool = _flag(True, "build the DKMS module package (--no-dkms: skip it)")
     kmod: bool = _flag(True, "build the prebuilt module package (--no-kmod: skip it)")
     kernel: str = _flag(
-        "", "kernel release(s) for the prebuilt module, comma-separated (default: running, else newest with headers)"
+        "",
+        "kernel release(s) of the target release to build prebuilt modules for, comma-separated (default: none;"
+        " what is built never depends on the host's headers)",
     )
     nvidia_src_dir: str = _flag("", "NVIDIA driver kernel sources (with nv-p2p.h) for the prebuilt module")
     output: str = _flag("", "directory for the packages (default: dist/)")
