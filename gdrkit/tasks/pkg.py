@@ -18,6 +18,7 @@ from invoke.context import Context
 from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit import system
+from gdrkit.distro import targets
 from gdrkit.distro.arch import ARCHES, HOST_ARCH, arch
 from gdrkit.packaging import model, pipeline
 from gdrkit.packaging.build import DIST
@@ -50,7 +51,7 @@ class PackageOptions:
     targets: str = _flag(
         "",
         "build for these targets, each into <output>/<release>/ (as publish reads it): `all` (every claimed one) or"
-        " comma-separated names (el8,el9,el10,sle15,bullseye,bookworm,trixie,jammy,noble; -arm64 for arm64)",
+        f" comma-separated names ({','.join(dict.fromkeys(t.release for t in targets.CLAIMED))}; -arm64 for arm64)",
     )
     device_mode: str = _flag("", "mode of /dev/gdrdrv in the udev rule (default from packages/gdrcopy.yaml: 0660)")
     device_group: str = _flag("", "group of /dev/gdrdrv in the udev rule (default: video)")
