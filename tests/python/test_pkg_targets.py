@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -117,10 +118,16 @@ def test_the_toolchain_links_against_the_target_glibc_only_where_this_host_is_ne
     with pytest.raises(UserError, match="not MAJOR.MINOR"):
         toolchain.manylinux_tag(arch("amd64"), "2")
     script = toolchain.wrapper_script(Path("/z/zig"), "cc", "x86_64-linux-gnu.2.28")
-    assert script.splitlines() == [
-        "#!/bin/sh",
-        'exec /z/zig cc -target x86_64-linux-gnu.2.28 -Wl,--no-gc-sections -Wl,--hash-style=gnu "$@"',
-    ]
+    assert script.splitlines()[0] == "#!/bin/sh"
+    assert script.splitlines()[-1] == (
+        'exec /z/zig cc -target x86_64-linux-gnu.2.28 -Wl,--no-gc-sections -Wl,--hash-style=gnu -fPIE $pie "$@"'
+    )
+    # -pie when it links a program, never with -c or -shared (Zig refuses -pie with -shared).
+    for args, pie in ((["-o", "p", "p.o"], "-pie"), (["-c", "x.c"], ""), (["-shared", "-o", "l.so"], "")):
+        shown = subprocess.run(
+            ["sh", "-c", script.replace("exec /z/zig", "echo /z/zig"), "cc", *args], capture_output=True, text=True
+        ).stdout
+        assert (" -pie " in shown) == bool(pie), (args, shown)
     assert toolchain.wrapper_script(Path("/z/zig"), "ar", "t").splitlines()[1] == 'exec /z/zig ar "$@"'
 
 
