@@ -283,8 +283,8 @@ def _build_debs_locked(
     if suite_root is not None:
         suite = plan.family.release.build_suite if isinstance(plan.family, DebianFamily) else suite_root.name
         built = suiteroot.build(suite_root, workdir, tree, epoch=source.epoch, jobs=jobs, suite=suite, log_dir=LOG_DIR)
-        _copy_debug(sorted(workdir.glob("*.ddeb")), output)
-        return _copy_out(built, output)
+        _copy_debug(_deb_debug(workdir), output)
+        return _copy_out([p for p in built if not _is_deb_debug(p)], output)
     run_step(
         f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})",
         [
@@ -302,10 +302,10 @@ def _build_debs_locked(
         env=_build_env(source.epoch, jobs, nvidia_src_dir),
         hint=f"the packaging files are staged in {tree}",
     )
-    built = sorted(workdir.glob("*.deb"))
+    built = [p for p in sorted(workdir.glob("*.deb")) if not _is_deb_debug(p)]
     if not built:
         raise die(f"dpkg-buildpackage produced no .deb in {workdir}")
-    _copy_debug(sorted(workdir.glob("*.ddeb")), output)
+    _copy_debug(_deb_debug(workdir), output)
     return _copy_out(built, output)
 
 
@@ -313,6 +313,15 @@ def _build_debs_locked(
 # beside the others, in their own directory: published repositories, images
 # and the install tests take the package directory's files as they are.
 DEBUG_SUBDIR = "debug"
+
+
+def _is_deb_debug(path: Path) -> bool:
+    """A -dbgsym package (dh_strip's: .deb on Debian, .ddeb on Ubuntu)."""
+    return "-dbgsym_" in path.name
+
+
+def _deb_debug(workdir: Path) -> list[Path]:
+    return sorted(p for p in [*workdir.glob("*.deb"), *workdir.glob("*.ddeb")] if _is_deb_debug(p))
 
 
 def _copy_debug(built: Iterable[Path], output: Path) -> None:
@@ -328,7 +337,7 @@ def debug_packages(built: Iterable[Path]) -> list[Path]:
         if path.suffix == ".rpm":
             pattern = f"*-debug*-{fields.version}.*.rpm"
         else:
-            pattern = f"*-dbgsym_{fields.version.split(':')[-1]}_*.ddeb"
+            pattern = f"*-dbgsym_{fields.version.split(':')[-1]}_*.*deb"
         for candidate in sorted(directory.glob(pattern)):
             found[candidate] = None
     return list(found)

@@ -28,7 +28,7 @@ ZIG_PIN = "ziglang==0.17.0"
 # the GNU hash section, as GNU ld writes by default (lld adds the SYSV one):
 # the files are alike whichever linker made them, and packages/rpmlintrc's
 # filter for rpmlint's missing-hash-section holds for both.
-ZIG_CC_FLAGS = ("-Wl,--no-gc-sections", "-Wl,--hash-style=gnu", "-fPIE")
+ZIG_CC_FLAGS = ("-Wl,--no-gc-sections", "-Wl,--hash-style=gnu")
 
 # The hardening every package's ELF files get (gdrkit.packaging.hardening
 # checks them), as Fedora's and Debian's build flags give it: a strong stack
@@ -36,8 +36,8 @@ ZIG_CC_FLAGS = ("-Wl,--no-gc-sections", "-Wl,--hash-style=gnu", "-fPIE")
 # build-id; -g for the debug packages.  The .deb builds take theirs from
 # dpkg-buildflags (DEB_BUILD_MAINT_OPTIONS=hardening=+all); the .rpm builds
 # these, exported as the environment, where the Makefiles add to them.
-# PIE: this host's gcc makes it by default; Zig's cc gets -fPIE above and
-# -pie from its wrapper when it links a program (it refuses -pie with -shared).
+# PIE: this host's gcc makes it by default; Zig's cc gets -fPIE and -pie
+# from its wrapper for programs (Zig refuses either with -shared).
 HARDENING_FLAGS = {
     "CFLAGS": "-O2 -g -fstack-protector-strong",
     "CPPFLAGS": "-D_FORTIFY_SOURCE=2",
@@ -119,17 +119,21 @@ def ensure_zig(*, dry_run: bool = False) -> Path:
 def wrapper_script(zig: Path, tool: str, target: str) -> str:
     """A CC or AR program: one exec of Zig's `tool` for `target` (pure); make and rpm take one word.
 
-    The cc links programs as PIE: -pie unless it only compiles (-c, -S, -E)
-    or links a shared object (-shared), which Zig refuses with -pie.
+    The cc builds programs as PIE: -fPIE -pie when it links, -fPIE when it
+    only compiles (-c, -S, -E), neither for a shared object or its objects
+    (-shared, -fPIC): Zig refuses PIE flags with -shared.
     """
     if tool != "cc":
         return f'#!/bin/sh\nexec {shlex.join([str(zig), tool])} "$@"\n'
     argv = [str(zig), "cc", "-target", target, *ZIG_CC_FLAGS]
     return (
         "#!/bin/sh\n"
-        "pie=-pie\n"
+        'pie="-fPIE -pie"\n'
         'for arg in "$@"; do\n'
-        '    case "$arg" in -c | -S | -E | -shared) pie="" ;; esac\n'
+        "    case \"$arg\" in\n"
+        '        -shared | -fPIC | -fpic) pie="" ;;\n'
+        '        -c | -S | -E) [ -z "$pie" ] || pie="-fPIE" ;;\n'
+        "    esac\n"
         "done\n"
         f'exec {shlex.join(argv)} $pie "$@"\n'
     )
