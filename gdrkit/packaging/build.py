@@ -390,6 +390,10 @@ RPM_REPRODUCIBLE_DEFINES = {
     "_build_id_links": "none",
     # Doc and license dirs named as on RHEL and SUSE (Debian's rpm adds -%{VERSION}).
     "_docdir_fmt": "%{NAME}",
+    # libgdrapi.so.2 stays 0755, as the distributions' own libraries are and rpmlint
+    # wants (shared-library-not-executable): Debian's rpm drops the mode with
+    # brp-elfperms wherever elfutils happens to be installed.
+    "__brp_elfperms": "%{nil}",
 }
 
 

@@ -30,9 +30,8 @@ from gdrkit.system import run
 PROPERTIES = ("pie", "stack-protector", "fortify", "relro", "bind-now", "build-id", "stripped", "debug-data")
 # Functions that _FORTIFY_SOURCE (level 1 and up, with optimisation) always
 # replaces by their __*_chk form: importing one plainly means it was off.
-ALWAYS_FORTIFIED = frozenset(
-    ("printf", "fprintf", "sprintf", "snprintf", "vprintf", "vfprintf", "vsprintf", "vsnprintf", "dprintf")
-)
+# (Those with a destination, snprintf and kin, stay plain where its size is unknown.)
+ALWAYS_FORTIFIED = frozenset(("printf", "fprintf", "vprintf", "vfprintf"))
 ELF_MAGIC = b"\x7fELF"
 
 
@@ -163,7 +162,9 @@ def judge(facts: ElfFacts, debug_files: Iterable[str], debuglink: str = "") -> d
 
 def debuglink_of(path: Path) -> str:
     """The file name the .gnu_debuglink section names ("" when none)."""
-    out = run(["readelf", "-p", ".gnu_debuglink", path], capture=True, check=False).stdout
+    # The section ends in a binary CRC: read the bytes, not text.
+    raw = subprocess.run(["readelf", "-p", ".gnu_debuglink", str(path)], capture_output=True, check=False).stdout
+    out = raw.decode(errors="replace")
     found = re.search(r"\]\s+(\S+\.debug)", out)
     return found.group(1) if found else ""
 

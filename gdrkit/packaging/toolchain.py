@@ -36,12 +36,13 @@ ZIG_CC_FLAGS = ("-Wl,--no-gc-sections", "-Wl,--hash-style=gnu")
 # build-id; -g for the debug packages.  The .deb builds take theirs from
 # dpkg-buildflags (DEB_BUILD_MAINT_OPTIONS=hardening=+all); the .rpm builds
 # these, exported as the environment, where the Makefiles add to them.
+# build-id=sha1: 20 bytes, what debugedit (find-debuginfo) handles; lld's default is 8.
 # PIE: this host's gcc makes it by default; Zig's cc gets -fPIE and -pie
 # from its wrapper for programs (Zig refuses either with -shared).
 HARDENING_FLAGS = {
     "CFLAGS": "-O2 -g -fstack-protector-strong",
     "CPPFLAGS": "-D_FORTIFY_SOURCE=2",
-    "LDFLAGS": "-Wl,-z,relro -Wl,-z,now -Wl,--build-id",
+    "LDFLAGS": "-Wl,-z,relro -Wl,-z,now -Wl,--build-id=sha1",
 }
 
 
