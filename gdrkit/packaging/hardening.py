@@ -191,7 +191,7 @@ def check_packages(packages: Sequence[Path], debug_packages: Sequence[Path] = ()
 
 def table(reports: Iterable[ElfReport]) -> str:
     """package × ELF × property, one row per ELF file (yes / n/a / NO and why)."""
-    rows = [("package", "ELF", *PROPERTIES)]
+    rows: list[tuple[str, ...]] = [("package", "ELF", *PROPERTIES)]
     for report in reports:
         rows.append(
             (

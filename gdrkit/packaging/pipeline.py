@@ -20,7 +20,7 @@ from gdrkit.distro.debian import DEBIAN_RELEASES
 from gdrkit.distro.families import DebianFamily, DebianRelease, Family, family
 from gdrkit.distro.rpm import release_of_major
 from gdrkit.distro.targets import Target
-from gdrkit.packaging import baseline, build, model, suiteroot, toolchain
+from gdrkit.packaging import baseline, build, hardening, model, suiteroot, toolchain
 from gdrkit.packaging.baseline import PackageReport
 from gdrkit.system import die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
@@ -121,6 +121,8 @@ class Row:
     lint_errors: int
     path: Path | None = None  # the package file itself
     baseline: PackageReport | None = None  # against its target's glibc and Python
+    lint_warnings: int = 0  # left after the overrides (each with its reason): any fails the build
+    elf_files: tuple[hardening.ElfReport, ...] = ()  # each ELF file's hardening
 
 
 def plan_request(request: Request, source: build.Source | None = None) -> BuildPlan:
@@ -334,22 +336,27 @@ def execute(build_plan: BuildPlan) -> list[Row]:
         # Printed once, with every job's, by the task's closing table (pipeline.baseline_table).
         reports = {r.file: r for r in baseline.check_packages(job.target, built)}
         problems += [p for r in reports.values() for p in r.problems]
+        # Every ELF file: PIE, stack protector, fortify, RELRO, BIND_NOW, build-id, stripped, its debug data.
+        elf_reports = hardening.check_packages(built, build.debug_packages(built))
+        problems += hardening.misses(elf_reports)
         report = ""
         if request.lint and root is not None:
             _, report = suiteroot.lint(root, build.BUILD_ROOT / "deb", suite=job.build_suite, log_dir=build.LOG_DIR)
         elif request.lint:
             _, report = build.lint(built)
+        if request.lint:
+            log_file = build.LOG_DIR / f"lint-{job.target.name}.log"
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            log_file.write_text(report)
+            log(f"{job.target.name}: lint report kept in {log_file}")
         for line in report.splitlines():
-            if ": E: " in line or line.startswith("E: "):
+            if lint_severity(line) in ("E", "W"):
                 print(line)
         for path in built:
             name = build.package_name(path)
             mine = [p for p in problems if p.startswith((f"{name}:", f"{path.name}:", f"{path.name} "))]
-            lint_errors = sum(
-                1
-                for line in report.splitlines()
-                if (line.startswith(f"E: {name}:") or line.startswith(f"{name}.") and ": E: " in line)
-            )
+            lint_errors = sum(1 for line in report.splitlines() if lint_line_of(line, name) == "E")
+            lint_warnings = sum(1 for line in report.splitlines() if lint_line_of(line, name) == "W")
             rows.append(
                 Row(
                     str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path),
@@ -358,6 +365,8 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                     lint_errors,
                     path,
                     reports.get(path.name),
+                    lint_warnings,
+                    tuple(r for r in elf_reports if r.package == path.name),
                 )
             )
         log(f"{job.plan.package_type}: {len(built)} packages in {time.monotonic() - started:.0f} s")
@@ -370,13 +379,54 @@ def execute(build_plan: BuildPlan) -> list[Row]:
     return rows
 
 
+def lint_severity(line: str) -> str:
+    """E, W or "" for one line of lintian's ("W: pkg: tag") or rpmlint's ("pkg.arch: W: tag") report (pure)."""
+    found = re.match(r"^([EW]): \S+", line) or re.match(r"^\S+: ([EW]): ", line)
+    return found.group(1) if found else ""
+
+
+def lint_line_of(line: str, name: str) -> str:
+    """The severity of a report line about package `name` ("" for another package's or none) (pure)."""
+    severity = lint_severity(line)
+    if not severity:
+        return ""
+    if line.startswith(f"{severity}: {name}:") or line.startswith(f"{severity}: {name} "):
+        return severity
+    if re.match(rf"^{re.escape(name)}\.[\w]+: {severity}: ", line) or line.startswith(f"{name}: {severity}: "):
+        return severity
+    return ""
+
+
 def summary_table(rows: list[Row]) -> str:
-    header = ("package file", "size", "contents", "lint errors")
-    body = [(r.file, f"{r.size / 1024:.0f} KiB", r.contents, str(r.lint_errors)) for r in rows]
-    widths = [max(len(x[i]) for x in [header, *body]) for i in range(4)]
+    header = ("package file", "size", "contents", "lint errors", "lint warnings", "ELF files hardened")
+    body = [
+        (
+            r.file,
+            f"{r.size / 1024:.0f} KiB",
+            r.contents,
+            str(r.lint_errors),
+            str(r.lint_warnings),
+            _hardened(r.elf_files),
+        )
+        for r in rows
+    ]
+    widths = [max(len(x[i]) for x in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)) for line in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _hardened(reports: tuple[hardening.ElfReport, ...]) -> str:
+    judged = [r for r in reports if "pie" in r.verdicts and not r.verdicts["pie"].startswith("n/a")]
+    if not judged:
+        return "-"
+    bad = sum(1 for r in judged if r.misses)
+    return f"{len(judged) - bad}/{len(judged)}" + ("" if not bad else " (see below)")
+
+
+def hardening_table(rows: list[Row]) -> str:
+    """package × ELF file × property, every package's (gdrkit.packaging.hardening)."""
+    return hardening.table(r for row in rows for r in row.elf_files)
 
 
 def baseline_table(rows: list[Row]) -> str:
@@ -385,11 +435,13 @@ def baseline_table(rows: list[Row]) -> str:
 
 
 def check_rows(rows: list[Row]) -> None:
-    bad = [r for r in rows if r.contents != "ok" or r.lint_errors]
+    bad = [r for r in rows if r.contents != "ok" or r.lint_errors or r.lint_warnings]
     if bad:
         raise die(
-            f"{len(bad)} package(s) failed their checks (see the table above)",
-            "fix the contents in packages/gdrcopy.yaml or the build, and the lint errors printed above",
+            f"{len(bad)} package(s) failed their checks (see the tables above)",
+            "fix the contents in packages/gdrcopy.yaml or the build, and the lint errors and warnings printed above"
+            " (a warning that does not apply: an override with its reason, in packages/rpmlintrc or"
+            " templates/debian/*.lintian-overrides.j2)",
         )
 
 

@@ -131,7 +131,7 @@ def wrapper_script(zig: Path, tool: str, target: str) -> str:
         "#!/bin/sh\n"
         'pie="-fPIE -pie"\n'
         'for arg in "$@"; do\n'
-        "    case \"$arg\" in\n"
+        '    case "$arg" in\n'
         '        -shared | -fPIC | -fpic) pie="" ;;\n'
         '        -c | -S | -E) [ -z "$pie" ] || pie="-fPIE" ;;\n'
         "    esac\n"

@@ -110,6 +110,7 @@ def _build(request: pipeline.Request) -> None:
     if rows:
         print(pipeline.summary_table(rows))
         print("\nagainst each target's baseline:\n" + pipeline.baseline_table(rows))
+        print("\neach ELF file's hardening:\n" + pipeline.hardening_table(rows))
     pipeline.check_rows(rows)
 
 
