@@ -37,6 +37,7 @@ BUILD_ROOT = REPO_ROOT / "build" / "gdrkit-pkg"
 LOG_DIR = BUILD_ROOT / "logs"
 DIST = REPO_ROOT / "dist"
 PACKAGING_README = REPO_ROOT / "packages" / "README.md"
+LINTIAN_SUPPRESS = suiteroot.LINTIAN_SUPPRESS
 
 
 @dataclass(frozen=True)
@@ -615,7 +616,11 @@ def lint(paths: Iterable[Path]) -> tuple[int, str]:
     report = []
     errors = 0
     if debs:
-        result = run(["lintian", "--no-tag-display-limit", *debs], capture=True, check=False)
+        result = run(
+            ["lintian", "--no-tag-display-limit", "--suppress-tags-from-file", str(LINTIAN_SUPPRESS), *debs],
+            capture=True,
+            check=False,
+        )
         report.append(result.stdout + result.stderr)
         errors += sum(1 for line in result.stdout.splitlines() if line.startswith("E: "))
     if rpms:
