@@ -118,7 +118,11 @@ echo "+ $toolkit ${args[*]}"
 env -u CUDA "$toolkit" "${args[@]}"
 
 shopt -s nullglob
-rpms=("$work"/*.rpm "$work"/*/*.rpm)
+rpms=()
+for rpm in "$work"/*.rpm "$work"/*/*.rpm; do
+    # debug/: the -debuginfo packages, kept in dist/debug/ with the toolkit's names.
+    case "$rpm" in "$work"/debug/*) mkdir -p "$top/dist/debug" && cp -p "$rpm" "$top/dist/debug/" ;; *) rpms+=("$rpm") ;; esac
+done
 if [ ${#rpms[@]} = 0 ]; then
     echo "build-rpm-packages.sh: the toolkit built no .rpm" >&2
     exit 1
