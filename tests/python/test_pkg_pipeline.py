@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import re
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def test_without_kernels_named_no_module_package_whatever_headers_the_host_has(
     ]
     without = [packages(r) for r in requests]
     monkeypatch.setattr(build, "default_kernels", lambda: ["6.1.0-57-amd64"])
-    monkeypatch.setattr(build.platform, "release", lambda: "6.1.0-57-amd64")
+    monkeypatch.setattr(platform, "release", lambda: "6.1.0-57-amd64")
     with_headers = [packages(r) for r in requests]
     assert without == with_headers
     assert not [n for job in without for names in job for n in names if "6.1.0" in n or "modules" in n]
