@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gdrkit.system import run
+from gdrkit.system import ensure_debian_packages, run
 
 # The properties, in the table's order.
 PROPERTIES = ("pie", "stack-protector", "fortify", "relro", "bind-now", "build-id", "stripped", "debug-data")
@@ -171,6 +171,9 @@ def debuglink_of(path: Path) -> str:
 
 def check_packages(packages: Sequence[Path], debug_packages: Sequence[Path] = ()) -> list[ElfReport]:
     """One report per ELF file of each package; the debug data is looked for in `debug_packages`."""
+    rpms = any(p.suffix == ".rpm" for p in [*packages, *debug_packages])
+    # readelf; rpm2cpio and cpio to unpack an .rpm, rpm to list one.
+    ensure_debian_packages(["binutils", *(["rpm", "rpm2cpio", "cpio"] if rpms else [])])
     debug_files = [f for d in debug_packages for f in package_files(d)]
     reports = []
     with tempfile.TemporaryDirectory(prefix="gdrkit-hardening-") as scratch:
