@@ -101,6 +101,10 @@ class DebianRelease:
     # or for Ubuntu, whose archive is not reached from here, the Debian suite
     # whose glibc is not newer than its own (so what is linked there runs there).
     build_suite: str = ""
+    # How the releases of its own kernels begin (`uname -r`, a regex): a
+    # prebuilt module for it is built only for such a kernel, whose headers
+    # package its archive has ("": not known, the archive decides).
+    kernel_pattern: str = ""
 
     @property
     def usr_merged(self) -> bool:
@@ -122,15 +126,24 @@ USR_LIB_SINCE = {"debian": "13", "ubuntu": "24.04"}
 DEBIAN_RELEASES: dict[str, DebianRelease] = {
     release.codename: release
     for release in (
-        DebianRelease("debian", "bullseye", "11", glibc="2.31", python="3.9", build_suite="bullseye"),
-        DebianRelease("debian", "bookworm", "12", glibc="2.36", python="3.11", build_suite="bookworm"),
-        DebianRelease("debian", "trixie", "13", glibc="2.41", python="3.13", build_suite="trixie"),
+        DebianRelease(
+            "debian", "bullseye", "11", glibc="2.31", python="3.9", build_suite="bullseye",
+            kernel_pattern=r"5\.10\.0-\d+-",
+        ),
+        DebianRelease(
+            "debian", "bookworm", "12", glibc="2.36", python="3.11", build_suite="bookworm",
+            kernel_pattern=r"6\.1\.0-\d+-",
+        ),
+        DebianRelease(
+            "debian", "trixie", "13", glibc="2.41", python="3.13", build_suite="trixie",
+            kernel_pattern=r"6\.12\.\d+\+deb13-",
+        ),
         DebianRelease("debian", "forky", "14"),
         DebianRelease("debian", "sid", "", build_suite="sid"),
         DebianRelease("ubuntu", "jammy", "22.04", glibc="2.35", python="3.10", build_suite="bullseye"),
         DebianRelease("ubuntu", "noble", "24.04", glibc="2.39", python="3.12", build_suite="bookworm"),
     )
-}
+}  # fmt: skip
 # The build host the README documents (Debian 12): what a Debian family
 # built without naming a release (unit tests, the bookworm scenarios) is for.
 DEFAULT_DEBIAN_RELEASE = DEBIAN_RELEASES["bookworm"]

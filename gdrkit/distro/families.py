@@ -315,7 +315,11 @@ class DebianFamily(Family):
     )
     # What a Debian host needs besides build_deps: per package kind, to build and to lint
     # (bullseye has no rpmlint, so a deb build must not ask for it).
-    kind_build_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": (), "rpm": ("rpm",)}
+    # rpm: rpmbuild; debugedit (find-debuginfo), elfutils (its eu-strip) and cpio: the -debuginfo packages.
+    kind_build_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "deb": (),
+        "rpm": ("rpm", "debugedit", "elfutils", "cpio"),
+    }
     kind_lint_deps: ClassVar[Mapping[str, tuple[str, ...]]] = {"deb": ("lintian",), "rpm": ("rpmlint",)}
     # Cross-building .deb packages for {arch} (build-deb --arch): the cross
     # toolchain, and that architecture's libc (multiarch) for dpkg-shlibdeps.

@@ -119,3 +119,47 @@ def oldest_glibc(arch_name: str = "amd64") -> str:
     if not found:
         raise die(f"no claimed target on {debian_name} names its glibc", "add the release's glibc to gdrkit/distro")
     return min(found, key=lambda version: tuple(int(part) for part in re.findall(r"\d+", version)))
+
+
+# ---- the claimed releases as people read them: README, docs/install.md, the Ansible role ----
+
+# The Ansible Galaxy platform name of each family's releases (meta/main.yml):
+# openSUSE Leap 15 ships SLE 15's packages, and Galaxy has no Leap 15 to name.
+GALAXY_NAMES = {"debian": "Debian", "ubuntu": "Ubuntu", "rhel": "EL", "suse": "SLES"}
+
+
+def claimed_releases() -> dict[str, list[str]]:
+    """Each distribution's claimed releases, in CLAIMED's order: debian/ubuntu by codename, rhel/suse by major (pure)."""
+    found: dict[str, list[str]] = {}
+    for target in CLAIMED:
+        if target.family_name == "debian":
+            release = DEBIAN_RELEASES[target.release]
+            key, name = release.os_id, release.codename
+        else:
+            key, name = target.family_name, re.sub(r"\D", "", target.release)
+        names = found.setdefault(key, [])
+        if name not in names:
+            names.append(name)
+    return found
+
+
+def advertised() -> dict[str, str]:
+    """How README and docs/install.md name each family's claimed releases (pure):
+    "Debian 11/12/13, Ubuntu 22.04/24.04", "8/9/10", "15"."""
+    claimed = claimed_releases()
+
+    def versions(os_id: str) -> str:
+        numbers = [DEBIAN_RELEASES[name].version for name in claimed.get(os_id, [])]
+        # Debian by its major release (11), Ubuntu by its full one (22.04).
+        return "/".join(n.split(".")[0] if os_id == "debian" else n for n in numbers)
+
+    return {
+        "deb": f"Debian {versions('debian')}, Ubuntu {versions('ubuntu')}",
+        "rhel": "/".join(claimed["rhel"]),
+        "suse": "/".join(claimed["suse"]),
+    }
+
+
+def galaxy_platforms() -> list[dict[str, object]]:
+    """The Ansible role's meta/main.yml `platforms`: the claimed releases as Galaxy names them (pure)."""
+    return [{"name": GALAXY_NAMES[key], "versions": names} for key, names in claimed_releases().items()]

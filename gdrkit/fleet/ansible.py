@@ -1,4 +1,4 @@
-"""Ansible from the toolkit's environment (.venv, requirements.txt), and what it runs with.
+"""Ansible from the toolkit's environment (.venv, its fleet extra: requirements/fleet.txt), and what it runs with.
 
 Molecule's docker driver (molecule-plugins) drives Docker through the
 community.docker and ansible.posix collections.  Ansible Galaxy is out of
@@ -23,7 +23,7 @@ ROLE = "gdrcopy"
 ROLE_DIR = ANSIBLE_DIR / "roles" / ROLE
 # molecule-plugins' docker driver's required_collections, and community.docker's own dependency.
 COLLECTIONS = ("community.docker", "ansible.posix", "community.library_inventory_filtering_v1")
-# The community package of the ansible-core that requirements.txt pins (2.19: ansible 12).
+# The community package of the ansible-core that requirements/fleet.txt pins (2.19: ansible 12).
 COLLECTIONS_PACKAGE = "ansible==12.3.0"
 
 

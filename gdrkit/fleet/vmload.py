@@ -36,8 +36,8 @@ PASSED_MARK = "CONVERGE PASSED"
 VM_TIMEOUT_S = 2400
 
 
-def ansible_core_pin(requirements: Path = REPO_ROOT / "requirements.txt") -> str:
-    """requirements.txt's ansible-core line (its one home), e.g. ansible-core==2.19.14."""
+def ansible_core_pin(requirements: Path = REPO_ROOT / "requirements" / "fleet.txt") -> str:
+    """requirements/fleet.txt's ansible-core line (its one home), e.g. ansible-core==2.19.14."""
     found = re.search(r"^ansible-core==\S+$", requirements.read_text(), re.MULTILINE)
     if found is None:
         raise die(f"{requirements} pins no ansible-core", "add ansible-core==VERSION there")

@@ -279,7 +279,8 @@ def validate(files: Mapping[str, str], kubernetes_version: str = KUBERNETES_VERS
         import kubernetes_validate
     except ImportError as error:
         raise die(
-            f"kubernetes-validate is not installed ({error})", "run ./toolkit once: it installs requirements.txt"
+            f"kubernetes-validate is not installed ({error})",
+            "run ./toolkit k8s-manifests once: it installs the kube extra (requirements/kube.txt)",
         ) from None
     verdicts = []
     for path, doc in documents(files):

@@ -37,6 +37,7 @@ BUILD_ROOT = REPO_ROOT / "build" / "gdrkit-pkg"
 LOG_DIR = BUILD_ROOT / "logs"
 DIST = REPO_ROOT / "dist"
 PACKAGING_README = REPO_ROOT / "packages" / "README.md"
+LINTIAN_SUPPRESS = suiteroot.LINTIAN_SUPPRESS
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,8 @@ def _build_debs_locked(
     if suite_root is not None:
         suite = plan.family.release.build_suite if isinstance(plan.family, DebianFamily) else suite_root.name
         built = suiteroot.build(suite_root, workdir, tree, epoch=source.epoch, jobs=jobs, suite=suite, log_dir=LOG_DIR)
-        return _copy_out(built, output)
+        _copy_debug(_deb_debug(workdir), output)
+        return _copy_out([p for p in built if not _is_deb_debug(p)], output)
     run_step(
         f"deb: dpkg-buildpackage ({', '.join(p.name for p in plan.packages)})",
         [
@@ -311,10 +313,45 @@ def _build_debs_locked(
         env=_build_env(source.epoch, jobs, nvidia_src_dir),
         hint=f"the packaging files are staged in {tree}",
     )
-    built = sorted(workdir.glob("*.deb"))
+    built = [p for p in sorted(workdir.glob("*.deb")) if not _is_deb_debug(p)]
     if not built:
         raise die(f"dpkg-buildpackage produced no .deb in {workdir}")
+    _copy_debug(_deb_debug(workdir), output)
     return _copy_out(built, output)
+
+
+# The debug packages (-dbgsym .ddeb, -debuginfo and -debugsource .rpm) go
+# beside the others, in their own directory: published repositories, images
+# and the install tests take the package directory's files as they are.
+DEBUG_SUBDIR = "debug"
+
+
+def _is_deb_debug(path: Path) -> bool:
+    """A -dbgsym package (dh_strip's: .deb on Debian, .ddeb on Ubuntu)."""
+    return "-dbgsym_" in path.name
+
+
+def _deb_debug(workdir: Path) -> list[Path]:
+    return sorted(p for p in [*workdir.glob("*.deb"), *workdir.glob("*.ddeb")] if _is_deb_debug(p))
+
+
+def _copy_debug(built: Iterable[Path], output: Path) -> None:
+    _copy_out(built, output / DEBUG_SUBDIR)
+
+
+def debug_packages(built: Iterable[Path]) -> list[Path]:
+    """The debug packages of the same build as `built` (in their output's debug/), by name and version."""
+    found: dict[Path, None] = {}
+    for path in built:
+        fields = package_fields(path)
+        directory = path.parent / DEBUG_SUBDIR
+        if path.suffix == ".rpm":
+            pattern = f"*-debug*-{fields.version}.*.rpm"
+        else:
+            pattern = f"*-dbgsym_{fields.version.split(':')[-1]}_*.*deb"
+        for candidate in sorted(directory.glob(pattern)):
+            found[candidate] = None
+    return list(found)
 
 
 def _copy_out(built: Iterable[Path], output: Path) -> list[Path]:
@@ -358,8 +395,9 @@ RPM_REPRODUCIBLE_DEFINES = {
     "use_source_date_epoch_as_buildtime": "1",
     "clamp_mtime_to_source_date_epoch": "1",
     "source_date_epoch_from_changelog": "0",
-    # Debian's rpm has no debuginfo tooling; build-id links are per-host noise.
-    "debug_package": "%{nil}",
+    # The debuginfo packages find the stripped files' debug data by their
+    # debuglink (find-debuginfo adds it); /usr/lib/debug/.build-id links
+    # would be per-build noise.
     "_build_id_links": "none",
     # Doc and license dirs named as on RHEL and SUSE (Debian's rpm adds -%{VERSION}).
     "_docdir_fmt": "%{NAME}",
@@ -462,7 +500,12 @@ def _build_rpms_locked(
     )
     output.mkdir(parents=True, exist_ok=True)
     result = []
-    for rpm in sorted((topdir / "RPMS").rglob("*.rpm")):
+    rpms = sorted((topdir / "RPMS").rglob("*.rpm"))
+    debug = [rpm for rpm in rpms if re.search(r"-debug(info|source)-", rpm.name)]
+    _copy_debug(debug, output)
+    for rpm in rpms:
+        if rpm in debug:
+            continue
         target = output / rpm.name
         shutil.copy2(rpm, target)
         result.append(target)
@@ -583,7 +626,11 @@ def lint(paths: Iterable[Path]) -> tuple[int, str]:
     report = []
     errors = 0
     if debs:
-        result = run(["lintian", "--no-tag-display-limit", *debs], capture=True, check=False)
+        result = run(
+            ["lintian", "--no-tag-display-limit", "--suppress-tags-from-file", str(LINTIAN_SUPPRESS), *debs],
+            capture=True,
+            check=False,
+        )
         report.append(result.stdout + result.stderr)
         errors += sum(1 for line in result.stdout.splitlines() if line.startswith("E: "))
     if rpms:

@@ -9,16 +9,18 @@ arguments and call these.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gdrkit.distro import families, targets
 from gdrkit.distro.arch import HOST_ARCH, arch
+from gdrkit.distro.debian import DEBIAN_RELEASES
 from gdrkit.distro.families import DebianFamily, DebianRelease, Family, family
 from gdrkit.distro.rpm import release_of_major
 from gdrkit.distro.targets import Target
-from gdrkit.packaging import baseline, build, model, suiteroot, toolchain
+from gdrkit.packaging import baseline, build, hardening, model, suiteroot, toolchain
 from gdrkit.packaging.baseline import PackageReport
 from gdrkit.system import die, ensure_debian_packages, log, run
 from gdrkit.version import REPO_ROOT
@@ -119,6 +121,8 @@ class Row:
     lint_errors: int
     path: Path | None = None  # the package file itself
     baseline: PackageReport | None = None  # against its target's glibc and Python
+    lint_warnings: int = 0  # left after the overrides (each with its reason): any fails the build
+    elf_files: tuple[hardening.ElfReport, ...] = ()  # each ELF file's hardening
 
 
 def plan_request(request: Request, source: build.Source | None = None) -> BuildPlan:
@@ -126,13 +130,11 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
         raise die("nothing to build for the kernel module", "drop --no-dkms or --no-kmod")
     build.check_kernel_releases(request.kernels)
     src = source or build.source_at(request.ref, request.repo)
-    kernels = request.kernels
-    if request.with_kmod and not kernels:
-        kernels = tuple(build.default_kernels())
-        if not kernels:
-            log("no kernel headers installed: skipping the prebuilt module packages")
-    if not request.with_kmod:
-        kernels = ()
+    # Prebuilt modules only for the kernels named: what a build makes must not
+    # depend on which kernels' headers this host happens to have.
+    kernels = request.kernels if request.with_kmod else ()
+    if request.with_kmod and not kernels and not request.targets:
+        log("prebuilt module packages: none (name their kernels with --kernel KVER; the DKMS package builds on any)")
     if request.host_arch and kernels:
         raise die(
             f"--arch {request.host_arch} cross-builds the packages without prebuilt modules",
@@ -147,13 +149,12 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             )
         if not request.with_dkms:
             raise die("--targets builds the DKMS packages, and --no-dkms leaves nothing", "drop --no-dkms")
-        if kernels:
-            log("targets: the prebuilt module packages are left out (they are for one node's kernel: --kernel)")
         for target in targets.targets(",".join(request.targets)):
             # dist/<release>/, as publish reads it: one directory per release, both architectures in it.
             job = _job(request, src, target.family, (), request.output / target.release, target.arch)
             result.jobs.append(job)
         return result
+    unplaced: dict[str, list[tuple[str, str]]] = {}
     for kind in request.kinds:
         fam: Family
         if kind == "deb":
@@ -169,8 +170,73 @@ def plan_request(request: Request, source: build.Source | None = None) -> BuildP
             raise die(f"family {fam.name} builds {fam.package_type}, not {kind}")
         # RPMs of different families have equal names but for the dist tag: keep them apart as before.
         out = request.output if kind == "deb" or fam.name == "rhel" else request.output / fam.name
-        result.jobs.append(_job(request, src, fam, kernels, out, request.host_arch))
+        cross = request.host_arch if request.host_arch and arch(request.host_arch) != HOST_ARCH else ""
+        suite = deb_build_suite(fam.release, cross) if isinstance(fam, DebianFamily) else ""
+        refusals = {k: kernel_refusal(fam, k, suite) for k in kernels}
+        if len(request.kinds) == 1:
+            for message, hint in filter(None, refusals.values()):
+                raise die(message, hint)
+        mine = tuple(k for k in kernels if refusals[k] is None)
+        for kver, refusal in refusals.items():
+            # build-packages: each kernel's module goes to the family and release it is of, only.
+            if refusal is not None:
+                unplaced.setdefault(kver, []).append(refusal)
+        result.jobs.append(_job(request, src, fam, mine, out, request.host_arch))
+    for kver, refused in unplaced.items():
+        if not any(kver in job.plan.kernels for job in result.jobs):
+            message, hint = refused[0]
+            raise die(message + "".join(f"; and {m}" for m, _ in refused[1:]), hint)
     return result
+
+
+def kernel_refusal(fam: Family, kver: str, build_suite: str = "") -> tuple[str, str] | None:
+    """Why a prebuilt module of `fam`'s release cannot be built for kernel `kver`, and what to do; None when it can.
+
+    A module of one release built for another's kernel is a package no node
+    of either can use (a Debian kernel's module named an el9 kmod), and a
+    build must never fetch headers its release's archive does not have.
+    """
+    if isinstance(fam, DebianFamily):
+        release = fam.release
+        if release.kernel_pattern and not re.match(release.kernel_pattern, kver):
+            owner = next(
+                (r.codename for r in DEBIAN_RELEASES.values() if r.kernel_pattern and re.match(r.kernel_pattern, kver)),
+                "",
+            )
+            return (
+                f"--kernel {kver} is not a kernel of {release.codename}"
+                + (f" (it is {owner}'s)" if owner else "")
+                + f": {release.codename}'s prebuilt module is for its own kernels",
+                f"build that kernel's module with --suite {owner or 'RELEASE'} --kernel {kver}, or name a"
+                f" {release.codename} kernel (apt-cache search linux-headers in a {release.codename} root lists them)",
+            )
+        if release.os_id != "debian" and build_suite:
+            return (
+                f"--kernel {kver}: {release.codename}'s kernel headers come from Ubuntu's archive, which the"
+                f" {build_suite} root that builds {release.codename}'s packages does not reach",
+                f"build the prebuilt module on a {release.codename} host (./toolkit build-deb --kernel {kver}"
+                " there), or leave --kernel out: the DKMS package builds gdrdrv on the node",
+            )
+        return None
+    assert isinstance(fam, families.RpmFamily)
+    target = fam.target_release
+    major = re.sub(r"\D", "", target.name)
+    if not fam.kernel_of_release(kver, major):
+        return (
+            f"--kernel {kver} is not a kernel of {target.name}: {target.name}'s prebuilt module (gdrcopy-kmod-KVER)"
+            " is for its own kernels only",
+            f"name an {target.name} kernel, as `uname -r` prints it on an {target.name} node, or --release that"
+            " kernel's own release (a Debian kernel's module: build-deb --kernel)",
+        )
+    tree = Path("/lib/modules") / kver / "build"
+    if not (tree / "Makefile").exists():
+        return (
+            f"--kernel {kver}: no devel tree of that kernel at {tree}, and this host cannot install one",
+            f"build on an {target.name} node with its devel package ({fam.headers_hint(kver)}), or point {tree} at"
+            f" that kernel's devel tree (its {fam.kernel_headers_package.format(kver=kver)} package unpacked:"
+            " rpm2cpio FILE.rpm | cpio -idm, then ln -s DIR/usr/src/kernels/KVER there)",
+        )
+    return None
 
 
 def _job(request: Request, src: build.Source, fam: Family, kernels: tuple[str, ...], out: Path, host_arch: str) -> Job:
@@ -219,7 +285,15 @@ def deb_build_suite(release: DebianRelease, cross_arch: str = "", os_release: Pa
 def execute(build_plan: BuildPlan) -> list[Row]:
     request = build_plan.request
     if request.install_deps:
-        build.ensure_build_deps(build_plan.kernels, kinds=request.kinds, lint=request.lint, dry_run=request.dry_run)
+        # Kernel headers from this host's archive only for the .deb packages built on it
+        # (a suite root gets its own; an RPM kernel's devel tree is never a Debian package).
+        host_kernels = [
+            k
+            for job in build_plan.jobs
+            if job.plan.package_type == "deb" and not job.build_suite
+            for k in job.plan.kernels
+        ]
+        build.ensure_build_deps(host_kernels, kinds=request.kinds, lint=request.lint, dry_run=request.dry_run)
         for cross_arch in dict.fromkeys(job.host_arch for job in build_plan.jobs if job.host_arch):
             build.ensure_cross_build_deps(cross_arch, dry_run=request.dry_run)
     if request.nvidia_src_dir:
@@ -262,22 +336,27 @@ def execute(build_plan: BuildPlan) -> list[Row]:
         # Printed once, with every job's, by the task's closing table (pipeline.baseline_table).
         reports = {r.file: r for r in baseline.check_packages(job.target, built)}
         problems += [p for r in reports.values() for p in r.problems]
+        # Every ELF file: PIE, stack protector, fortify, RELRO, BIND_NOW, build-id, stripped, its debug data.
+        elf_reports = hardening.check_packages(built, build.debug_packages(built))
+        problems += hardening.misses(elf_reports)
         report = ""
         if request.lint and root is not None:
             _, report = suiteroot.lint(root, build.BUILD_ROOT / "deb", suite=job.build_suite, log_dir=build.LOG_DIR)
         elif request.lint:
             _, report = build.lint(built)
+        if request.lint:
+            log_file = build.LOG_DIR / f"lint-{job.target.name}.log"
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            log_file.write_text(report)
+            log(f"{job.target.name}: lint report kept in {log_file}")
         for line in report.splitlines():
-            if ": E: " in line or line.startswith("E: "):
+            if lint_severity(line) in ("E", "W"):
                 print(line)
         for path in built:
             name = build.package_name(path)
             mine = [p for p in problems if p.startswith((f"{name}:", f"{path.name}:", f"{path.name} "))]
-            lint_errors = sum(
-                1
-                for line in report.splitlines()
-                if (line.startswith(f"E: {name}:") or line.startswith(f"{name}.") and ": E: " in line)
-            )
+            lint_errors = sum(1 for line in report.splitlines() if lint_line_of(line, name) == "E")
+            lint_warnings = sum(1 for line in report.splitlines() if lint_line_of(line, name) == "W")
             rows.append(
                 Row(
                     str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path),
@@ -286,6 +365,8 @@ def execute(build_plan: BuildPlan) -> list[Row]:
                     lint_errors,
                     path,
                     reports.get(path.name),
+                    lint_warnings,
+                    tuple(r for r in elf_reports if r.package == path.name),
                 )
             )
         log(f"{job.plan.package_type}: {len(built)} packages in {time.monotonic() - started:.0f} s")
@@ -298,13 +379,54 @@ def execute(build_plan: BuildPlan) -> list[Row]:
     return rows
 
 
+def lint_severity(line: str) -> str:
+    """E, W or "" for one line of lintian's ("W: pkg: tag") or rpmlint's ("pkg.arch: W: tag") report (pure)."""
+    found = re.match(r"^([EW]): \S+", line) or re.match(r"^\S+: ([EW]): ", line)
+    return found.group(1) if found else ""
+
+
+def lint_line_of(line: str, name: str) -> str:
+    """The severity of a report line about package `name` ("" for another package's or none) (pure)."""
+    severity = lint_severity(line)
+    if not severity:
+        return ""
+    if line.startswith(f"{severity}: {name}:") or line.startswith(f"{severity}: {name} "):
+        return severity
+    if re.match(rf"^{re.escape(name)}\.[\w]+: {severity}: ", line) or line.startswith(f"{name}: {severity}: "):
+        return severity
+    return ""
+
+
 def summary_table(rows: list[Row]) -> str:
-    header = ("package file", "size", "contents", "lint errors")
-    body = [(r.file, f"{r.size / 1024:.0f} KiB", r.contents, str(r.lint_errors)) for r in rows]
-    widths = [max(len(x[i]) for x in [header, *body]) for i in range(4)]
+    header = ("package file", "size", "contents", "lint errors", "lint warnings", "ELF files hardened")
+    body = [
+        (
+            r.file,
+            f"{r.size / 1024:.0f} KiB",
+            r.contents,
+            str(r.lint_errors),
+            str(r.lint_warnings),
+            _hardened(r.elf_files),
+        )
+        for r in rows
+    ]
+    widths = [max(len(x[i]) for x in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)) for line in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _hardened(reports: tuple[hardening.ElfReport, ...]) -> str:
+    judged = [r for r in reports if "pie" in r.verdicts and not r.verdicts["pie"].startswith("n/a")]
+    if not judged:
+        return "-"
+    bad = sum(1 for r in judged if r.misses)
+    return f"{len(judged) - bad}/{len(judged)}" + ("" if not bad else " (see below)")
+
+
+def hardening_table(rows: list[Row]) -> str:
+    """package × ELF file × property, every package's (gdrkit.packaging.hardening)."""
+    return hardening.table(r for row in rows for r in row.elf_files)
 
 
 def baseline_table(rows: list[Row]) -> str:
@@ -313,11 +435,13 @@ def baseline_table(rows: list[Row]) -> str:
 
 
 def check_rows(rows: list[Row]) -> None:
-    bad = [r for r in rows if r.contents != "ok" or r.lint_errors]
+    bad = [r for r in rows if r.contents != "ok" or r.lint_errors or r.lint_warnings]
     if bad:
         raise die(
-            f"{len(bad)} package(s) failed their checks (see the table above)",
-            "fix the contents in packages/gdrcopy.yaml or the build, and the lint errors printed above",
+            f"{len(bad)} package(s) failed their checks (see the tables above)",
+            "fix the contents in packages/gdrcopy.yaml or the build, and the lint errors and warnings printed above"
+            " (a warning that does not apply: an override with its reason, in packages/rpmlintrc or"
+            " templates/debian/*.lintian-overrides.j2)",
         )
 
 

@@ -19,6 +19,7 @@ from gdrkit.gdrcopy_doctor import facts
 from gdrkit.gdrcopy_doctor.consumers import NODE_CONFIG
 from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging.model import Package, Plan
+from gdrkit.packaging.toolchain import HARDENING_FLAGS
 from gdrkit.version import REPO_ROOT
 
 TEMPLATE_DIR = REPO_ROOT / "templates"
@@ -74,6 +75,7 @@ def _context(plan: Plan) -> dict[str, Any]:
         "copyright_year": time.strftime("%Y", time.gmtime(epoch)),
         "mit_text": (TEMPLATE_DIR / "licenses" / "MIT.txt").read_text(),
         "doctor_package": DOCTOR_PACKAGE,
+        "hardening_flags": HARDENING_FLAGS,
     }
 
 

@@ -41,7 +41,10 @@ inside)
         ;;
     lint)
         lintian --version
-        lintian --no-tag-display-limit /build/*.deb || true
+        suppress=""
+        [ ! -f /build/.lintian-suppress ] || suppress="--suppress-tags-from-file /build/.lintian-suppress"
+        # shellcheck disable=SC2086 # $suppress is empty or two words
+        lintian --no-tag-display-limit $suppress /build/*.deb || true
         ;;
     *)
         echo "suite_build.sh: unknown action $action" >&2

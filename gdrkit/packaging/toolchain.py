@@ -30,6 +30,21 @@ ZIG_PIN = "ziglang==0.17.0"
 # filter for rpmlint's missing-hash-section holds for both.
 ZIG_CC_FLAGS = ("-Wl,--no-gc-sections", "-Wl,--hash-style=gnu")
 
+# The hardening every package's ELF files get (gdrkit.packaging.hardening
+# checks them), as Fedora's and Debian's build flags give it: a strong stack
+# protector, _FORTIFY_SOURCE (which needs -O), full RELRO and BIND_NOW, a
+# build-id; -g for the debug packages.  The .deb builds take theirs from
+# dpkg-buildflags (DEB_BUILD_MAINT_OPTIONS=hardening=+all); the .rpm builds
+# these, exported as the environment, where the Makefiles add to them.
+# build-id=sha1: 20 bytes, what debugedit (find-debuginfo) handles; lld's default is 8.
+# PIE: this host's gcc makes it by default; Zig's cc gets -fPIE and -pie
+# from its wrapper for programs (Zig refuses either with -shared).
+HARDENING_FLAGS = {
+    "CFLAGS": "-O2 -g -fstack-protector-strong",
+    "CPPFLAGS": "-D_FORTIFY_SOURCE=2",
+    "LDFLAGS": "-Wl,-z,relro -Wl,-z,now -Wl,--build-id=sha1",
+}
+
 
 def version_key(version: str) -> tuple[int, ...]:
     """2.28 -> (2, 28), for comparing glibc and Python versions (pure)."""
@@ -103,12 +118,26 @@ def ensure_zig(*, dry_run: bool = False) -> Path:
 
 
 def wrapper_script(zig: Path, tool: str, target: str) -> str:
-    """A CC or AR program: one exec of Zig's `tool` for `target` (pure); make and rpm take one word."""
-    if tool == "cc":
-        argv = [str(zig), "cc", "-target", target, *ZIG_CC_FLAGS]
-    else:
-        argv = [str(zig), tool]
-    return f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n'
+    """A CC or AR program: one exec of Zig's `tool` for `target` (pure); make and rpm take one word.
+
+    The cc builds programs as PIE: -fPIE -pie when it links, -fPIE when it
+    only compiles (-c, -S, -E), neither for a shared object or its objects
+    (-shared, -fPIC): Zig refuses PIE flags with -shared.
+    """
+    if tool != "cc":
+        return f'#!/bin/sh\nexec {shlex.join([str(zig), tool])} "$@"\n'
+    argv = [str(zig), "cc", "-target", target, *ZIG_CC_FLAGS]
+    return (
+        "#!/bin/sh\n"
+        'pie="-fPIE -pie"\n'
+        'for arg in "$@"; do\n'
+        '    case "$arg" in\n'
+        '        -shared | -fPIC | -fpic) pie="" ;;\n'
+        '        -c | -S | -E) [ -z "$pie" ] || pie="-fPIE" ;;\n'
+        "    esac\n"
+        "done\n"
+        f'exec {shlex.join(argv)} $pie "$@"\n'
+    )
 
 
 def zig_toolchain(directory: Path, target_arch: Arch, glibc: str, *, dry_run: bool = False) -> Toolchain:

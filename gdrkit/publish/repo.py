@@ -61,7 +61,8 @@ def collect(dist: Path, suite: str, rpm_release: str) -> dict[Target, list[Packa
                     f"name it: {flag} <release>, or put them in {dist}/<release>/",
                 )
             groups.setdefault(Target(kind, release), []).extend(top)
-        for sub in sorted(p for p in dist.iterdir() if p.is_dir()):
+        # debug/: the build's -dbgsym and -debuginfo packages, kept beside, not published.
+        for sub in sorted(p for p in dist.iterdir() if p.is_dir() and p.name != build.DEBUG_SUBDIR):
             files = sorted(sub.glob(f"*.{kind}"))
             if files:
                 groups.setdefault(Target(kind, sub.name), []).extend(files)

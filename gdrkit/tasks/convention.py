@@ -10,11 +10,14 @@ and fails on a clash or a task that changes the system without --dry-run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from invoke.tasks import Task
 from invoke.tasks import task as invoke_task
+
+from gdrkit import pyextras
 
 # Option name (as in the task's signature) -> its short flag, everywhere.
 SHORT_FLAGS: dict[str, str] = {
@@ -46,6 +49,9 @@ READ_ONLY_TASKS: dict[str, str] = {
 class ConventionTask(Task[Callable[..., Any]]):
     """An Invoke task whose short flags come from SHORT_FLAGS, never from the first free letter."""
 
+    # The Python extras it installs before running (gdrkit.pyextras).
+    extras: tuple[str, ...] = ()
+
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)
         short = SHORT_FLAGS.get(name)
@@ -54,14 +60,28 @@ class ConventionTask(Task[Callable[..., Any]]):
         return opts
 
 
-def task(**kwargs: Any) -> Callable[[Callable[..., Any]], ConventionTask]:
-    """invoke.tasks.task(...) with the toolkit's convention: explicit short flags only."""
+def task(*, extras: tuple[str, ...] = (), **kwargs: Any) -> Callable[[Callable[..., Any]], ConventionTask]:
+    """invoke.tasks.task(...) with the toolkit's convention: explicit short flags only.
+
+    `extras`: the Python extras (gdrkit.pyextras) the task uses, installed
+    into the toolkit's environment before it runs (with --dry-run: only said).
+    """
     kwargs.setdefault("klass", ConventionTask)
     kwargs.setdefault("auto_shortflags", False)
 
     def decorate(body: Callable[..., Any]) -> ConventionTask:
+        if extras:
+            inner = body
+
+            # functools.wraps keeps the signature Invoke reads the flags from.
+            @functools.wraps(inner)
+            def body(*args: Any, **flags: Any) -> Any:
+                pyextras.ensure(extras, dry_run=bool(flags.get("dry_run", False)))
+                return inner(*args, **flags)
+
         made = invoke_task(**kwargs)(body)
         assert isinstance(made, ConventionTask)
+        made.extras = extras
         return made
 
     return decorate

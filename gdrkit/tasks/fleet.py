@@ -27,6 +27,7 @@ MOLECULE_COMMANDS = (
 
 
 @task(
+    extras=("containers", "fleet"),
     help={
         "command": "the Molecule command: test (default: the whole sequence), converge, verify, destroy, ...",
         "vm": "instead: the role with a local connection inside a booted bookworm kernel, softgpu as the GPU",
@@ -34,7 +35,7 @@ MOLECULE_COMMANDS = (
         "dry_run": "print the plan, change nothing",
         "scenario": "default (bookworm and trixie containers) or check: the role with --check on this machine,"
         " from a repository holding only a signing key (nothing changes here)",
-    }
+    },
 )
 def molecule(
     c: Context,

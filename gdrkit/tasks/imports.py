@@ -8,7 +8,7 @@ from gdrkit.tasks.convention import task
 from gdrkit import importmap
 
 
-@task(help={"package": "the package to map (default gdrkit)"})
+@task(extras=("test",), help={"package": "the package to map (default gdrkit)"})
 def imports(c: Context, package: str = "gdrkit") -> None:
     """Print the import map: each subpackage's floors, circles and the imports that point back up."""
     print(importmap.render(importmap.import_map(package)), end="")

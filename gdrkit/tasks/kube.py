@@ -13,6 +13,7 @@ def _split(value: str) -> list[str]:
 
 
 @task(
+    extras=("containers",),
     help={
         "os": "node OSes by the GPU Operator's name <ID><VERSION_ID>, comma-separated (debian12, ubuntu22.04,"
         " rhel9.4, rocky8.10, rhcos4.16, sles15.6, ...; default: the Debian and Ubuntu releases and a few RHEL and"
@@ -34,7 +35,7 @@ def _split(value: str) -> list[str]:
         "dry_run": "print the images and why any cannot be built, build nothing",
         "archives": "directory for each built image's OCI archive, the file to push with skopeo copy"
         " --preserve-digests (default: dist/kube-images); its digest goes into deploy/kubernetes/images.lock",
-    }
+    },
 )
 def build_image(
     c: Context,
@@ -97,6 +98,7 @@ def build_image(
 
 
 @task(
+    extras=("kube",),
     name="k8s-manifests",
     help={
         "kernel": "kernel releases to map in the KMM Module, comma-separated (default: every KMM image of"

@@ -11,11 +11,12 @@ from gdrkit.version import REPO_ROOT
 
 
 @task(
+    extras=("test", "containers", "kube", "fleet"),
     help={
         "only": "comma-separated checks to run (default all): " + ", ".join(c.name for c in checks.CHECKS),
         "update_abi": "rewrite the ABI baseline from the library as built now (after an intended, versioned change)",
         "dry_run": "print what would be installed and which checks would run; run none",
-    }
+    },
 )
 def lint(c: Context, only: str = "", update_abi: bool = False, dry_run: bool = False) -> None:
     """Static checks: mypy, ruff, import floors, shellcheck, checkpatch, kernel-doc, sparse, -Werror builds, ABI, include/call circles, doc links."""

@@ -55,6 +55,7 @@ def lint_workflow(c: Context, dry_run: bool = False) -> None:
 
 
 @task(
+    extras=("containers",),
     iterable=["only"],
     help={
         "only": "run only this entry (repeatable); default: every entry",
@@ -92,6 +93,7 @@ def matrix(
 
 
 @task(
+    extras=("containers",),
     iterable=["only"],
     help={
         "only": "sweep only this entry (repeatable)",

@@ -18,6 +18,7 @@ from invoke.context import Context
 from gdrkit.tasks.convention import ConventionTask, task
 
 from gdrkit import system
+from gdrkit.distro import targets
 from gdrkit.distro.arch import ARCHES, HOST_ARCH, arch
 from gdrkit.packaging import model, pipeline
 from gdrkit.packaging.build import DIST
@@ -34,7 +35,9 @@ class PackageOptions:
     dkms: bool = _flag(True, "build the DKMS module package (--no-dkms: skip it)")
     kmod: bool = _flag(True, "build the prebuilt module package (--no-kmod: skip it)")
     kernel: str = _flag(
-        "", "kernel release(s) for the prebuilt module, comma-separated (default: running, else newest with headers)"
+        "",
+        "kernel release(s) of the target release to build prebuilt modules for, comma-separated (default: none;"
+        " what is built never depends on the host's headers)",
     )
     nvidia_src_dir: str = _flag("", "NVIDIA driver kernel sources (with nv-p2p.h) for the prebuilt module")
     output: str = _flag("", "directory for the packages (default: dist/)")
@@ -48,7 +51,7 @@ class PackageOptions:
     targets: str = _flag(
         "",
         "build for these targets, each into <output>/<release>/ (as publish reads it): `all` (every claimed one) or"
-        " comma-separated names (el8,el9,el10,sle15,bullseye,bookworm,trixie,jammy,noble; -arm64 for arm64)",
+        f" comma-separated names ({','.join(dict.fromkeys(t.release for t in targets.CLAIMED))}; -arm64 for arm64)",
     )
     device_mode: str = _flag("", "mode of /dev/gdrdrv in the udev rule (default from packages/gdrcopy.yaml: 0660)")
     device_group: str = _flag("", "group of /dev/gdrdrv in the udev rule (default: video)")
@@ -107,6 +110,7 @@ def _build(request: pipeline.Request) -> None:
     if rows:
         print(pipeline.summary_table(rows))
         print("\nagainst each target's baseline:\n" + pipeline.baseline_table(rows))
+        print("\neach ELF file's hardening:\n" + pipeline.hardening_table(rows))
     pipeline.check_rows(rows)
 
 

@@ -14,11 +14,12 @@ from gdrkit.version import REPO_ROOT
 
 
 @task(
+    extras=("test", "containers", "kube", "fleet"),
     help={
         "quick": "only the tests that need no VM, container or package build (minutes: lint alone takes one)",
         "soak": "only the long soak tier that .ci/run leaves out: full-count race tests, fuzzing, slab poisoning (hours)",
         "keyword": "only tests whose name matches this pytest -k expression",
-    }
+    },
 )
 def test(c: Context, quick: bool = False, soak: bool = False, keyword: str = "") -> None:
     """Run the whole test suite (pytest over tests/python); fails on any failing test.

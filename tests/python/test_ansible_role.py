@@ -155,7 +155,7 @@ def test_only_the_needed_collections_are_unpacked(tmp_path: Path) -> None:
 
 
 def test_guest_ansible_is_requirements_pin() -> None:
-    requirements = (ansible.ANSIBLE_DIR.parent / "requirements.txt").read_text()
+    requirements = (ansible.ANSIBLE_DIR.parent / "requirements" / "fleet.txt").read_text()
     assert vmload.ansible_core_pin() in requirements.splitlines()
 
 

@@ -373,14 +373,22 @@ def _path_without(command: str, bindir: Path) -> Path:
     return bindir
 
 
-def _rpm_tag() -> str:
+def _rpm_release_and_tag() -> tuple[str, str]:
+    """The release build-rpm-packages.sh builds for here, and the tag its file names carry.
+
+    On a host of that release GDRCopy's own tag; on any other (this Debian
+    host) the target's: the packages are el9's, never named for the build host.
+    """
     for name in ("/etc/redhat-release", "/etc/centos-release"):
         if Path(name).exists():
             text = Path(name).read_text()
-            return ".el" + text.split("release ")[1].split(".")[0].split()[0]
+            tag = ".el" + text.split("release ")[1].split(".")[0].split()[0]
+            return tag[1:], tag
     fields = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
     clean = {k: v.strip().strip('"') for k, v in fields.items()}
-    return f".{clean['ID']}-{clean.get('VERSION_ID', '')}"
+    if "suse" in f"{clean.get('ID', '')} {clean.get('ID_LIKE', '')}":
+        return "sle15", f".{clean['ID']}-{clean.get('VERSION_ID', '')}"
+    return "el9", ".el9"
 
 
 # The toolkit's names carry its dist tag (.el9 where no release is named), which gives way to GDRCopy's.
@@ -392,7 +400,8 @@ def test_build_rpm_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) ->
     top, env = _fake_tree(tmp_path, RPMS + [kmod])
     out = tmp_path / "out"
     _run(top, "build-rpm-packages.sh", ["-m"], dict(env, NVIDIA_SRC_DIR="/usr/src/nvidia-550/nvidia"), out)
-    tag = _rpm_tag()
+    release, tag = _rpm_release_and_tag()
+    assert "debian" not in tag and "ubuntu" not in tag
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [
             f"gdrcopy-2.6.1-1{tag}.x86_64.rpm",
@@ -402,7 +411,9 @@ def test_build_rpm_packages_names_the_results_as_gdrcopy_does(tmp_path: Path) ->
         ]
     )
     args = (top / "toolkit.args").read_text().split()
-    assert args[:3] == ["build-rpm", "--family", "rhel"]
+    assert args[:3] == ["build-rpm", "--release", release]
+    # -m: the running kernel's module, named, never one the host's headers happen to offer.
+    assert args[args.index("--kernel") + 1] == platform.release()
     assert "--no-kmod" not in args and args[args.index("--nvidia-src-dir") + 1] == "/usr/src/nvidia-550/nvidia"
     out2 = tmp_path / "out2"
     _run(top, "build-rpm-packages.sh", [], env, out2)

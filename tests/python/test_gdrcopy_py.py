@@ -35,7 +35,7 @@ FAKE_VA = 0x7F0000000000
 
 try:
     import numpy
-except ImportError:  # the toolkit's .venv has it (requirements.txt)
+except ImportError:  # the toolkit's test extra has it (requirements/test.txt)
     numpy = None  # type: ignore[assignment]
 
 needs_numpy = pytest.mark.skipif(numpy is None, reason="NumPy is not installed in this Python (pip install numpy)")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gdrkit.distro import families, targets
-from gdrkit.packaging import baseline, build, model, pipeline, toolchain
+from gdrkit.packaging import baseline, build, hardening, model, pipeline, toolchain
 from pkgkit import fixture, reference
 from gdrkit.system import ensure_debian_packages
 from gdrkit.version import REPO_ROOT
@@ -335,6 +335,18 @@ def test_real_tree_packages_are_complete_and_lint_clean(
 ) -> None:
     first = _build_all(build.source_at("HEAD"), tmp_path_factory.mktemp("real-1"))
     _assert_good(first)
+    for kind, (paths, _, _) in first.items():
+        # Every ELF file hardened, stripped, its debug data in the -dbgsym/-debuginfo package (issue 36).
+        debug = build.debug_packages(paths)
+        elf_reports = hardening.check_packages(paths, debug)
+        print(f"{kind}: debug packages {[p.name for p in debug]}\n{hardening.table(elf_reports)}")
+        assert debug, f"{kind}: no debug package built"
+        assert any(r.verdicts.get("stripped") for r in elf_reports), f"{kind}: no ELF file judged"
+        assert not hardening.misses(elf_reports), "\n".join(hardening.misses(elf_reports))
+        # No lint warning left but those filtered with a reason (packages/rpmlintrc, packages/lintian-suppress).
+        _, report = build.lint(paths)
+        warnings = [line for line in report.splitlines() if pipeline.lint_severity(line) == "W"]
+        assert not warnings, "\n".join(warnings)
     assert_runtime_package_alone_is_dlopened_by_name(first, tmp_path_factory.mktemp("real-runtime"))
     for kind, (_, seconds, _) in first.items():
         print(f"{kind}: {seconds:.0f} s")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
+import re
 from pathlib import Path
 
 import pytest
@@ -17,13 +19,69 @@ from gdrkit.tasks import pkg
 SOURCE = build.Source(repo=Path("/nonexistent"), commit="0" * 40, epoch=1767225600)
 
 
-def test_plan_has_one_job_per_kind_with_kmod_for_each_kernel() -> None:
-    plan = pipeline.plan_request(pipeline.Request(kernels=("6.1.0-56-amd64",)), SOURCE)
+def test_plan_has_one_job_per_kind_and_each_kernel_goes_to_its_own_release_only(tmp_path: Path) -> None:
+    bookworm_host = tmp_path / "os-release"
+    bookworm_host.write_text("ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "OS_RELEASE", bookworm_host)
+        plan = pipeline.plan_request(pipeline.Request(kernels=("6.1.0-56-amd64",)), SOURCE)
     assert [job.plan.package_type for job in plan.jobs] == ["deb", "rpm"]
     deb, rpm = (job.plan for job in plan.jobs)
     assert "gdrdrv-modules-6.1.0-56-amd64" in [p.name for p in deb.packages]
-    assert "gdrcopy-kmod-6.1.0-56-amd64" in [p.name for p in rpm.packages]
+    # A Debian kernel's module is never packaged as an el9 kmod (issue 36).
+    assert not any(p.kind == "kmod" for p in rpm.packages), [p.name for p in rpm.packages]
     assert all(job.plan.source_date_epoch == SOURCE.epoch for job in plan.jobs)
+
+
+def test_without_kernels_named_no_module_package_whatever_headers_the_host_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a build makes does not depend on the host's kernel headers: planned with and without them."""
+    bookworm_host = tmp_path / "os-release"
+    bookworm_host.write_text("ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n")
+    monkeypatch.setattr(pipeline, "OS_RELEASE", bookworm_host)
+
+    def packages(request: pipeline.Request) -> list[list[str]]:
+        return [[p.name for p in job.plan.packages] for job in pipeline.plan_request(request, SOURCE).jobs]
+
+    requests = [
+        pipeline.Request(),
+        pipeline.Request(kinds=("deb",), suite="bullseye"),
+        pipeline.Request(kinds=("rpm",), rpm_release="el8"),
+    ]
+    without = [packages(r) for r in requests]
+    monkeypatch.setattr(build, "default_kernels", lambda: ["6.1.0-57-amd64"])
+    monkeypatch.setattr(platform, "release", lambda: "6.1.0-57-amd64")
+    with_headers = [packages(r) for r in requests]
+    assert without == with_headers
+    assert not [n for job in without for names in job for n in names if "6.1.0" in n or "modules" in n]
+
+
+@pytest.mark.parametrize(
+    ("request_", "refusal"),
+    [
+        (pipeline.Request(kinds=("deb",), suite="bullseye", kernels=("6.1.0-57-amd64",)), "(it is bookworm's)"),
+        (pipeline.Request(kinds=("rpm",), rpm_release="el8", kernels=("6.1.0-57-amd64",)), "not a kernel of el8"),
+        (
+            pipeline.Request(kinds=("rpm",), rpm_release="el9", kernels=("5.14.0-427.13.1.el9_4.x86_64",)),
+            "no devel tree of that kernel",
+        ),
+        (pipeline.Request(kinds=("deb",), suite="jammy", kernels=("5.15.0-100-generic",)), "Ubuntu's archive"),
+        (pipeline.Request(kernels=("5.14.0-427.13.1.el9_4.x86_64",)), "no devel tree of that kernel"),
+    ],
+)
+def test_a_kernel_the_target_cannot_have_is_refused_with_what_to_do(
+    request_: pipeline.Request, refusal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bookworm_host = tmp_path / "os-release"
+    bookworm_host.write_text("ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n")
+    monkeypatch.setattr(pipeline, "OS_RELEASE", bookworm_host)
+    if Path("/lib/modules/5.14.0-427.13.1.el9_4.x86_64/build").exists():
+        pytest.fail("this host has an el9 kernel's devel tree: the refusal cannot be judged here")
+    with pytest.raises(UserError, match=re.escape(refusal)) as raised:
+        pipeline.plan_request(dataclasses.replace(request_, dry_run=True), SOURCE)
+    print(raised.value, "\n  hint:", raised.value.hint)
+    assert raised.value.hint and ("--suite" in raised.value.hint or "node" in raised.value.hint)
 
 
 def test_no_kmod_means_no_kernel_and_no_module_package() -> None:
@@ -84,16 +142,18 @@ def test_build_dependencies_follow_the_kinds_and_lint(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(
-    ("suite", "unitdir"), [("bookworm", "/lib/systemd/system"), ("trixie", "/usr/lib/systemd/system")]
+    ("suite", "kver", "unitdir"),
+    [
+        ("bookworm", "6.1.0-56-amd64", "/lib/systemd/system"),
+        ("trixie", "6.12.57+deb13-amd64", "/usr/lib/systemd/system"),
+    ],
 )
-def test_the_deb_layout_follows_the_suite_asked_for(suite: str, unitdir: str) -> None:
-    plan = pipeline.plan_request(
-        pipeline.Request(kinds=("deb",), suite=suite, kernels=("6.12.57+deb13-amd64",)), SOURCE
-    )
+def test_the_deb_layout_follows_the_suite_asked_for(suite: str, kver: str, unitdir: str) -> None:
+    plan = pipeline.plan_request(pipeline.Request(kinds=("deb",), suite=suite, kernels=(kver,)), SOURCE)
     deb = plan.jobs[0].plan
     assert deb.family.unitdir == unitdir
-    kmod = deb.package("gdrdrv-modules-6.12.57+deb13-amd64")
-    assert kmod.contents[0] == f"{unitdir.removesuffix('/systemd/system')}/modules/6.12.57+deb13-amd64/*/gdrdrv.ko"
+    kmod = deb.package(f"gdrdrv-modules-{kver}")
+    assert kmod.contents[0] == f"{unitdir.removesuffix('/systemd/system')}/modules/{kver}/*/gdrdrv.ko"
 
 
 def test_without_a_suite_the_build_hosts_os_release_decides(tmp_path: Path) -> None:

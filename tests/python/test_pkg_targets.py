@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -117,10 +118,23 @@ def test_the_toolchain_links_against_the_target_glibc_only_where_this_host_is_ne
     with pytest.raises(UserError, match="not MAJOR.MINOR"):
         toolchain.manylinux_tag(arch("amd64"), "2")
     script = toolchain.wrapper_script(Path("/z/zig"), "cc", "x86_64-linux-gnu.2.28")
-    assert script.splitlines() == [
-        "#!/bin/sh",
-        'exec /z/zig cc -target x86_64-linux-gnu.2.28 -Wl,--no-gc-sections -Wl,--hash-style=gnu "$@"',
-    ]
+    assert script.splitlines()[0] == "#!/bin/sh"
+    assert script.splitlines()[-1] == (
+        'exec /z/zig cc -target x86_64-linux-gnu.2.28 -Wl,--no-gc-sections -Wl,--hash-style=gnu $pie "$@"'
+    )
+    # Programs are PIE; a shared object and its -fPIC objects get no PIE flag (Zig refuses them with -shared).
+    cases = (
+        (["-o", "p", "p.o"], "-fPIE -pie"),
+        (["-c", "x.c"], "-fPIE"),
+        (["-fPIC", "-c", "x.c"], ""),
+        (["-shared", "-o", "l.so"], ""),
+    )
+    for args, pie in cases:
+        shown = subprocess.run(
+            ["sh", "-c", script.replace("exec /z/zig", "echo /z/zig"), "cc", *args], capture_output=True, text=True
+        ).stdout.split()
+        flags = [a for a in shown if a in ("-fPIE", "-pie")]
+        assert flags == pie.split(), (args, shown)
     assert toolchain.wrapper_script(Path("/z/zig"), "ar", "t").splitlines()[1] == 'exec /z/zig ar "$@"'
 
 

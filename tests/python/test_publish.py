@@ -245,6 +245,14 @@ def test_collect_rejects_an_unknown_debian_release(tmp_path: Path) -> None:
         repo.collect(tmp_path, "", "")
 
 
+def test_collect_leaves_the_debug_packages_out(tmp_path: Path) -> None:
+    """dist/debug/ holds the build's -dbgsym and -debuginfo packages: not a release, not published."""
+    (tmp_path / "debug").mkdir()
+    (tmp_path / "debug" / "libgdrapi-dbgsym_2.6.1-1_amd64.deb").write_bytes(b"")
+    with pytest.raises(Exception, match="holds no .deb or .rpm files"):
+        repo.collect(tmp_path, "bookworm", "el9")
+
+
 def test_the_matrix_names_the_version_of_the_packages_it_built(tmp_path: Path) -> None:
     """From the packages' headers (build.package_fields), as publish reads them: the manifest matches by it."""
     from gdrkit.matrix import model as matrix_model, runner
