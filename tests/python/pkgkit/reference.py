@@ -1,12 +1,16 @@
-"""The reference GDRCopy 2.6-1's .deb packages, rebuilt to its layout, for upgrade tests.
+"""NVIDIA's GDRCopy 2.6-1 .deb packages, rebuilt to their layout, for upgrade tests.
 
 Hosts run NVIDIA's own packages before ours, so an upgrade must start from
-them: the same four names (gdrdrv-dkms, libgdrapi, gdrcopy-tests, gdrcopy),
-version 2.6-1, gdrdrv 2.6 under /usr/src/gdrdrv-2.6 with the reference's
-dkms.conf, its postinst (DKMS's common.postinst) and prerm (dkms remove), and
-the SysV script /etc/init.d/gdrdrv installed by dh_installinit --name gdrdrv
-in debhelper compat 9: rc links on install; debhelper's snippets start it
-on install, restart it from the postinst on upgrade, stop it on removal.
+them, and the stand-in must tell the truth about them (NVIDIA_DEB_FIELDS
+below, held to the facts by test_pkg_reference.py): the same four names
+(gdrdrv-dkms, libgdrapi, gdrcopy-tests, gdrcopy), version 2.6-1, each with
+NVIDIA's Architecture and Multi-Arch (gdrdrv-dkms is `Architecture: any`,
+`Multi-Arch: same`, so dpkg knows it as gdrdrv-dkms:amd64), gdrdrv 2.6
+under /usr/src/gdrdrv-2.6 with the reference's dkms.conf, its postinst
+(DKMS's common.postinst) and prerm (dkms remove), and the SysV script
+/etc/init.d/gdrdrv (its only conffile) installed by dh_installinit --name
+gdrdrv in debhelper compat 9: rc links and a start on install, a stop in
+every prerm, the links removed on purge (update-rc.d remove).
 
 `build_kmod_rpm()` makes the reference's gdrcopy-kmod 2.6-1dkms RPM, reduced
 to what an upgrade meets: its %preun stops gdrcopy.service (rmmod gdrdrv,
@@ -37,11 +41,76 @@ PACKAGE_VERSION = "2.6-1"
 MODULE_VERSION = "2.6.0"
 PACKAGES = ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy")
 # Shell files of the fixture and where debhelper wants them.
+# What NVIDIA's 2.6-1 .debs say of themselves (dpkg-deb --field), from the
+# interface facts (section 6.5) and NVIDIA's public packaging
+# (packages/*/control at v2.6): the stand-in's debian/control must give the
+# same.  A value of None: the field is absent.  "Depends" lists what each
+# must name (with ${binary:Version} for the exact version).
+NVIDIA_DEB_FIELDS: dict[str, dict[str, str | None]] = {
+    "gdrdrv-dkms": {"Architecture": "any", "Multi-Arch": "same", "Depends": "dkms (>= 1.95)"},
+    "libgdrapi": {"Architecture": "any", "Multi-Arch": "same", "Replaces": "gdrcopy (<= 2.2-1)",
+                  "Conflicts": "gdrcopy (<= 2.2-1)"},
+    "gdrcopy-tests": {"Architecture": "any", "Multi-Arch": "same", "Depends": "libgdrapi (>= ${binary:Version})",
+                      "Replaces": "gdrcopy (<= 2.2-1)", "Conflicts": "gdrcopy (<= 2.2-1)"},
+    "gdrcopy": {"Architecture": "any", "Multi-Arch": "same",
+                "Depends": "gdrdrv-dkms (= ${binary:Version}), libgdrapi (= ${binary:Version}), "
+                           "gdrcopy-tests (= ${binary:Version})"},
+}  # fmt: skip
+# Its gdrdrv-dkms's one conffile, and what the maintainer scripts that
+# debhelper 9 writes for it do with it.
+INIT_SCRIPT = "/etc/init.d/gdrdrv"
 DEBIAN_SCRIPTS = {
     "gdrdrv.init.sh": "debian/gdrdrv-dkms.gdrdrv.init",
     "gdrdrv-dkms.postinst.sh": "debian/gdrdrv-dkms.postinst",
     "gdrdrv-dkms.prerm.sh": "debian/gdrdrv-dkms.prerm",
 }
+
+
+def control_paragraphs(text: str) -> dict[str, dict[str, str]]:
+    """The binary paragraphs of a debian/control text by package, continuation lines joined (pure)."""
+    found: dict[str, dict[str, str]] = {}
+    for block in text.strip().split("\n\n"):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in block.splitlines():
+            if line.startswith("#"):
+                continue
+            if line[:1] in (" ", "\t") and key:
+                fields[key] += " " + line.strip()
+            else:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if "Package" in fields:
+            found[fields["Package"]] = fields
+    return found
+
+
+def depends_items(value: str) -> list[str]:
+    """The comma-separated relations of a Depends-like field, substitution variables but ${binary:Version} left out (pure)."""
+    items = [item.strip() for item in value.split(",")]
+    return [item for item in items if item and not (item.startswith("${") and item.endswith("}"))]
+
+
+def field_problems(fields_by_package: dict[str, dict[str, str]], built: str = "") -> list[str]:
+    """How package fields differ from NVIDIA's (pure): a control file's, or with
+    `built` = the architecture they were built for, the built .debs' (Architecture
+    that one instead of `any`, ${binary:Version} filled in)."""
+    problems = []
+    if sorted(fields_by_package) != sorted(NVIDIA_DEB_FIELDS):
+        problems.append(f"packages {sorted(fields_by_package)}, NVIDIA's are {sorted(NVIDIA_DEB_FIELDS)}")
+    for name, expected in NVIDIA_DEB_FIELDS.items():
+        fields = fields_by_package.get(name, {})
+        for key, want in expected.items():
+            have = fields.get(key)
+            if built and want is not None:
+                want = built if (key, want) == ("Architecture", "any") else want.replace("${binary:Version}", PACKAGE_VERSION)
+            if key in ("Depends", "Replaces", "Conflicts") and want is not None:
+                missing = [item for item in depends_items(want) if item not in depends_items(have or "")]
+                if missing:
+                    problems.append(f"{name}: {key} lacks {', '.join(missing)} (has: {have})")
+            elif have != want:
+                problems.append(f"{name}: {key} is {have!r}, NVIDIA's is {want!r}")
+    return problems
 
 
 # The reference's gdrcopy-kmod RPM, reduced to its %preun (facts section 6.4).
