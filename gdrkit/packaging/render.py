@@ -21,6 +21,7 @@ from gdrkit.gdrcopy_doctor import facts
 from gdrkit.gdrcopy_doctor.consumers import NODE_CONFIG
 from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging.model import Package, Plan
+from gdrkit import version
 from gdrkit.version import REPO_ROOT
 
 TEMPLATE_DIR = REPO_ROOT / "templates"
@@ -59,6 +60,8 @@ def _context(plan: Plan) -> dict[str, Any]:
         "family": plan.family,
         "version": plan.version,
         "full_version": plan.full_version,
+        "package_version": plan.package_version,
+        "package_mark": version.PACKAGE_MARK,
         "release": plan.release,
         "packages": plan.packages,
         "main": main[0] if main else None,

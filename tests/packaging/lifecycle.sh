@@ -168,7 +168,7 @@ for path in "${paths[@]}"; do
 		ours)
 			install_set /pkgs/new
 			want=$([ "$prev" = nvidia ] && echo "0666 video" || echo "0660 video")
-			[ "$(package_state gdrdrv-dkms)" = "ii $new-1" ] || problem "gdrdrv-dkms is '$(package_state gdrdrv-dkms)'"
+			[ "$(package_state gdrdrv-dkms)" = "ii $(deb_version "$new")" ] || problem "gdrdrv-dkms is '$(package_state gdrdrv-dkms)'"
 			[ "$(dkms status -m $MODULE)" = "$MODULE/$new, $kernel, $(uname -m): installed" ] ||
 				problem "dkms status: $(dkms status -m $MODULE | paste -sd' ')"
 			judge "$path" "$step" "$want" "$ours_mech_systemd" "$ours_mech_sysv" /tmp/step.log

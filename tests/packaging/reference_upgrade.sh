@@ -108,7 +108,7 @@ if [ "$where" = vm ]; then
 	# common.postinst rebuilds gdrdrv each time: under TCG, 15-25 min).
 	# dpkg-maintscript-helper needs to be told whose script runs, as dpkg does.
 	DPKG_MAINTSCRIPT_PACKAGE=gdrdrv-dkms DPKG_MAINTSCRIPT_NAME=postinst DPKG_MAINTSCRIPT_ARCH=all \
-		/var/lib/dpkg/info/gdrdrv-dkms.postinst configure "$new-1" 2>&1 | tee /tmp/configure.log
+		/var/lib/dpkg/info/gdrdrv-dkms.postinst configure "$(deb_version "$new")" 2>&1 | tee /tmp/configure.log
 	grep -F "$MODULE: version $new loaded, /dev/$MODULE ready" /tmp/configure.log
 	expect_loaded "$new"
 fi
