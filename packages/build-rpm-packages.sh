@@ -10,7 +10,7 @@
 #   ./<package>-<version>-<release>.<tag>.<arch>.rpm  GDRCopy's names, in the
 #       current directory: <tag> is el<N> on RHEL and its rebuilds, else
 #       <ID>-<VERSION_ID> from /etc/os-release; the DKMS package's release
-#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6.1-1dkms.el9.noarch.rpm),
+#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6+dropin1-1dkms.el9.noarch.rpm),
 #       and gdrcopy-devel's name says noarch, as GDRCopy's package is.
 # gdrcopy-kmod ships gdrcopy.service and /usr/libexec/gdrcopy/gdrcopy, so
 # `systemctl enable gdrcopy` works as with GDRCopy's packages.

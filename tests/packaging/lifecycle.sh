@@ -3,6 +3,8 @@
 # tests/python/pkgkit/reference.py, in /pkgs/old) and ours (/pkgs/new), each
 # path from a clean root and back to it:
 #   nvidia-ours-nvidia-purge  nvidia-ours-purge  ours-nvidia-purge  ours-purge
+# and nvidia-group-ours-purge, where the admin chose the hardened node
+# (GDRDRV_ACCESS=group in /etc/default/gdrdrv) before the upgrade.
 # After every step, for a systemd host and for a sysvinit one read from the
 # root (no init runs in the container): which boot mechanisms would load
 # gdrdrv (exactly one each: an enabled unit, a live init script, our udev
@@ -155,6 +157,7 @@ snapshot >/tmp/start
 for path in "${paths[@]}"; do
 	check "path $path"
 	prev=""
+	admin_access=""
 	IFS=- read -r -a steps <<<"$path"
 	for step in "${steps[@]}"; do
 		problems=()
@@ -167,14 +170,31 @@ for path in "${paths[@]}"; do
 			;;
 		ours)
 			install_set /pkgs/new
-			want=$([ "$prev" = nvidia ] && echo "0666 video" || echo "0660 video")
+			want=$([ "$prev" = nvidia ] && [ -z "$admin_access" ] && echo "0666 video" || echo "0660 video")
+			if [ "$prev" = nvidia ] || [ "$prev" = group ]; then
+				grep -q "gdrdrv-dkms: replacing NVIDIA's GDRCopy packages" /tmp/step.log || problem "the upgrade did not say what changes"
+				grep -q "/dev/$MODULE: ${admin_access:-open} access" /tmp/step.log || problem "the upgrade did not name the node's access"
+			else
+				grep -q "/dev/$MODULE is mode 0660, group video" /tmp/step.log || problem "the install did not say who may open /dev/$MODULE"
+			fi
 			[ "$(package_state gdrdrv-dkms)" = "ii $(deb_version "$new")" ] || problem "gdrdrv-dkms is '$(package_state gdrdrv-dkms)'"
 			[ "$(dkms status -m $MODULE)" = "$MODULE/$new, $kernel, $(uname -m): installed" ] ||
 				problem "dkms status: $(dkms status -m $MODULE | paste -sd' ')"
 			judge "$path" "$step" "$want" "$ours_mech_systemd" "$ours_mech_sysv" /tmp/step.log
 			;;
+		group)
+			# The admin (or the Ansible role) chooses the hardened node before upgrading.
+			echo "GDRDRV_ACCESS=group" >/etc/default/$MODULE
+			admin_access=group
+			judge "$path" "$step" "0666(init.d)" "$nvidia_mech_systemd" "$nvidia_mech_sysv" ""
+			;;
 		purge)
 			purge_all
+			if [ -n "$admin_access" ]; then
+				check "the admin's /etc/default/$MODULE is theirs: kept by the purge, deleted here"
+				grep -qx "GDRDRV_ACCESS=$admin_access" /etc/default/$MODULE || problem "/etc/default/$MODULE changed"
+				rm -f /etc/default/$MODULE
+			fi
 			expect_removed_soft=$(
 				dkms status -m $MODULE
 				find /lib/modules -name "$MODULE.ko*"

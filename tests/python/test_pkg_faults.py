@@ -80,8 +80,8 @@ def test_rendered_maintainer_scripts_pass_shellcheck(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-SCRIPTLET = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun)\b.*$", re.MULTILINE)
-SECTION = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
+SCRIPTLET = re.compile(r"^%(pre|post|preun|postun|posttrans|triggerin|triggerun)\b.*$", re.MULTILINE)
+SECTION = re.compile(r"^%(pre|post|preun|postun|posttrans|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
 
 
 def rpm_scriptlets(spec: str) -> dict[str, str]:
@@ -133,7 +133,7 @@ def test_the_deb_removes_the_reference_sysv_script_and_links_on_upgrade() -> Non
     for script in ("preinst", "postinst", "postrm"):
         text = files[f"debian/gdrdrv-dkms.{script}"].text
         assert call in text and '"$(gdrdrv_init_script_owner)" -- "$@"' in text, script
-        assert "\ngdrdrv_rm_init_script \"$@\"" in text or "\tgdrdrv_rm_init_script \"$@\"" in text, script
+        assert '\ngdrdrv_rm_init_script "$@"' in text or '\tgdrdrv_rm_init_script "$@"' in text, script
     # Every version before this one, the reference's 2.6-1 included.
     run(["dpkg", "--compare-versions", reference.PACKAGE_VERSION, "lt", f"{plan.full_version}~"])
     postinst = files["debian/gdrdrv-dkms.postinst"].text

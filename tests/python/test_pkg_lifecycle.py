@@ -14,7 +14,7 @@ rm_conffile; after the last purge no path that was not there at the start.
 It prints one `TABLE:` line per step.
 
 Cost: 30-60 s a path (DKMS builds gdrdrv once per install step), about
-3 minutes for the four.  What it cannot see from a container (the boot
+4 minutes for the five.  What it cannot see from a container (the boot
 itself, under systemd and sysvinit-core) is not booted here yet.
 """
 
@@ -30,7 +30,8 @@ from pkgkit.faults import DebSets
 
 pytestmark = pytest.mark.slow
 
-PATHS = ["nvidia-ours-nvidia-purge", "nvidia-ours-purge", "ours-nvidia-purge", "ours-purge"]
+# "group": the admin writes GDRDRV_ACCESS=group to /etc/default/gdrdrv before upgrading (the hardened mode).
+PATHS = ["nvidia-ours-nvidia-purge", "nvidia-ours-purge", "nvidia-group-ours-purge", "ours-nvidia-purge", "ours-purge"]
 
 
 @pytest.fixture(scope="module")

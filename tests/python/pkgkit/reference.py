@@ -9,8 +9,8 @@ NVIDIA's Architecture and Multi-Arch (gdrdrv-dkms is `Architecture: any`,
 under /usr/src/gdrdrv-2.6 with the reference's dkms.conf, its postinst
 (DKMS's common.postinst) and prerm (dkms remove), and the SysV script
 /etc/init.d/gdrdrv (its only conffile) installed by dh_installinit --name
-gdrdrv in debhelper compat 9: rc links and a start on install, a stop in
-every prerm, the links removed on purge (update-rc.d remove).
+gdrdrv in debhelper compat 9: rc links and a start on install (a restart
+on upgrade), a stop on removal, the links removed on purge (update-rc.d remove).
 
 `build_kmod_rpm()` makes the reference's gdrcopy-kmod 2.6-1dkms RPM, reduced
 to what an upgrade meets: its %preun stops gdrcopy.service (rmmod gdrdrv,
@@ -103,7 +103,11 @@ def field_problems(fields_by_package: dict[str, dict[str, str]], built: str = ""
         for key, want in expected.items():
             have = fields.get(key)
             if built and want is not None:
-                want = built if (key, want) == ("Architecture", "any") else want.replace("${binary:Version}", PACKAGE_VERSION)
+                want = (
+                    built
+                    if (key, want) == ("Architecture", "any")
+                    else want.replace("${binary:Version}", PACKAGE_VERSION)
+                )
             if key in ("Depends", "Replaces", "Conflicts") and want is not None:
                 missing = [item for item in depends_items(want) if item not in depends_items(have or "")]
                 if missing:
