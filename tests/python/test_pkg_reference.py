@@ -89,3 +89,25 @@ def test_the_built_stand_in_debs_have_nvidias_fields_conffile_and_init_script_ha
     assert prerm.index("dkms remove") < prerm.index("invoke-rc.d gdrdrv stop")
     postrm = (control / "postrm").read_text()
     assert re.search(r'"\$1" = "purge".*\n.*update-rc\.d gdrdrv remove', postrm)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("el", [9, 8])
+def test_the_stand_in_kmod_rpm_has_nvidias_files_and_scriptlets_per_el_release(el: int, tmp_path: Path) -> None:
+    rpm = reference.build_kmod_rpm(tmp_path, el=el)
+    assert rpm.name == "gdrcopy-kmod-2.6-1dkms.noarch.rpm"
+    query = run(["rpm", "-qp", "--provides", "--list", "--scripts", rpm], capture=True).stdout
+    print(query)
+    assert "gdrcopy-kmod = 2.6-1" in query
+    if el >= 9:
+        assert "/usr/lib/systemd/system/gdrcopy.service" in query and "/usr/libexec/gdrcopy/gdrcopy" in query
+        assert "/etc/init.d/gdrcopy" not in query
+        service = ["systemctl enable gdrcopy", "systemctl start gdrcopy", "systemctl stop gdrcopy"]
+    else:
+        assert "/etc/init.d/gdrcopy" in query and "gdrcopy.service" not in query
+        service = ["chkconfig --add gdrcopy", "service gdrcopy start", "service gdrcopy stop", "chkconfig --del"]
+    for line in service + ["dkms add -m gdrdrv -v 2.6", "dkms remove -m gdrdrv -v 2.6 -q --all --rpm_safe_upgrade"]:
+        assert line in query, line
+    preun = query[query.index("preuninstall scriptlet") :]
+    stop = re.search(r"systemctl stop gdrcopy|service gdrcopy stop", preun)
+    assert stop is not None and stop.start() < preun.index("dkms remove")

@@ -12,9 +12,10 @@ under /usr/src/gdrdrv-2.6 with the reference's dkms.conf, its postinst
 gdrdrv in debhelper compat 9: rc links and a start on install (a restart
 on upgrade), a stop on removal, the links removed on purge (update-rc.d remove).
 
-`build_kmod_rpm()` makes the reference's gdrcopy-kmod 2.6-1dkms RPM, reduced
-to what an upgrade meets: its %preun stops gdrcopy.service (rmmod gdrdrv,
-the node deleted) after our %post.
+`build_kmod_rpm()` makes NVIDIA's gdrcopy-kmod 2.6-1dkms RPM: its service
+files and scriptlets per EL release (DKMS build and the service enabled
+and started in %post; its %preun, which stops the service, rmmod gdrdrv and
+the node deleted, runs after our %post on upgrade).
 
 Every file of the set is written from the interface facts
 (/work/shared/reference/gdrcopy-2.6-facts.md section 6) and lives in
@@ -121,12 +122,13 @@ def field_problems(fields_by_package: dict[str, dict[str, str]], built: str = ""
 KMOD_SPEC = FIXTURE_DIR / "gdrcopy-kmod.spec"
 
 
-def build_kmod_rpm(output: Path) -> Path:
-    """The reference-layout gdrcopy-kmod 2.6-1dkms .rpm (noarch) in `output`."""
+def build_kmod_rpm(output: Path, el: int = 9) -> Path:
+    """NVIDIA's gdrcopy-kmod 2.6-1dkms .rpm (noarch) for EL release `el` in `output`:
+    a systemd service from EL 9 on, a SysV script (chkconfig) before."""
     build.ensure_build_deps((), kinds=("rpm",), lint=False)
     with tempfile.TemporaryDirectory(prefix="gdrkit-reference-rpm-") as top:
-        result = run(["rpmbuild", "-bb", "--define", f"_topdir {top}", "--define", "_build_id_links none", KMOD_SPEC],
-                     capture=True, check=False)  # fmt: skip
+        defines = ["--define", f"_topdir {top}", "--define", "_build_id_links none", "--define", f"rhel {el}"]
+        result = run(["rpmbuild", "-bb", *defines, KMOD_SPEC], capture=True, check=False)
         if result.returncode != 0:
             raise die("building the reference-layout gdrcopy-kmod failed:\n" + (result.stdout + result.stderr)[-4000:],
                       f"see {KMOD_SPEC}")  # fmt: skip
