@@ -3,8 +3,13 @@
 # tests/python/pkgkit/reference.py, in /pkgs/old) and ours (/pkgs/new), each
 # path from a clean root and back to it:
 #   nvidia-ours-nvidia-purge  nvidia-ours-purge  ours-nvidia-purge  ours-purge
-# and nvidia-group-ours-purge, where the admin chose the hardened node
-# (GDRDRV_ACCESS=group in /etc/default/gdrdrv) before the upgrade.
+# ours-nvidia@2.6.1-purge and ours-nvidia@2.7-purge, where a later NVIDIA
+# release (the stand-in built as that version) upgrades ours in place,
+# nvidia-group-ours-purge, where the admin chose the hardened node
+# (GDRDRV_ACCESS=group in /etc/default/gdrdrv) before the upgrade, and
+# nvidia-edit-ours-purge, where the admin changed NVIDIA's init script: the
+# upgrade keeps that copy as /etc/init.d/gdrdrv.dpkg-bak and says so, as
+# dpkg does for an obsolete conffile; the purge deletes it.
 # After every step, for a systemd host and for a sysvinit one read from the
 # root (no init runs in the container): which boot mechanisms would load
 # gdrdrv (exactly one each: an enabled unit, a live init script, our udev
@@ -158,20 +163,38 @@ for path in "${paths[@]}"; do
 	check "path $path"
 	prev=""
 	admin_access=""
+	edited=""
 	IFS=- read -r -a steps <<<"$path"
 	for step in "${steps[@]}"; do
 		problems=()
 		case "$step" in
-		nvidia)
-			install_set /pkgs/old --allow-downgrades
-			[ "$(package_state "gdrdrv-dkms:$(dpkg --print-architecture)")" = "ii 2.6-1" ] ||
+		nvidia | nvidia@*)
+			# nvidia@2.7: a later NVIDIA release (the stand-in built as 2.7 in
+			# /pkgs/old), which must upgrade ours as a plain upgrade.
+			nvidia_version=${step#nvidia}
+			nvidia_version=${nvidia_version#@}
+			if [ -n "$nvidia_version" ]; then
+				install_set /pkgs/old
+			else
+				nvidia_version=2.6
+				install_set /pkgs/old --allow-downgrades
+			fi
+			[ "$(package_state "gdrdrv-dkms:$(dpkg --print-architecture)")" = "ii $nvidia_version-1" ] ||
 				problem "NVIDIA's gdrdrv-dkms is '$(package_state "gdrdrv-dkms:$(dpkg --print-architecture)")'"
+			[ "$(dkms status -m $MODULE)" = "$MODULE/$nvidia_version, $kernel, $(uname -m): installed" ] ||
+				problem "dkms status: $(dkms status -m $MODULE | paste -sd' ')"
 			judge "$path" "$step" "0666(init.d)" "$nvidia_mech_systemd" "$nvidia_mech_sysv" /tmp/step.log
 			;;
 		ours)
 			install_set /pkgs/new
-			want=$([ "$prev" = nvidia ] && [ -z "$admin_access" ] && echo "0666 video" || echo "0660 video")
-			if [ "$prev" = nvidia ] || [ "$prev" = group ]; then
+			want=$([ "$prev" != ours ] && [ -n "$prev" ] && [ -z "$admin_access" ] && echo "0666 video" || echo "0660 video")
+			if [ -n "$edited" ]; then
+				grep -q "changed by the admin" /etc/init.d/$MODULE.dpkg-bak 2>/dev/null || problem "no /etc/init.d/$MODULE.dpkg-bak with the admin's change"
+				grep -q "Saving as /etc/init.d/$MODULE.dpkg-bak" /tmp/step.log || problem "the upgrade did not say it kept the admin's script"
+			elif [ -e /etc/init.d/$MODULE.dpkg-bak ]; then
+				problem "/etc/init.d/$MODULE.dpkg-bak kept, but nobody changed the script"
+			fi
+			if [ "${prev%@*}" = nvidia ] || [ "$prev" = group ] || [ "$prev" = edit ]; then
 				grep -q "gdrdrv-dkms: replacing NVIDIA's GDRCopy packages" /tmp/step.log || problem "the upgrade did not say what changes"
 				grep -q "/dev/$MODULE: ${admin_access:-open} access" /tmp/step.log || problem "the upgrade did not name the node's access"
 			else
@@ -181,6 +204,11 @@ for path in "${paths[@]}"; do
 			[ "$(dkms status -m $MODULE)" = "$MODULE/$new, $kernel, $(uname -m): installed" ] ||
 				problem "dkms status: $(dkms status -m $MODULE | paste -sd' ')"
 			judge "$path" "$step" "$want" "$ours_mech_systemd" "$ours_mech_sysv" /tmp/step.log
+			;;
+		edit)
+			echo "# changed by the admin" >>/etc/init.d/$MODULE
+			edited=yes
+			judge "$path" "$step" "0666(init.d)" "$nvidia_mech_systemd" "$nvidia_mech_sysv" ""
 			;;
 		group)
 			# The admin (or the Ansible role) chooses the hardened node before upgrading.

@@ -13,8 +13,9 @@ mode and group the configuration gives (0666 kept on upgrade from NVIDIA's,
 rm_conffile; after the last purge no path that was not there at the start.
 It prints one `TABLE:` line per step.
 
-Cost: 30-60 s a path (DKMS builds gdrdrv once per install step), about
-4 minutes for the five.  What it cannot see from a container (the boot
+Cost: 70-110 s a path on a busy 2-core host (DKMS builds gdrdrv once per
+install step): about 4.5 minutes of .ci/run for the three there, 7 more in
+the soak tier.  What it cannot see from a container (the boot
 itself, under systemd and sysvinit-core) is not booted here yet.
 """
 
@@ -28,26 +29,61 @@ from gdrkit.packaging import build
 from pkgkit import faults, reference, scenarios
 from pkgkit.faults import DebSets
 
-pytestmark = pytest.mark.slow
+# "group": the admin writes GDRDRV_ACCESS=group to /etc/default/gdrdrv before
+# upgrading (the hardened mode); "edit": the admin changed NVIDIA's init script;
+# "nvidia@2.6.1": a later NVIDIA release (the stand-in built as that version)
+# upgrading ours in place, as a plain upgrade.
+# In .ci/run (about 90 s each): the round trip, the hardened upgrade, and
+# NVIDIA's next release over ours (the DKMS version ours shares with it).  In
+# the soak tier: the paths that test_pkg_faults.py's (e) and
+# test_pkg_container.py's fresh install also walk, the reverse order to
+# NVIDIA's 2.6, NVIDIA's 2.7 over ours, and the edited script.
+PATHS = [
+    "nvidia-ours-nvidia-purge",
+    "nvidia-group-ours-purge",
+    "ours-nvidia@2.6.1-purge",
+    pytest.param("ours-nvidia-purge", marks=pytest.mark.soak),
+    pytest.param("ours-nvidia@2.7-purge", marks=pytest.mark.soak),
+    pytest.param("nvidia-ours-purge", marks=pytest.mark.soak),
+    pytest.param("ours-purge", marks=pytest.mark.soak),
+    pytest.param("nvidia-edit-ours-purge", marks=pytest.mark.soak),
+]
 
-# "group": the admin writes GDRDRV_ACCESS=group to /etc/default/gdrdrv before upgrading (the hardened mode).
-PATHS = ["nvidia-ours-nvidia-purge", "nvidia-ours-purge", "nvidia-group-ours-purge", "ours-nvidia-purge", "ours-purge"]
+
+def nvidia_release(path: str) -> str:
+    """The NVIDIA release a path installs: 2.6, or the later one it names (pure)."""
+    named = [step.split("@", 1)[1] for step in path.split("-") if step.startswith("nvidia@")]
+    return named[0] if named else reference.VERSION
+
+
+def test_a_path_names_the_nvidia_release_it_installs() -> None:
+    assert nvidia_release("nvidia-ours-nvidia-purge") == "2.6"
+    assert nvidia_release("ours-nvidia@2.6.1-purge") == "2.6.1"
 
 
 @pytest.fixture(scope="module")
-def nvidia_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("debs-nvidia-standin")
-    reference.build_debs(build.source_at("HEAD"), out)
-    return out
+def nvidia_sets() -> dict[str, Path]:
+    """NVIDIA's set by release, built on first use (pkgkit.reference)."""
+    return {}
 
 
+def _nvidia_debs(sets: dict[str, Path], release: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if release not in sets:
+        out = tmp_path_factory.mktemp(f"debs-nvidia-{release}")
+        reference.build_debs(build.source_at("HEAD"), out, upstream=release)
+        sets[release] = out
+    return sets[release]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS)
 def test_every_step_has_one_boot_mechanism_and_the_last_purge_leaves_nothing(
-    deb_sets: DebSets, nvidia_debs: Path, path: str
+    deb_sets: DebSets, nvidia_sets: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, path: str
 ) -> None:
     kernel = scenarios.bookworm_kernels()[0]
+    nvidia = _nvidia_debs(nvidia_sets, nvidia_release(path), tmp_path_factory)
     outcome = faults.run_in_container(
-        kernel, "lifecycle.sh", deb_sets.version, kernel, path, new_debs=deb_sets.new, old_debs=nvidia_debs
+        kernel, "lifecycle.sh", deb_sets.version, kernel, path, new_debs=deb_sets.new, old_debs=nvidia
     )
     table = [line for line in outcome.output.splitlines() if line.startswith(("TABLE:", "FAILED:"))]
     print(f"\n{path}:\n  " + "\n  ".join(table))

@@ -137,8 +137,25 @@ def build_kmod_rpm(output: Path, el: int = 9) -> Path:
         return Path(shutil.copy2(rpm, output / rpm.name))
 
 
-def stage(source: Source, tree: Path) -> Path:
-    """The source tree of the set: tests/packaging/reference/ and the commit's gdrdrv sources."""
+# Where the set's files name its upstream version (2.6): a hypothetical
+# later NVIDIA release (2.6.1, 2.7) is the same set with these changed.
+VERSIONED = {
+    "debian/changelog": ("gdrcopy (2.6-1)", "gdrcopy ({v}-1)"),
+    "debian/rules": ("DKMS_SRC = usr/src/gdrdrv-2.6\n", "DKMS_SRC = usr/src/gdrdrv-{v}\n"),
+    "debian/gdrdrv-dkms.prerm": ("VERSION=2.6\n", "VERSION={v}\n"),
+}
+DKMS_CONF_VERSIONED = (('PACKAGE_VERSION="2.6-1"', 'PACKAGE_VERSION="{v}-1"'), ("/gdrdrv/2.6/build", "/gdrdrv/{v}/build"))
+
+
+def module_version(upstream: str) -> str:
+    """What the set's gdrdrv reports (modinfo) for NVIDIA release `upstream` (pure): 2.6 -> 2.6.0."""
+    return upstream if upstream.count(".") == 2 else f"{upstream}.0"
+
+
+def stage(source: Source, tree: Path, upstream: str = VERSION) -> Path:
+    """The source tree of the set: tests/packaging/reference/ and the commit's gdrdrv sources.
+
+    `upstream`: the NVIDIA release to stand in for (2.6, or a hypothetical later one)."""
     from pkgkit.faults import extract_source
 
     if tree.exists():
@@ -158,17 +175,32 @@ def stage(source: Source, tree: Path) -> Path:
         (src / dest).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(commit / path, src / dest)
     header = src / build.VERSION_HEADER
-    header.write_text(build.stamp_version_text(header.read_text(), MODULE_VERSION))
+    header.write_text(build.stamp_version_text(header.read_text(), module_version(upstream)))
+    if upstream != VERSION:
+        for rel, (before, after) in VERSIONED.items():
+            path = tree / rel
+            text = path.read_text()
+            if before not in text:
+                raise die(f"{rel} of the stand-in no longer has {before!r}: update pkgkit.reference.VERSIONED")
+            path.write_text(text.replace(before, after.format(v=upstream)))
+        conf = tree / "dkms.conf"
+        text = conf.read_text()
+        for before, after in DKMS_CONF_VERSIONED:
+            text = text.replace(before, after.format(v=upstream))
+        conf.write_text(text)
     shutil.rmtree(commit)
     return tree
 
 
-def build_debs(source: Source, output: Path) -> list[Path]:
-    """Build the reference-layout set from `source` (its gdrdrv sources) into `output`."""
+def build_debs(source: Source, output: Path, upstream: str = VERSION) -> list[Path]:
+    """Build the reference-layout set from `source` (its gdrdrv sources) into `output`.
+
+    `upstream`: NVIDIA's release, 2.6 (what is out there) or a hypothetical later
+    one (2.6.1, 2.7) that must upgrade ours in place."""
     build.ensure_build_deps((), kinds=("deb",), lint=False)
     with tempfile.TemporaryDirectory(prefix="gdrkit-reference-") as work:
-        tree = stage(source, Path(work) / f"gdrcopy-{VERSION}")
-        log(f"reference-layout set {PACKAGE_VERSION}: dpkg-buildpackage")
+        tree = stage(source, Path(work) / f"gdrcopy-{upstream}", upstream)
+        log(f"reference-layout set {upstream}-1: dpkg-buildpackage")
         result = run(["dpkg-buildpackage", "-b", "-us", "-uc", "--no-sign", "-d"], cwd=tree, capture=True, check=False,
                      env={"SOURCE_DATE_EPOCH": str(source.epoch), "LC_ALL": "C.UTF-8", "DEB_BUILD_OPTIONS": "nocheck"})  # fmt: skip
         if result.returncode != 0:
