@@ -181,7 +181,8 @@ for path in "${paths[@]}"; do
 			fi
 			[ "$(package_state "gdrdrv-dkms:$(dpkg --print-architecture)")" = "ii $nvidia_version-1" ] ||
 				problem "NVIDIA's gdrdrv-dkms is '$(package_state "gdrdrv-dkms:$(dpkg --print-architecture)")'"
-			[ "$(dkms status -m $MODULE)" = "$MODULE/$nvidia_version, $kernel, $(uname -m): installed" ] ||
+			# NVIDIA's postinst hands DKMS the dpkg architecture (amd64), not uname -m's.
+			[ "$(dkms status -m $MODULE)" = "$MODULE/$nvidia_version, $kernel, $(dpkg --print-architecture): installed" ] ||
 				problem "dkms status: $(dkms status -m $MODULE | paste -sd' ')"
 			judge "$path" "$step" "0666(init.d)" "$nvidia_mech_systemd" "$nvidia_mech_sysv" /tmp/step.log
 			;;

@@ -64,7 +64,8 @@ done
 dpkg-query -W -f='${Conffiles}\n' gdrdrv-dkms | grep -q " $init_script " || fail "$init_script is not a conffile of gdrdrv-dkms"
 rc_links
 [ "$(rc_links | wc -l)" = 7 ] || fail "rc links: $(rc_links | tr '\n' ' ')"
-[ "$(dkms status -m $MODULE)" = "$MODULE/$ref, $kernel, $(uname -m): installed" ] || fail "dkms status: $(dkms status -m $MODULE)"
+# NVIDIA's postinst hands DKMS the dpkg architecture (amd64), not uname -m's.
+[ "$(dkms status -m $MODULE)" = "$MODULE/$ref, $kernel, $(dpkg --print-architecture): installed" ] || fail "dkms status: $(dkms status -m $MODULE)"
 
 if [ "$where" = vm ]; then
 	check "gdrdrv $ref loads (softgpu as the NVIDIA driver)"
