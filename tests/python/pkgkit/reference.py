@@ -144,7 +144,10 @@ VERSIONED = {
     "debian/rules": ("DKMS_SRC = usr/src/gdrdrv-2.6\n", "DKMS_SRC = usr/src/gdrdrv-{v}\n"),
     "debian/gdrdrv-dkms.prerm": ("VERSION=2.6\n", "VERSION={v}\n"),
 }
-DKMS_CONF_VERSIONED = (('PACKAGE_VERSION="2.6-1"', 'PACKAGE_VERSION="{v}-1"'), ("/gdrdrv/2.6/build", "/gdrdrv/{v}/build"))
+DKMS_CONF_VERSIONED = (
+    ('PACKAGE_VERSION="2.6-1"', 'PACKAGE_VERSION="{v}-1"'),
+    ("/gdrdrv/2.6/build", "/gdrdrv/{v}/build"),
+)
 
 
 def module_version(upstream: str) -> str:
@@ -178,11 +181,11 @@ def stage(source: Source, tree: Path, upstream: str = VERSION) -> Path:
     header.write_text(build.stamp_version_text(header.read_text(), module_version(upstream)))
     if upstream != VERSION:
         for rel, (before, after) in VERSIONED.items():
-            path = tree / rel
-            text = path.read_text()
+            versioned = tree / rel
+            text = versioned.read_text()
             if before not in text:
                 raise die(f"{rel} of the stand-in no longer has {before!r}: update pkgkit.reference.VERSIONED")
-            path.write_text(text.replace(before, after.format(v=upstream)))
+            versioned.write_text(text.replace(before, after.format(v=upstream)))
         conf = tree / "dkms.conf"
         text = conf.read_text()
         for before, after in DKMS_CONF_VERSIONED:
