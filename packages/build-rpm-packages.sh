@@ -12,7 +12,7 @@
 #       GDRCopy names it on a host of that release (el<N> on RHEL and its
 #       rebuilds, <ID>-<VERSION_ID> on SUSE), and the release's own tag (el9,
 #       sle15) on a host of another (Debian builds el9's); the DKMS package's release
-#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6.1-1dkms.el9.noarch.rpm),
+#       reads <release>dkms, as GDRCopy's does (gdrcopy-kmod-2.6+dropin1-1dkms.el9.noarch.rpm),
 #       and gdrcopy-devel's name says noarch, as GDRCopy's package is.
 # gdrcopy-kmod ships gdrcopy.service and /usr/libexec/gdrcopy/gdrcopy, so
 # `systemctl enable gdrcopy` works as with GDRCopy's packages.

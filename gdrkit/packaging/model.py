@@ -267,8 +267,13 @@ class Plan:
         return self.description.project.release
 
     @property
+    def package_version(self) -> str:
+        """The packages' version before the release (gdrkit.version.package_version: 2.6+dropin1)."""
+        return version.package_version(self.version)
+
+    @property
     def full_version(self) -> str:
-        return f"{self.version}-{self.release}"
+        return f"{self.package_version}-{self.release}"
 
     @property
     def dkms_src(self) -> str:

@@ -7,6 +7,8 @@ and nothing is post-processed after rendering.
 
 from __future__ import annotations
 
+import hashlib
+
 import email.utils
 import time
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from gdrkit.gdrcopy_doctor import facts
 from gdrkit.gdrcopy_doctor.consumers import NODE_CONFIG
 from gdrkit.packaging.doctor_facts import registry_facts
 from gdrkit.packaging.model import Package, Plan
+from gdrkit import version
 from gdrkit.packaging.toolchain import HARDENING_FLAGS
 from gdrkit.version import REPO_ROOT
 
@@ -58,6 +61,8 @@ def _context(plan: Plan) -> dict[str, Any]:
         "family": plan.family,
         "version": plan.version,
         "full_version": plan.full_version,
+        "package_version": plan.package_version,
+        "package_mark": version.PACKAGE_MARK,
         "release": plan.release,
         "packages": plan.packages,
         "main": main[0] if main else None,
@@ -159,8 +164,12 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 install = env.get_template("debian/install.j2").render(pctx, paths=lines)
                 out[f"debian/{package.name}.install"] = RenderedFile(install)
             scripts: dict[str, str] = {}
+            # The postrm removes the CDI spec when NVIDIA's package replaces ours, if unchanged.
+            cdi = out.get("pkgroot/etc/cdi/gdrcopy.yaml")
+            pctx["cdi_md5"] = hashlib.md5(cdi.text.encode()).hexdigest() if cdi else ""
             if package.kind == "dkms":
                 scripts = {
+                    "preinst": "debian/dkms.preinst.j2",
                     "postinst": "debian/dkms.postinst.j2",
                     "prerm": "debian/dkms.prerm.j2",
                     "postrm": "debian/dkms.postrm.j2",
@@ -173,10 +182,8 @@ def render(plan: Plan) -> dict[str, RenderedFile]:
                 out[f"debian/{package.name}.triggers"] = RenderedFile(
                     env.get_template("debian/dkms.triggers.j2").render(pctx)
                 )
-                # Removes the reference GDRCopy's SysV script on upgrade.
-                out[f"debian/{package.name}.maintscript"] = RenderedFile(
-                    env.get_template("debian/dkms.maintscript.j2").render(pctx)
-                )
+                # What changes for the admin when NVIDIA's packages are replaced (apt-listchanges).
+                out[f"debian/{package.name}.NEWS"] = RenderedFile(env.get_template("debian/dkms.NEWS.j2").render(pctx))
     else:
         out["pkgdoc/LICENSE"] = RenderedFile(ctx["mit_text"])
     return out

@@ -110,7 +110,7 @@ grep -F "then run: rmmod $MODULE (or reboot)." /tmp/remove.log
 expect_removed
 for name in libgdrapi gdrcopy-tests; do
 	state=$(package_state "$name")
-	[ "$state" = "ii $new-1" ] || fail "$name is '$state'"
+	[ "$state" = "ii $(deb_version "$new")" ] || fail "$name is '$state'"
 done
 
 check "the holder lets go; gdrdrv unloads cleanly"

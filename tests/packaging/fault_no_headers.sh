@@ -37,7 +37,7 @@ audit=$(dpkg --audit)
 [ -z "$audit" ] || fail "dpkg --audit: $audit"
 for name in "${DKMS_SET[@]}"; do
 	state=$(package_state "$name")
-	[ "$state" = "ii $version-1" ] || fail "$name is '$state', not 'ii $version-1'"
+	[ "$state" = "ii $(deb_version "$version")" ] || fail "$name is '$state', not 'ii $(deb_version "$version")'"
 done
 status=$(dkms status -m "$MODULE")
 echo "$status"

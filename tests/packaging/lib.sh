@@ -38,7 +38,18 @@ debs_in() {
 	done
 }
 
-# dpkg's status letters and version of package $1 ("ii 2.6.1-1"), or "absent".
+# The .deb version of our release $1 (2.6.1 -> 2.6+dropin1-1): the scheme of
+# gdrkit/version.py (package_version), release 1.  Versions of another
+# shape (NVIDIA's 2.6) get just the release.
+deb_version() {
+	if [[ $1 =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)$ ]]; then
+		echo "${BASH_REMATCH[1]}.${BASH_REMATCH[2]}+dropin${BASH_REMATCH[3]}-1"
+	else
+		echo "$1-1"
+	fi
+}
+
+# dpkg's status letters and version of package $1 ("ii 2.6+dropin1-1"), or "absent".
 package_state() {
 	dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$1" 2>/dev/null | tr -s ' ' || echo absent
 }
@@ -95,7 +106,7 @@ expect_installed() {
 	check "the DKMS set is installed and configured at $version"
 	for name in "${DKMS_SET[@]}"; do
 		state=$(package_state "$name")
-		[ "$state" = "ii $version-1" ] || fail "$name is '$state', not 'ii $version-1'"
+		[ "$state" = "ii $(deb_version "$version")" ] || fail "$name is '$state', not 'ii $(deb_version "$version")'"
 	done
 	check "dkms status lists exactly gdrdrv $version installed for $kernel"
 	status=$(dkms status -m "$MODULE")

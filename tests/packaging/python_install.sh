@@ -5,7 +5,7 @@
 #
 #   python_install.sh VERSION API_VERSION
 #
-# VERSION is the packages' version (2.6.1), API_VERSION what
+# VERSION is the release (2.6.1; its packages are 2.6+dropin1-1), API_VERSION what
 # gdrcopy.library_version() must report (2.6).  Runs as root, offline, in a
 # container of a Debian suite with python3, python3-numpy and python3-venv
 # installed; the .deb files in /pkgs/debs, the wheel in /pkgs/wheel.
@@ -18,7 +18,7 @@ version=$1
 api_version=$2
 debs=()
 for name in libgdrapi python3-gdrcopy; do
-	file=$(compgen -G "/pkgs/debs/${name}_${version}-*.deb") || fail "no ${name}_${version}-*.deb in /pkgs/debs"
+	file=$(compgen -G "/pkgs/debs/${name}_$(deb_version "$version").deb") || fail "no ${name}_$(deb_version "$version").deb in /pkgs/debs"
 	debs+=("$file")
 done
 wheel=$(compgen -G "/pkgs/wheel/gdrcopy-${version}-py3-none-any.whl") || fail "no gdrcopy-${version}-py3-none-any.whl in /pkgs/wheel"

@@ -64,7 +64,8 @@ done
 dpkg-query -W -f='${Conffiles}\n' gdrdrv-dkms | grep -q " $init_script " || fail "$init_script is not a conffile of gdrdrv-dkms"
 rc_links
 [ "$(rc_links | wc -l)" = 7 ] || fail "rc links: $(rc_links | tr '\n' ' ')"
-[ "$(dkms status -m $MODULE)" = "$MODULE/$ref, $kernel, $(uname -m): installed" ] || fail "dkms status: $(dkms status -m $MODULE)"
+# NVIDIA's postinst hands DKMS the dpkg architecture (amd64), not uname -m's.
+[ "$(dkms status -m $MODULE)" = "$MODULE/$ref, $kernel, $(dpkg --print-architecture): installed" ] || fail "dkms status: $(dkms status -m $MODULE)"
 
 if [ "$where" = vm ]; then
 	check "gdrdrv $ref loads (softgpu as the NVIDIA driver)"
@@ -108,7 +109,7 @@ if [ "$where" = vm ]; then
 	# common.postinst rebuilds gdrdrv each time: under TCG, 15-25 min).
 	# dpkg-maintscript-helper needs to be told whose script runs, as dpkg does.
 	DPKG_MAINTSCRIPT_PACKAGE=gdrdrv-dkms DPKG_MAINTSCRIPT_NAME=postinst DPKG_MAINTSCRIPT_ARCH=all \
-		/var/lib/dpkg/info/gdrdrv-dkms.postinst configure "$new-1" 2>&1 | tee /tmp/configure.log
+		/var/lib/dpkg/info/gdrdrv-dkms.postinst configure "$(deb_version "$new")" 2>&1 | tee /tmp/configure.log
 	grep -F "$MODULE: version $new loaded, /dev/$MODULE ready" /tmp/configure.log
 	expect_loaded "$new"
 fi

@@ -36,7 +36,7 @@ if dkms status -m gdrdrv -v "$old" | grep -q .; then fail "dkms still lists gdrd
 test ! -e "/usr/src/gdrdrv-$old"
 test ! -e "/var/lib/dkms/gdrdrv/$old"
 # shellcheck disable=SC2016 # dpkg-query's field, not a shell expansion
-test "$(dpkg-query -W -f='${Version}' gdrdrv-dkms)" = "$new-1"
+test "$(dpkg-query -W -f='${Version}' gdrdrv-dkms)" = "$(deb_version "$new")"
 check "remove keeps nothing of the module, purge keeps nothing at all"
 apt-get remove -y "${packages[@]}"
 if dkms status | grep -q gdrdrv; then fail "dkms still knows gdrdrv after remove: $(dkms status)"; fi

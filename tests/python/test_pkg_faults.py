@@ -80,8 +80,8 @@ def test_rendered_maintainer_scripts_pass_shellcheck(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-SCRIPTLET = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun)\b.*$", re.MULTILINE)
-SECTION = re.compile(r"^%(post|preun|postun|posttrans|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
+SCRIPTLET = re.compile(r"^%(pre|post|preun|postun|posttrans|triggerin|triggerun)\b.*$", re.MULTILINE)
+SECTION = re.compile(r"^%(pre|post|preun|postun|posttrans|triggerin|triggerun|files|changelog)\b", re.MULTILINE)
 
 
 def rpm_scriptlets(spec: str) -> dict[str, str]:
@@ -126,18 +126,52 @@ def test_previous_release_packages_report_their_own_version() -> None:
 def test_the_deb_removes_the_reference_sysv_script_and_links_on_upgrade() -> None:
     plan = model.plan(families.family("debian"))
     files = render.render(plan)
-    [line] = [x for x in files["debian/gdrdrv-dkms.maintscript"].text.splitlines() if x and not x.startswith("#")]
+    # No debian/*.maintscript: debhelper's call would name gdrdrv-dkms:all, and
+    # NVIDIA's script belongs to gdrdrv-dkms:amd64 (Architecture: any).
+    assert not [name for name in files if name.endswith(".maintscript")]
+    call = f'dpkg-maintscript-helper rm_conffile /etc/init.d/gdrdrv "{plan.full_version}~" \\\n'
+    for script in ("preinst", "postinst", "postrm"):
+        text = files[f"debian/gdrdrv-dkms.{script}"].text
+        assert call in text and '"$(gdrdrv_init_script_owner)" -- "$@"' in text, script
+        assert '\ngdrdrv_rm_init_script "$@"' in text or '\tgdrdrv_rm_init_script "$@"' in text, script
     # Every version before this one, the reference's 2.6-1 included.
-    assert line == f"rm_conffile /etc/init.d/gdrdrv {plan.full_version}~"
     run(["dpkg", "--compare-versions", reference.PACKAGE_VERSION, "lt", f"{plan.full_version}~"])
     postinst = files["debian/gdrdrv-dkms.postinst"].text
     configure = postinst[postinst.index("configure)") : postinst.index("common.postinst gdrdrv")]
+    assert configure.index('gdrdrv_rm_init_script "$@"') < configure.index("gdrdrv_remove_sysv_links")
     assert f'dpkg --compare-versions "$2" lt "{plan.full_version}~"' in configure
     assert "gdrdrv_remove_sysv_links" in configure, "the links must go before the DKMS build can fail"
     assert "update-rc.d gdrdrv remove" in postinst
     purge = files["debian/gdrdrv-dkms.postrm"].text.split("purge)")[1]
     # lintian refuses update-rc.d in the postrm of a package without an init script.
     assert 'rm -f "$link"' in purge and "update-rc.d" not in purge
+
+
+@pytest.mark.parametrize(
+    ("owners", "expected"),
+    [
+        ("gdrdrv-dkms:amd64: /etc/init.d/gdrdrv", "gdrdrv-dkms:amd64"),
+        ("gdrdrv-dkms: /etc/init.d/gdrdrv", "gdrdrv-dkms"),
+        ("diversion by x from: /etc/init.d/gdrdrv\ngdrdrv-dkms:arm64: /etc/init.d/gdrdrv", "gdrdrv-dkms:arm64"),
+        ("", "gdrdrv-dkms:all"),
+    ],
+)
+def test_the_init_script_is_removed_as_the_package_instance_that_owns_it(
+    owners: str, expected: str, tmp_path: Path
+) -> None:
+    # dpkg-query -S answers as dpkg does for NVIDIA's gdrdrv-dkms:amd64, an
+    # Architecture: all package, a diverted file, and no owner at all.
+    preinst = render.render(model.plan(families.family("debian")))["debian/gdrdrv-dkms.preinst"].text
+    functions = preinst[preinst.index("gdrdrv_init_script_owner() {") : preinst.index("gdrdrv_rm_init_script() {")]
+    (tmp_path / "dpkg-query").write_text(f"#!/bin/sh\nprintf '%s\\n' '{owners}' | grep . || exit 1\n")
+    (tmp_path / "dpkg-query").chmod(0o755)
+    result = run(
+        ["sh", "-c", functions + "gdrdrv_init_script_owner"],
+        capture=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", "DPKG_MAINTSCRIPT_PACKAGE": "gdrdrv-dkms",
+             "DPKG_MAINTSCRIPT_ARCH": "all"},
+    )  # fmt: skip
+    assert result.stdout.strip() == expected
 
 
 def test_the_deb_postinst_loads_gdrdrv_again_after_debhelper_and_never_unloads() -> None:
@@ -244,10 +278,10 @@ def reference_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-# The unmodified init script is the upgrade most nodes take; the edited conffile
-# (80 s more of .ci/run) runs in the soak tier.
-@pytest.mark.slow
-@pytest.mark.parametrize("init_script", ["unmodified", pytest.param("modified", marks=pytest.mark.soak)])
+# Both in the soak tier: test_pkg_lifecycle.py walks the same upgrade (and the
+# way back) in .ci/run, its nvidia-edit-ours-purge path the edited script.
+@pytest.mark.soak
+@pytest.mark.parametrize("init_script", ["unmodified", "modified"])
 def test_e_upgrade_from_the_reference_packages_then_purge(
     deb_sets: DebSets, reference_debs: Path, kernel: str, init_script: str
 ) -> None:

@@ -86,8 +86,13 @@ def test_the_packages_keep_the_node_0660_for_a_group(target: str) -> None:
     rule_path = f"pkgroot{fam.udevrulesdir}/60-gdrdrv.rules"
     conf_path = f"pkgroot{fam.modprobedir}/gdrdrv.conf"
     for text in (files[rule_path].text, (GOLDEN / target / rule_path).read_text()):
-        [node_rule] = [line for line in text.splitlines() if line.startswith('KERNEL=="gdrdrv"')]
-        assert node_rule == 'KERNEL=="gdrdrv", MODE="0660", GROUP="video"'
+        node_rules = [line for line in text.splitlines() if line.startswith('KERNEL=="gdrdrv"')]
+        assert node_rules[0] == 'KERNEL=="gdrdrv", MODE="0660", GROUP="video"'
+        # 0666 only where the admin wrote GDRDRV_ACCESS=open (an upgrade from NVIDIA's packages does).
+        assert node_rules[1:] == [
+            'KERNEL=="gdrdrv", TEST=="/etc/default/gdrdrv", IMPORT{file}="/etc/default/gdrdrv"',
+            'KERNEL=="gdrdrv", ENV{GDRDRV_ACCESS}=="open", MODE="0666"',
+        ]
     # The module creates the node 0660 already: never 0666, not even before udev runs.
     for text in (files[conf_path].text, (GOLDEN / target / conf_path).read_text()):
         [options] = [line for line in text.splitlines() if line.startswith("options gdrdrv ")]

@@ -1,80 +1,85 @@
-#!/bin/sh
+#!/bin/bash
+# Test fixture: /etc/init.d/gdrdrv of NVIDIA's GDRCopy 2.6-1 gdrdrv-dkms,
+# written from what the interface facts (section 6.3) and NVIDIA's public
+# packaging say it does, not copied.  What a host sees of it:
+#   - its LSB header provides "gdrcopy" (not the script's name), starts in
+#     runlevels 2-5 and stops in 0, 1 and 6, with no dependencies;
+#   - start reports whether the nvidia module is loaded but goes on either
+#     way, loads gdrdrv with modprobe when modinfo finds one, then deletes
+#     /dev/gdrdrv and makes it again with mknod, mode 0666, from the major
+#     that the first /proc/devices line naming gdrdrv gives;
+#   - stop unloads gdrdrv with rmmod and deletes /dev/gdrdrv*;
+#   - no status action; every failure is logged through Debian's
+#     log_failure_msg, which returns 0, so the script exits 0 whatever
+#     happened (a failed start never fails the package's postinst).
+# Our gdrdrv is a misc device with no major of its own in /proc/devices, so
+# this start deletes the node that the kernel made and cannot make it again:
+# the reason our packages take this script away.
 ### BEGIN INIT INFO
-# Provides:          gdrdrv
-# Required-Start:    $remote_fs $syslog
-# Required-Stop:     $remote_fs $syslog
-# Default-Start:     2 3 4 5
-# Default-Stop:      0 1 6
-# Short-Description: Load the gdrdrv kernel module and create /dev/gdrdrv
+# Provides:       gdrcopy
+# Required-Start:
+# Required-Stop:
+# Default-Start:  2 3 4 5
+# Default-Stop:   0 1 6
+# Description:    gdrdrv kernel module for GDRCopy (test fixture)
 ### END INIT INFO
-#
-# Test fixture: /etc/init.d/gdrdrv of the reference GDRCopy 2.6-1
-# gdrdrv-dkms, written from what the interface facts (section 6.3) say it
-# does: start loads gdrdrv once the nvidia module is, then makes the node by
-# mknod with the major that /proc/devices lists for gdrdrv; stop unloads
-# gdrdrv and deletes the node.  Our gdrdrv is a misc device with no major of
-# its own there, so this start deletes /dev/gdrdrv and cannot make it again:
-# the reason our packages remove this script on upgrade.
-#
-# Where the facts leave a detail open, the fixture picks the harmless one: a
-# host without the nvidia module skips start (exit 0) instead of failing the
-# package's postinst.
 
 # shellcheck source=/dev/null  # the target host's, not ours
 . /lib/lsb/init-functions
 
-NAME=gdrdrv
-NODE=/dev/gdrdrv
+MODULE=gdrdrv
+NODE=/dev/$MODULE
 
-module_loaded() {
-	lsmod | grep -q "^$1 "
+loaded() {
+	/sbin/lsmod | grep -qw "$1"
 }
 
 start() {
-	if ! module_loaded nvidia; then
-		log_warning_msg "$NAME: the nvidia module is not loaded; $NAME not started"
+	if loaded nvidia; then
+		log_success_msg "nvidia is loaded"
+	else
+		log_failure_msg "nvidia is not loaded"
+	fi
+	if loaded "$MODULE"; then
+		echo "$MODULE is loaded already"
+	elif [ -z "$(modinfo "$MODULE" 2>/dev/null | awk '$1 == "filename:" { print $2 }')" ]; then
+		echo "no $MODULE module for this kernel"
+		logger -i "$MODULE: no module for this kernel"
 		return 0
+	elif /sbin/modprobe "$MODULE"; then
+		log_success_msg "$MODULE loaded"
+	else
+		log_failure_msg "$MODULE could not be loaded"
 	fi
-	if ! module_loaded "$NAME"; then
-		if ! modinfo -F filename "$NAME" >/dev/null 2>&1; then
-			log_failure_msg "$NAME: no $NAME module for kernel $(uname -r)"
-			return 1
-		fi
-		modprobe "$NAME" || return 1
-	fi
-	major=$(awk -v name="$NAME" '$2 == name { print $1 }' /proc/devices)
+	major=$(grep -F "$MODULE" /proc/devices | awk '{ print $1; exit }')
+	logger -i "$MODULE: major number ${major:-none}"
 	rm -f "$NODE"
-	if [ -z "$major" ] || ! mknod -m 666 "$NODE" c "$major" 0; then
-		logger -t "$NAME" "no major number for $NAME in /proc/devices; $NODE not created"
-		log_failure_msg "$NAME: $NODE not created"
-		return 1
+	if mknod -m 666 "$NODE" c "$major" 0 2>/dev/null; then
+		log_success_msg "$NODE created"
+	else
+		log_failure_msg "$NODE not created"
 	fi
-	log_success_msg "$NAME: loaded, $NODE created (major $major)"
 }
 
 stop() {
-	if module_loaded "$NAME" && ! rmmod "$NAME"; then
-		log_failure_msg "$NAME: could not be unloaded"
-		return 1
+	if /sbin/rmmod "$MODULE"; then
+		log_success_msg "$MODULE unloaded"
+	else
+		log_failure_msg "$MODULE could not be unloaded"
 	fi
 	rm -f "$NODE"*
-	log_success_msg "$NAME: unloaded"
 }
 
 case "$1" in
 start) start ;;
 stop) stop ;;
-restart | force-reload) stop && start ;;
-status)
-	if module_loaded "$NAME"; then
-		echo "$NAME is loaded"
-	else
-		echo "$NAME is not loaded"
-		exit 3
-	fi
+restart)
+	stop
+	start
 	;;
 *)
-	echo "Usage: $0 {start|stop|restart|force-reload|status}" >&2
-	exit 2
+	echo "Usage: $0 {start|stop|restart}"
+	exit 1
 	;;
 esac
+exit 0
