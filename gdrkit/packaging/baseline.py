@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gdrkit.distro.targets import Target
 from gdrkit.packaging.toolchain import version_key
-from gdrkit.system import die, run
+from gdrkit.system import die, ensure_debian_packages, run
 from gdrkit.version import REPO_ROOT
 
 # libgcc_s's newest version node on each release: that of its system
@@ -221,6 +221,10 @@ def check_package(target: Target, path: Path) -> PackageReport:
 
 
 def check_packages(target: Target, paths: Iterable[Path]) -> list[PackageReport]:
+    paths = list(paths)
+    rpms = any(p.suffix == ".rpm" for p in paths)
+    # readelf reads the versions; rpm2cpio unpacks an .rpm and rpm lists its requirements.
+    ensure_debian_packages(["binutils", *(["rpm", "rpm2cpio"] if rpms else [])])
     return [check_package(target, path) for path in paths]
 
 
