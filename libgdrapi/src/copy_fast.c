@@ -168,7 +168,17 @@ int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping, en
 			gdr_fast_lines_to(dst, src, n);
 		} else if (n == 64) {
 			gdr_fast_lines_from(dst, src, n);
-			gdr_read_wait_after(src);	/* one line (copy_fast.h) */
+			/*
+			 * One AVX-512 load of the whole line.  repeat (the
+			 * default) lets it overlap: an H100 ping-pong of a
+			 * 64 B line took 2.03 us without the wait, as a plain
+			 * loop of 64-byte loads, and 2.09 with it, untorn both
+			 * ways, with 2.00 polls a round trip (RESULTS.md,
+			 * issue 39); at 16-32 B the wait is what keeps a poll
+			 * at 2.00.  An explicit 1 or N still waits.
+			 */
+			if (gdr_fast_read_wait_mode != GDR_READ_WAIT_REPEAT)
+				gdr_read_wait_after(src);
 		} else {
 			gdr_fast_read_lines(dst, src, n);
 		}
@@ -186,7 +196,8 @@ int gdr_copy_fast_call(void *dst, const void *src, size_t n, bool to_mapping, en
  * most N are in flight and each pays about 1/N of a round trip.  repeat: a
  * read of the address the thread's previous one-line read had waits (a poll
  * keeps one read in flight), a read of another address does not (a loop over
- * distinct entries overlaps them).
+ * distinct entries overlaps them); a read of a whole 64-byte line never
+ * waits (gdr_copy_fast_call).
  */
 void gdr_read_wait_after(const void *src)
 {
