@@ -441,7 +441,7 @@ def test_fresh_clone_builds_gdrcopys_file_names_and_the_rpm_has_gdrcopy_service(
         assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     names = sorted(p.name for p in out.iterdir())
     print("\n".join(names))
-    v = version.VERSION
+    v = version.package_version()  # the packages' version (2.6+dropin1), not the program's
     for package in ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy"):
         assert any(n.startswith(f"{package}_{v}-1_") and n.endswith(".deb") for n in names), (package, names)
     [kmod] = [p for p in out.iterdir() if p.name.startswith(f"gdrcopy-kmod-{v}-1dkms")]
