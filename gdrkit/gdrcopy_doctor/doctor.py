@@ -479,6 +479,16 @@ def check_node_access(probe: Probe) -> Finding:
     group = probe.group_name(node.gid)
     detail = f"{NODE} mode {node.mode:04o}, group {group}"
     if node.mode & 0o006:
+        if _access_setting(probe) == "open" and _rule_reads_access(probe):
+            # Chosen by a setting (an upgrade from NVIDIA's packages writes it): that setting is the way back.
+            return Finding(
+                "node access",
+                WARN,
+                f"{detail}: {WORLD_ACCESS_MEANS}; GDRDRV_ACCESS=open in {ACCESS_FILE} asks for it",
+                f"add the users and container runtimes that may pin GPU memory to {HARDENED_GROUP}"
+                f" (usermod -aG {HARDENED_GROUP} USER), then GDRDRV_ACCESS=group in {ACCESS_FILE} and"
+                f" udevadm trigger --sysname-match={MODULE}",
+            )
         return Finding("node access", WARN, f"{detail}: {WORLD_ACCESS_MEANS}", _hardening(probe))
     if not node.mode & 0o060 or node.gid == 0:
         return Finding(
@@ -497,6 +507,13 @@ def check_node_access(probe: Probe) -> Finding:
                 " a process that opens it in between keeps its access",
                 f"also set 'options {MODULE} node_mode=0660' in /etc/modprobe.d/{MODULE}.conf"
                 " (the packaged modprobe.d file does)",
+            )
+        )
+    if _access_setting(probe) == "open" and _rule_reads_access(probe):
+        problems.append(
+            (
+                f"GDRDRV_ACCESS=open in {ACCESS_FILE} asks for 0666, which udev has not applied yet",
+                f"udevadm trigger --sysname-match={MODULE} (or, to keep it {group}-only, GDRDRV_ACCESS=group there)",
             )
         )
     left_out, notes = _left_out(probe, node.gid, group)
@@ -586,18 +603,31 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
 
 
-def _open_access_fix(probe: Probe) -> str:
-    """How to give every user the node as NVIDIA's GDRCopy does, by what set its mode here."""
+ACCESS_FILE = f"/etc/default/{MODULE}"  # the admin's GDRDRV_ACCESS, which the packaged udev rule imports
+
+
+def _rule_reads_access(probe: Probe) -> bool:
+    """Whether the udev rule in effect for the node (a copy in /etc replaces the packaged one) reads GDRDRV_ACCESS."""
     for directory in ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d"):
         rule = probe.read(f"{directory}/60-{MODULE}.rules")
-        if rule is None:
-            continue
-        if "GDRDRV_ACCESS" in rule:  # the packaged rule reads the admin's choice
-            return (
-                f"or give every user access as NVIDIA's packages do: GDRDRV_ACCESS=open in /etc/default/{MODULE},"
-                f" then udevadm trigger --sysname-match={MODULE}"
-            )
-        break
+        if rule is not None:
+            return "GDRDRV_ACCESS" in rule
+    return False
+
+
+def _access_setting(probe: Probe) -> str:
+    """GDRDRV_ACCESS in ACCESS_FILE: its last assignment, unquoted ("" without one)."""
+    values = re.findall(r"^\s*GDRDRV_ACCESS=(.*)$", probe.read(ACCESS_FILE) or "", re.MULTILINE)
+    return values[-1].strip().strip("\"'") if values else ""
+
+
+def _open_access_fix(probe: Probe) -> str:
+    """How to give every user the node as NVIDIA's GDRCopy does, by what set its mode here."""
+    if _rule_reads_access(probe):
+        return (
+            f"or give every user access as NVIDIA's packages do: GDRDRV_ACCESS=open in {ACCESS_FILE},"
+            f" then udevadm trigger --sysname-match={MODULE}"
+        )
     return (
         f"or give every user access as NVIDIA's GDRCopy does: mode 0666 where 0660 was set (the udev rule,"
         f" node_mode in /etc/modprobe.d/{MODULE}.conf), then udevadm trigger --sysname-match={MODULE}"

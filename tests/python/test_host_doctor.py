@@ -210,6 +210,33 @@ def test_the_open_access_fix_is_the_packages_setting_where_their_rule_reads_it()
     assert "GDRDRV_ACCESS" not in doctor.check_node_access(_busy_node({}, members=(), files=mine)).fix
 
 
+def test_open_access_asked_for_but_not_applied_is_a_warning() -> None:
+    rule = {"/usr/lib/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", ENV{GDRDRV_ACCESS}=="open", MODE="0666"\n'}
+    written = "# Written by gdrdrv-dkms on upgrade from NVIDIA's GDRCopy packages.\nGDRDRV_ACCESS=open\n"
+    finding = doctor.check_node_access(_busy_node({}, files={**rule, "/etc/default/gdrdrv": written}))
+    assert finding.status == doctor.WARN and "GDRDRV_ACCESS=open in /etc/default/gdrdrv asks for 0666" in finding.detail
+    assert finding.fix.startswith("udevadm trigger --sysname-match=gdrdrv")
+    for chosen in ('GDRDRV_ACCESS=open\nGDRDRV_ACCESS="group"\n', "# GDRDRV_ACCESS=open\n"):
+        probe = _busy_node({}, files={**rule, "/etc/default/gdrdrv": chosen})
+        assert doctor.check_node_access(probe).status == doctor.OK, chosen
+    # A rule that does not read the file (an admin's copy in /etc) makes the setting moot.
+    mine = {"/etc/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", MODE="0660"\n'}
+    moot = _busy_node({}, files={**rule, **mine, "/etc/default/gdrdrv": written})
+    assert doctor.check_node_access(moot).status == doctor.OK
+
+
+def test_a_node_opened_by_the_setting_is_hardened_by_it() -> None:
+    rule = {"/usr/lib/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", ENV{GDRDRV_ACCESS}=="open", MODE="0666"\n'}
+    files = {**rule, "/etc/default/gdrdrv": "GDRDRV_ACCESS=open\n"}
+    upgraded = dataclasses.replace(_node(0o666, 44), files=files)
+    finding = doctor.check_node_access(upgraded)
+    assert finding.status == doctor.WARN and "any local user" in finding.detail
+    assert "GDRDRV_ACCESS=open in /etc/default/gdrdrv asks for it" in finding.detail
+    assert "usermod -aG video USER), then GDRDRV_ACCESS=group in /etc/default/gdrdrv" in finding.fix
+    # Without the setting, the general ways to restrict it.
+    assert "restrict it to a group" in doctor.check_node_access(dataclasses.replace(upgraded, files=rule)).fix
+
+
 def test_a_primary_group_or_a_running_member_is_a_member() -> None:
     primary = _busy_node({}, members=())
     primary = dataclasses.replace(primary, users=(*ACCOUNTS, Account("dave", 1003, 44)))
