@@ -648,7 +648,7 @@ def _left_out(probe: Probe, gid: int, group: str) -> tuple[list[tuple[str, str]]
     for pid in probe.pids():
         creds = process_credentials(probe.read(f"/proc/{pid}/status") or "")
         if creds is None or creds.uid < floor:
-            continue  # exited, root, or a system account
+            continue  # gone, root, or a system account
         if gid in creds.gids:
             members_running = True
             continue
@@ -679,8 +679,8 @@ def _left_out(probe: Probe, gid: int, group: str) -> tuple[list[tuple[str, str]]
         since = [name for name in names if name in listed]
         what = (
             f"{_count(held, 'process')} of {_count(len(outsiders), 'user')} outside {group}"
-            f" {'holds' if held == 1 else 'hold'} an NVIDIA GPU open: {_users(probe, outsiders)}; they run without GDRCopy (NCCL, UCX and"
-            " NVSHMEM say so only in debug logs)"
+            f" {'holds' if held == 1 else 'hold'} an NVIDIA GPU open: {_users(probe, outsiders)};"
+            " they run without GDRCopy (NCCL, UCX and NVSHMEM say so only in debug logs)"
         )
         if since:
             what += f"; {_names(since)} joined {group} after those processes started"

@@ -166,7 +166,8 @@ ACCOUNTS = (Account("root", 0, 0), Account("nvidia-persistenced", 112, 118), Acc
 def _status(uid: int, groups: str = "", gid: int | None = None) -> str:
     """A /proc/PID/status as the kernel writes it: real, effective, saved and filesystem ids."""
     gid = uid if gid is None else gid
-    return f"Name:\tpython3\nUmask:\t0022\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}\nGroups:\t{groups}\n"
+    ids = "\t".join([str(uid)] * 4), "\t".join([str(gid)] * 4)
+    return f"Name:\tpython3\nUmask:\t0022\nUid:\t{ids[0]}\nGid:\t{ids[1]}\nGroups:\t{groups}\n"
 
 
 def _busy_node(
