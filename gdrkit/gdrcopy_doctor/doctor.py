@@ -479,6 +479,16 @@ def check_node_access(probe: Probe) -> Finding:
     group = probe.group_name(node.gid)
     detail = f"{NODE} mode {node.mode:04o}, group {group}"
     if node.mode & 0o006:
+        if _access_setting(probe) == "open" and _rule_reads_access(probe):
+            # Chosen by a setting (an upgrade from NVIDIA's packages writes it): that setting is the way back.
+            return Finding(
+                "node access",
+                WARN,
+                f"{detail}: {WORLD_ACCESS_MEANS}; GDRDRV_ACCESS=open in {ACCESS_FILE} asks for it",
+                f"add the users and container runtimes that may pin GPU memory to {HARDENED_GROUP}"
+                f" (usermod -aG {HARDENED_GROUP} USER), then GDRDRV_ACCESS=group in {ACCESS_FILE} and"
+                f" udevadm trigger --sysname-match={MODULE}",
+            )
         return Finding("node access", WARN, f"{detail}: {WORLD_ACCESS_MEANS}", _hardening(probe))
     if not node.mode & 0o060 or node.gid == 0:
         return Finding(
@@ -488,17 +498,213 @@ def check_node_access(probe: Probe) -> Finding:
             f"give a group access: 'options {MODULE} node_mode=0660 node_gid=GID' in"
             f" /etc/modprobe.d/{MODULE}.conf, or the packaged udev rule (0660, group {HARDENED_GROUP})",
         )
+    problems: list[tuple[str, str]] = []
     created = _module_mode(probe)
     if created is not None and created & 0o006:
+        problems.append(
+            (
+                f"gdrdrv creates it {created:04o} and udev narrows it only afterwards:"
+                " a process that opens it in between keeps its access",
+                f"also set 'options {MODULE} node_mode=0660' in /etc/modprobe.d/{MODULE}.conf"
+                " (the packaged modprobe.d file does)",
+            )
+        )
+    if _access_setting(probe) == "open" and _rule_reads_access(probe):
+        problems.append(
+            (
+                f"GDRDRV_ACCESS=open in {ACCESS_FILE} asks for 0666, which udev has not applied yet",
+                f"udevadm trigger --sysname-match={MODULE} (or, to keep it {group}-only, GDRDRV_ACCESS=group there)",
+            )
+        )
+    left_out, notes = _left_out(probe, node.gid, group)
+    problems += left_out
+    said = "".join(f"; {note}" for note in notes)
+    if problems:
         return Finding(
             "node access",
             WARN,
-            f"{detail}, but gdrdrv creates it {created:04o} and udev narrows it only afterwards:"
-            " a process that opens it in between keeps its access",
-            f"also set 'options {MODULE} node_mode=0660' in /etc/modprobe.d/{MODULE}.conf"
-            " (the packaged modprobe.d file does)",
+            f"{detail}: " + "; ".join(what for what, _ in problems) + said,
+            "; ".join(fix for _, fix in problems),
         )
-    return Finding("node access", OK, f"{detail}: only root and members of {group} can pin GPU memory")
+    return Finding("node access", OK, f"{detail}: only root and members of {group} can pin GPU memory{said}")
+
+
+# The device nodes a process holds while it uses an NVIDIA GPU: nvidiactl (every
+# CUDA context) and the GPUs'.  Not /dev/dri/renderD*: CUDA does not open them,
+# and other vendors' GPUs (an integrated one, a desktop's) have them too.
+GPU_DEVICE = re.compile(r"^/dev/(nvidiactl|nvidia\d+)$")
+# Below UID_MIN of /etc/login.defs: system accounts, such as nvidia-persistenced's
+# (it holds every GPU open) or a display manager's, which never pin GPU memory.
+DEFAULT_UID_MIN = 1000
+NAMED = 3  # users named in a finding; the rest are counted
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What open() checks a process by: its filesystem uid and every group it has."""
+
+    uid: int
+    gids: frozenset[int]
+
+
+def process_credentials(status: str) -> Credentials | None:
+    """The credentials in a /proc/PID/status text (pure): the 4th (filesystem) Uid and Gid, and Groups."""
+    fields = {}
+    for line in status.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key] = value.split()
+    try:
+        uid = int(fields["Uid"][3])
+        gid = int(fields["Gid"][3])
+        groups = {int(g) for g in fields.get("Groups", [])}
+    except (KeyError, IndexError, ValueError):
+        return None
+    return Credentials(uid, frozenset({gid, *groups}))
+
+
+def _uid_min(probe: Probe) -> int:
+    match = re.search(r"^\s*UID_MIN\s+(\d+)", probe.read("/etc/login.defs") or "", re.MULTILINE)
+    return int(match.group(1)) if match else DEFAULT_UID_MIN
+
+
+def _hidden_processes(probe: Probe) -> str:
+    """Why /proc hides other users' processes from this doctor ("" when it does not)."""
+    if probe.euid() == 0:
+        return ""
+    for line in (probe.read("/proc/self/mountinfo") or "").splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == "/proc" and "-" in fields:
+            after = fields[fields.index("-") + 1 :]
+            options = after[2].split(",") if len(after) > 2 else []
+            hide = [o for o in options if o.startswith("hidepid=") and o not in ("hidepid=0", "hidepid=off")]
+            if hide:
+                return f"/proc is mounted {hide[0]}: other users' processes are hidden from this user"
+    return ""
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "es" if thing.endswith("s") else "s")
+
+
+def _users(probe: Probe, processes: dict[int, int]) -> str:
+    """'alice (2 processes), bob (1)' for up to NAMED users by most processes, then how many more."""
+    ranked = sorted(processes.items(), key=lambda item: (-item[1], item[0]))
+    named = [
+        f"{probe.user_name(uid)} ({count if i else _count(count, 'process')})"
+        for i, (uid, count) in enumerate(ranked[:NAMED])
+    ]
+    more = len(ranked) - NAMED
+    return ", ".join(named) + (f" and {_count(more, 'more user')}" if more > 0 else "")
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:NAMED])
+    return shown + (f" and {len(names) - NAMED} more" if len(names) > NAMED else "")
+
+
+ACCESS_FILE = f"/etc/default/{MODULE}"  # the admin's GDRDRV_ACCESS, which the packaged udev rule imports
+
+
+def _rule_reads_access(probe: Probe) -> bool:
+    """Whether the udev rule in effect for the node (a copy in /etc replaces the packaged one) reads GDRDRV_ACCESS."""
+    for directory in ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d"):
+        rule = probe.read(f"{directory}/60-{MODULE}.rules")
+        if rule is not None:
+            return "GDRDRV_ACCESS" in rule
+    return False
+
+
+def _access_setting(probe: Probe) -> str:
+    """GDRDRV_ACCESS in ACCESS_FILE: its last assignment, unquoted ("" without one)."""
+    values = re.findall(r"^\s*GDRDRV_ACCESS=(.*)$", probe.read(ACCESS_FILE) or "", re.MULTILINE)
+    return values[-1].strip().strip("\"'") if values else ""
+
+
+def _open_access_fix(probe: Probe) -> str:
+    """How to give every user the node as NVIDIA's GDRCopy does, by what set its mode here."""
+    if _rule_reads_access(probe):
+        return (
+            f"or give every user access as NVIDIA's packages do: GDRDRV_ACCESS=open in {ACCESS_FILE},"
+            f" then udevadm trigger --sysname-match={MODULE}"
+        )
+    return (
+        f"or give every user access as NVIDIA's GDRCopy does: mode 0666 where 0660 was set (the udev rule,"
+        f" node_mode in /etc/modprobe.d/{MODULE}.conf), then udevadm trigger --sysname-match={MODULE}"
+    )
+
+
+def _left_out(probe: Probe, gid: int, group: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Who a group-only node leaves without GDRCopy: (problems as (what, fix), notes on what was not seen).
+
+    The group's members by the group database and the passwd entries, and the
+    processes of users outside it that hold an NVIDIA GPU open.  A process has
+    the groups it started with: a user added since is still outside in it.
+    """
+    floor = _uid_min(probe)
+    outsiders: dict[int, int] = {}  # uid -> its processes with a GPU open
+    unreadable: dict[int, int] = {}  # uid -> its processes whose open files this user may not read
+    members_running = False
+    for pid in probe.pids():
+        creds = process_credentials(probe.read(f"/proc/{pid}/status") or "")
+        if creds is None or creds.uid < floor:
+            continue  # gone, root, or a system account
+        if gid in creds.gids:
+            members_running = True
+            continue
+        files = probe.open_files(pid)
+        if files is None:
+            unreadable[creds.uid] = unreadable.get(creds.uid, 0) + 1
+        elif any(GPU_DEVICE.match(path) for path in files):
+            outsiders[creds.uid] = outsiders.get(creds.uid, 0) + 1
+    listed = set(probe.group_members(gid)) | {a.name for a in probe.accounts() if a.gid == gid}
+    problems, notes = [], []
+    if listed:
+        notes.append(f"members of {group}: {_names(sorted(listed))}")
+    inside = container_kind(probe)
+    if inside:
+        notes.append(f"in a container ({inside}): the members of {group} are the host's, not checked here")
+    elif not listed and not members_running:
+        problems.append(
+            (
+                f"group {group} has no members (none in the group database, no user with it as primary group):"
+                " only root can pin GPU memory",
+                f"usermod -aG {group} USER for each user who may pin GPU memory (from their next login;"
+                f" pods: securityContext.supplementalGroups [{gid}]); {_open_access_fix(probe)}",
+            )
+        )
+    if outsiders:
+        held = sum(outsiders.values())
+        names = sorted(probe.user_name(uid) for uid in outsiders)
+        since = [name for name in names if name in listed]
+        what = (
+            f"{_count(held, 'process')} of {_count(len(outsiders), 'user')} outside {group}"
+            f" {'holds' if held == 1 else 'hold'} an NVIDIA GPU open: {_users(probe, outsiders)};"
+            " they run without GDRCopy (NCCL, UCX and NVSHMEM say so only in debug logs)"
+        )
+        if since:
+            what += f"; {_names(since)} joined {group} after those processes started"
+        # Users the host does not know by name are a pod's or another user namespace's.
+        joining = [name for name in names if name not in listed and not name.startswith("uid ")]
+        add = f"usermod -aG {group} {joining[0] if len(joining) == 1 else 'USER'}" + (
+            f" for each of {_names(joining)}" if len(joining) > 1 else ""
+        )
+        fix = (
+            (f"{add}, then " if joining or len(since) < len(names) else "")
+            + "restart their jobs (a process keeps the groups it started with;"
+            f" pods: securityContext.supplementalGroups [{gid}]); {_open_access_fix(probe)}"
+        )
+        problems.append((what, fix))
+    if unreadable:
+        notes.append(
+            f"partial: the open files of {_count(sum(unreadable.values()), 'process')} of"
+            f" {_count(len(unreadable), 'user')} outside {group} are not readable by this user"
+            " (run gdrcopy_doctor as root to check them)"
+        )
+    hidden = _hidden_processes(probe)
+    if hidden:
+        notes.append(f"partial: {hidden} (run gdrcopy_doctor as root to check them)")
+    return problems, notes
 
 
 # nvidia-smi's exit statuses (its manual page, RETURN VALUE): what each means.

@@ -33,6 +33,15 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Account:
+    """A passwd entry: who a uid is and its primary group."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
 class Output:
     returncode: int
     stdout: str
@@ -200,6 +209,58 @@ class Probe:
         except (KeyError, ImportError):
             return None
 
+    def group_members(self, gid: int) -> tuple[str, ...]:
+        """The users the group database lists in group gid (getent group's last field)."""
+        try:
+            import grp
+
+            return tuple(grp.getgrgid(gid).gr_mem)
+        except (KeyError, ImportError):
+            return ()
+
+    def accounts(self) -> list[Account]:
+        """The passwd entries NSS enumerates (with a directory that does not enumerate: the local ones)."""
+        try:
+            import pwd
+
+            return [Account(entry.pw_name, entry.pw_uid, entry.pw_gid) for entry in pwd.getpwall()]
+        except ImportError:
+            return []
+
+    def user_name(self, uid: int) -> str:
+        try:
+            import pwd
+
+            return pwd.getpwuid(uid).pw_name
+        except (KeyError, ImportError):
+            return f"uid {uid}"
+
+    def euid(self) -> int:
+        return os.geteuid()
+
+    def pids(self) -> list[int]:
+        """The processes /proc shows this user (with hidepid, only its own unless root)."""
+        return sorted(int(name) for name in self.listdir("/proc") if name.isdigit())
+
+    def open_files(self, pid: int) -> list[str] | None:
+        """What process pid's file descriptors point to; None where this user may not look."""
+        base = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(base)
+        except PermissionError:
+            return None
+        except OSError:  # it exited
+            return []
+        targets = []
+        for name in names:
+            try:
+                targets.append(os.readlink(f"{base}/{name}"))
+            except PermissionError:
+                return None
+            except OSError:  # closed meanwhile
+                continue
+        return targets
+
 
 @dataclass
 class FakeProbe(Probe):
@@ -214,6 +275,13 @@ class FakeProbe(Probe):
     libraries: Mapping[str, Loaded] = field(default_factory=dict)
     cuda_version: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # gid -> the users the group database lists in it; the passwd entries.
+    members: Mapping[int, Sequence[str]] = field(default_factory=dict)
+    users: Sequence[Account] = ()
+    # pid -> what its file descriptors point to, None where the doctor may not look
+    # (its /proc/PID/status is a file); a pid not here has none open.
+    fds: Mapping[int, Sequence[str] | None] = field(default_factory=dict)
+    effective_uid: int = 0
 
     def dlopen(self, name: str) -> Loaded:
         return self.libraries.get(
@@ -255,3 +323,19 @@ class FakeProbe(Probe):
 
     def group_id(self, name: str) -> int | None:
         return next((gid for gid, group in self.groups.items() if group == name), None)
+
+    def group_members(self, gid: int) -> tuple[str, ...]:
+        return tuple(self.members.get(gid, ()))
+
+    def accounts(self) -> list[Account]:
+        return list(self.users)
+
+    def user_name(self, uid: int) -> str:
+        return next((a.name for a in self.users if a.uid == uid), f"uid {uid}")
+
+    def euid(self) -> int:
+        return self.effective_uid
+
+    def open_files(self, pid: int) -> list[str] | None:
+        files = self.fds.get(pid, [])
+        return None if files is None else list(files)

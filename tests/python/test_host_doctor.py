@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from gdrkit.system import ensure_debian_packages
-from gdrkit.gdrcopy_doctor import consumers, doctor
+from gdrkit.gdrcopy_doctor import cli, consumers, doctor
 from gdrkit.gdrcopy_doctor.consumers import Gate
-from gdrkit.gdrcopy_doctor.probe import FakeProbe, Loaded, Node, Output, Probe
+from gdrkit.gdrcopy_doctor.probe import Account, FakeProbe, Loaded, Node, Output, Probe
 from gdrkit.packaging import model
 
 KVER = "6.1.0-56-amd64"
@@ -98,10 +102,13 @@ def test_device_node_checks() -> None:
     assert world.status == doctor.OK and "mode 0666" in world.detail, "who may open it is node access's finding"
 
 
-def _node(mode: int, gid: int, module_mode: str | None = None) -> FakeProbe:
+def _node(mode: int, gid: int, module_mode: str | None = None, members: tuple[str, ...] = ("alice",)) -> FakeProbe:
     files = {} if module_mode is None else {"/sys/module/gdrdrv/parameters/node_mode": module_mode}
     return FakeProbe(
-        files=files, nodes={"/dev/gdrdrv": Node(True, 10, 121, mode, gid)}, groups={0: "root", 44: "video"}
+        files=files,
+        nodes={"/dev/gdrdrv": Node(True, 10, 121, mode, gid)},
+        groups={0: "root", 44: "video"},
+        members={44: members},
     )
 
 
@@ -131,7 +138,9 @@ def test_the_hardening_fix_names_the_gid_even_where_group_video_is_unknown() -> 
 def test_a_group_node_is_ok_and_names_the_group() -> None:
     finding = doctor.check_node_access(_node(0o660, 44, "0660\n"))
     assert finding.status == doctor.OK
-    assert finding.detail == "/dev/gdrdrv mode 0660, group video: only root and members of video can pin GPU memory"
+    assert finding.detail == (
+        "/dev/gdrdrv mode 0660, group video: only root and members of video can pin GPU memory; members of video: alice"
+    )
     # The reference driver (or an older gdrdrv) has no node_mode parameter: the node alone decides.
     assert doctor.check_node_access(_node(0o660, 44)).status == doctor.OK
 
@@ -147,6 +156,235 @@ def test_a_root_only_node_is_a_warning() -> None:
         finding = doctor.check_node_access(_node(mode, gid))
         assert finding.status == doctor.WARN and "only root can use it" in finding.detail, (mode, gid)
         assert "node_gid=" in finding.fix
+
+
+GPU_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm", "/dev/null")
+ACCOUNTS = (Account("root", 0, 0), Account("nvidia-persistenced", 112, 118), Account("alice", 1000, 1000),
+            Account("bob", 1001, 1001), Account("carol", 1002, 1002))  # fmt: skip
+
+
+def _status(uid: int, groups: str = "", gid: int | None = None) -> str:
+    """A /proc/PID/status as the kernel writes it: real, effective, saved and filesystem ids."""
+    gid = uid if gid is None else gid
+    ids = "\t".join([str(uid)] * 4), "\t".join([str(gid)] * 4)
+    return f"Name:\tpython3\nUmask:\t0022\nUid:\t{ids[0]}\nGid:\t{ids[1]}\nGroups:\t{groups}\n"
+
+
+def _busy_node(
+    processes: Mapping[int, tuple[str, list[str] | None]],
+    members: tuple[str, ...] = ("alice",),
+    files: dict[str, str] | None = None,
+    euid: int = 0,
+) -> FakeProbe:
+    """A 0660 group-video node and processes: pid -> (its /proc/PID/status, its open files or None unreadable)."""
+    return FakeProbe(
+        files={**(files or {}), **{f"/proc/{pid}/status": status for pid, (status, _) in processes.items()}},
+        nodes={"/dev/gdrdrv": Node(True, 10, 121, 0o660, 44)},
+        groups={0: "root", 44: "video"},
+        members={44: members},
+        users=ACCOUNTS,
+        fds={pid: open_files for pid, (_, open_files) in processes.items()},
+        effective_uid=euid,
+    )
+
+
+def test_an_empty_group_is_a_warning_that_only_root_can_pin() -> None:
+    finding = doctor.check_node_access(_node(0o660, 44, "0660\n", members=()))
+    assert finding.status == doctor.WARN
+    assert "group video has no members" in finding.detail and "only root can pin GPU memory" in finding.detail
+    assert "usermod -aG video USER" in finding.fix and "supplementalGroups [44]" in finding.fix
+    # Without the packaged rule that reads /etc/default/gdrdrv, the mode is wherever 0660 was set.
+    assert "mode 0666 where 0660 was set" in finding.fix and "GDRDRV_ACCESS" not in finding.fix
+
+
+def test_the_open_access_fix_is_the_packages_setting_where_their_rule_reads_it() -> None:
+    rule = 'KERNEL=="gdrdrv", ENV{GDRDRV_ACCESS}=="open", MODE="0666"\n'
+    for directory in ("/usr/lib/udev/rules.d", "/lib/udev/rules.d"):
+        probe = _busy_node({}, members=(), files={f"{directory}/60-gdrdrv.rules": rule})
+        fix = doctor.check_node_access(probe).fix
+        assert "GDRDRV_ACCESS=open in /etc/default/gdrdrv, then udevadm trigger --sysname-match=gdrdrv" in fix
+    # A copy in /etc/udev/rules.d replaces the packaged rule (udev's precedence): its own mode is the way.
+    mine = {
+        "/etc/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", MODE="0660"\n',
+        "/usr/lib/udev/rules.d/60-gdrdrv.rules": rule,
+    }
+    assert "GDRDRV_ACCESS" not in doctor.check_node_access(_busy_node({}, members=(), files=mine)).fix
+
+
+def test_open_access_asked_for_but_not_applied_is_a_warning() -> None:
+    rule = {"/usr/lib/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", ENV{GDRDRV_ACCESS}=="open", MODE="0666"\n'}
+    written = "# Written by gdrdrv-dkms on upgrade from NVIDIA's GDRCopy packages.\nGDRDRV_ACCESS=open\n"
+    finding = doctor.check_node_access(_busy_node({}, files={**rule, "/etc/default/gdrdrv": written}))
+    assert finding.status == doctor.WARN and "GDRDRV_ACCESS=open in /etc/default/gdrdrv asks for 0666" in finding.detail
+    assert finding.fix.startswith("udevadm trigger --sysname-match=gdrdrv")
+    for chosen in ('GDRDRV_ACCESS=open\nGDRDRV_ACCESS="group"\n', "# GDRDRV_ACCESS=open\n"):
+        probe = _busy_node({}, files={**rule, "/etc/default/gdrdrv": chosen})
+        assert doctor.check_node_access(probe).status == doctor.OK, chosen
+    # A rule that does not read the file (an admin's copy in /etc) makes the setting moot.
+    mine = {"/etc/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", MODE="0660"\n'}
+    moot = _busy_node({}, files={**rule, **mine, "/etc/default/gdrdrv": written})
+    assert doctor.check_node_access(moot).status == doctor.OK
+
+
+def test_a_node_opened_by_the_setting_is_hardened_by_it() -> None:
+    rule = {"/usr/lib/udev/rules.d/60-gdrdrv.rules": 'KERNEL=="gdrdrv", ENV{GDRDRV_ACCESS}=="open", MODE="0666"\n'}
+    files = {**rule, "/etc/default/gdrdrv": "GDRDRV_ACCESS=open\n"}
+    upgraded = dataclasses.replace(_node(0o666, 44), files=files)
+    finding = doctor.check_node_access(upgraded)
+    assert finding.status == doctor.WARN and "any local user" in finding.detail
+    assert "GDRDRV_ACCESS=open in /etc/default/gdrdrv asks for it" in finding.detail
+    assert "usermod -aG video USER), then GDRDRV_ACCESS=group in /etc/default/gdrdrv" in finding.fix
+    # Without the setting, the general ways to restrict it.
+    assert "restrict it to a group" in doctor.check_node_access(dataclasses.replace(upgraded, files=rule)).fix
+
+
+def test_a_primary_group_or_a_running_member_is_a_member() -> None:
+    primary = _busy_node({}, members=())
+    primary = dataclasses.replace(primary, users=(*ACCOUNTS, Account("dave", 1003, 44)))
+    finding = doctor.check_node_access(primary)
+    assert finding.status == doctor.OK and "members of video: dave" in finding.detail
+    # A directory (LDAP, SSSD) may not list a group's members; a process with the group proves one.
+    running = _busy_node({7: (_status(1005, "44 1005"), [])}, members=())
+    assert doctor.check_node_access(running).status == doctor.OK
+
+
+def test_outsiders_on_the_gpu_are_a_warning_naming_them() -> None:
+    probe = _busy_node(
+        {
+            10: (_status(1001), list(GPU_FILES)),  # bob: not in video
+            11: (_status(1001), ["/dev/nvidiactl"]),
+            12: (_status(1002), ["/dev/nvidia3"]),  # carol
+            13: (_status(1002), ["/dev/null", "/dev/dri/renderD128"]),  # not an NVIDIA GPU
+            14: (_status(1000, "44 1000"), list(GPU_FILES)),  # alice, a member
+            15: (_status(0), list(GPU_FILES)),  # root
+            16: (_status(112, "", 118), list(GPU_FILES)),  # nvidia-persistenced, a system account
+        }
+    )
+    finding = doctor.check_node_access(probe)
+    assert finding.status == doctor.WARN
+    assert "3 processes of 2 users outside video hold an NVIDIA GPU open: bob (2 processes), carol (1)" in (
+        finding.detail
+    )
+    assert "run without GDRCopy (NCCL, UCX and NVSHMEM say so only in debug logs)" in finding.detail
+    assert "alice" not in finding.detail.split("members of video")[0], "a member is not an outsider"
+    assert "root" not in finding.detail.split(": ", 1)[1] and "nvidia-persistenced" not in finding.detail
+    assert "usermod -aG video USER for each of bob, carol, then restart their jobs" in finding.fix
+    assert "supplementalGroups [44]" in finding.fix and "mode 0666" in finding.fix
+    assert "has no members" not in finding.detail
+
+
+def test_members_root_and_system_accounts_on_the_gpu_are_fine() -> None:
+    probe = _busy_node(
+        {
+            14: (_status(1000, "44 1000"), list(GPU_FILES)),
+            15: (_status(1001, "", 44), list(GPU_FILES)),  # bob, video as his primary group
+            16: (_status(0), list(GPU_FILES)),
+            17: (_status(112, "", 118), list(GPU_FILES)),
+            18: (_status(1002), ["/dev/null"]),  # carol, outside but not on the GPU
+        }
+    )
+    finding = doctor.check_node_access(probe)
+    assert finding.status == doctor.OK, finding
+    # login.defs may put regular users lower: then 112 is one.
+    lower = dataclasses.replace(probe, files={**probe.files, "/etc/login.defs": "UID_MIN\t\t 100\n"})
+    assert "nvidia-persistenced (1 process)" in doctor.check_node_access(lower).detail
+
+
+def test_one_outsider_is_named_in_the_fix_and_a_late_joiner_is_told_to_restart() -> None:
+    alone = doctor.check_node_access(_busy_node({10: (_status(1001), ["/dev/nvidia0"])}))
+    assert "1 process of 1 user outside video holds" in alone.detail and "usermod -aG video bob, then" in alone.fix
+    # bob is listed in video now, but his process started before: it still lacks the group.
+    late = doctor.check_node_access(_busy_node({10: (_status(1001), ["/dev/nvidia0"])}, members=("alice", "bob")))
+    assert late.status == doctor.WARN and "bob joined video after those processes started" in late.detail
+    assert late.fix.startswith("restart their jobs")
+    # A pod's user the host does not know by name.
+    pod = doctor.check_node_access(_busy_node({10: (_status(1000680000), ["/dev/nvidia0"])}))
+    assert "uid 1000680000 (1 process)" in pod.detail and "usermod -aG video USER, then" in pod.fix
+
+
+def test_many_outsiders_are_counted_not_listed() -> None:
+    processes = {pid: (_status(2000 + pid), ["/dev/nvidiactl"]) for pid in range(1, 6)}
+    detail = doctor.check_node_access(_busy_node(processes)).detail
+    assert "5 processes of 5 users outside video" in detail and "and 2 more users" in detail
+
+
+def test_unreadable_processes_make_the_check_partial_not_a_warning() -> None:
+    # The doctor as alice: bob's /proc/PID/fd is not hers to read.
+    probe = _busy_node(
+        {10: (_status(1001), None), 11: (_status(1002), None), 14: (_status(1000, "44 1000"), list(GPU_FILES))},
+        euid=1000,
+    )
+    finding = doctor.check_node_access(probe)
+    assert finding.status == doctor.OK
+    assert "partial: the open files of 2 processes of 2 users outside video are not readable by this user" in (
+        finding.detail
+    )
+    assert "run gdrcopy_doctor as root" in finding.detail
+    # A member's unreadable files do not matter: it may open the node anyway.
+    member = _busy_node({14: (_status(1003, "44"), None)}, euid=1000)
+    assert "partial" not in doctor.check_node_access(member).detail
+    # hidepid hides the others altogether: say so.
+    mountinfo = "22 28 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:13 - proc proc rw,hidepid=invisible\n"
+    hidden = doctor.check_node_access(_busy_node({}, files={"/proc/self/mountinfo": mountinfo}, euid=1000))
+    assert hidden.status == doctor.OK and "partial: /proc is mounted hidepid=invisible" in hidden.detail
+    as_root = doctor.check_node_access(_busy_node({}, files={"/proc/self/mountinfo": mountinfo}))
+    assert "partial" not in as_root.detail
+
+
+def test_in_a_container_the_group_is_the_hosts_but_its_processes_are_checked() -> None:
+    probe = _busy_node({10: (_status(1001), ["/dev/nvidia0"])}, members=(), files={"/.dockerenv": ""})
+    finding = doctor.check_node_access(probe)
+    assert "has no members" not in finding.detail and "the members of video are the host's" in finding.detail
+    assert finding.status == doctor.WARN and "bob (1 process)" in finding.detail
+
+
+def test_left_out_users_never_fail_the_node() -> None:
+    probe = _busy_node({10: (_status(1001), ["/dev/nvidia0"])}, members=())
+    assert doctor.check_node_access(probe).status == doctor.WARN
+    findings = [doctor.check_node_access(probe)]
+    assert cli.exit_status(findings, gpu=True) == cli.HEALTHY
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (_status(1001, "44 27"), doctor.Credentials(1001, frozenset({1001, 44, 27}))),
+        # setuid/setgid: open() goes by the filesystem ids (the 4th).
+        ("Uid:\t1001\t0\t0\t0\nGid:\t1001\t5\t5\t5\nGroups:\t\n", doctor.Credentials(0, frozenset({5}))),
+        ("Uid:\t1001\n", None),
+        ("", None),
+    ],
+)
+def test_process_credentials(status: str, expected: doctor.Credentials | None) -> None:
+    assert doctor.process_credentials(status) == expected
+
+
+def test_the_real_probe_reads_open_files_only_where_it_may() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("starting processes as other users needs root")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; f = open('/dev/null'); print(flush=True); time.sleep(60)"],
+        user=64321, group=64321, extra_groups=[44], stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"\n"
+        assert "/dev/null" in (Probe().open_files(holder.pid) or [])
+        assert doctor.process_credentials(Probe().read(f"/proc/{holder.pid}/status") or "") == doctor.Credentials(
+            64321, frozenset({64321, 44})
+        )
+        look = (
+            "import sys; sys.path.insert(0, sys.argv[1]); from gdrkit.gdrcopy_doctor.probe import Probe;"
+            " print(Probe().open_files(int(sys.argv[2])), Probe().open_files(99999999))"
+        )
+        root = str(Path(__file__).resolve().parents[2])
+        other = subprocess.run(
+            [sys.executable, "-I", "-c", look, root, str(holder.pid)],
+            user=64322, group=64322, extra_groups=[], capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert other.stdout.split() == ["None", "[]"], "another user's: unreadable; a process gone: nothing open"
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_no_node_no_access_finding() -> None:
