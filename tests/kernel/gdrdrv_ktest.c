@@ -549,8 +549,8 @@ static void test_gdrdrv_proc_params(void)
 		  "%s but GET_ATTR says persistent=%d", lines[2], kt_env.persistent);
 	KT_ASSERT(!strcmp(lines[5], "VMA inherited on fork: no\n"), "%s", lines[5]);
 	/* The build's page-table generation: 2.0 (580 and newer) or 1.2 (515 to 575). */
-	KT_ASSERT(!strcmp(lines[9] + strlen(keys[9]), "2.0\n") ||
-		  !strcmp(lines[9] + strlen(keys[9]), "1.2\n"), "%s", lines[9]);
+	KT_ASSERT(!strcmp(lines[11] + strlen(keys[11]), "2.0\n") ||
+		  !strcmp(lines[11] + strlen(keys[11]), "1.2\n"), "%s", lines[11]);
 }
 
 static void test_gdrdrv_unknown_ioctl(void)
