@@ -18,6 +18,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ktest.h"
@@ -669,6 +670,96 @@ static void test_wc_reservation_ends_with_pin(void)
 	}
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Mappings of one buffer held at once; each stage maps up to the next. */
+#define PAT_STAGES 4
+static const unsigned int pat_stage_maps[PAT_STAGES] = { 1, 256, 1024, 2048 };
+
+/*
+ * One GPU buffer pinned and mapped write-combined many times over (the pins
+ * share its BAR pages, as RM's do when a range is pinned again): x86 PAT
+ * must not get one memtype entry per mapping.  Every entry over a range is
+ * walked, under the host-wide memtype_lock, by each reservation of that
+ * range, so N mappings cost O(N^2) there and stall PAT for everyone (before
+ * the fix: one entry per mapping, and a per-mmap cost growing with N).
+ * Prints, per stage, the PAT WC entries and the median mmap time.
+ */
+static void test_pat_cost_of_many_maps_of_one_buffer(void)
+{
+	unsigned int total = pat_stage_maps[PAT_STAGES - 1], done = 0, stage, i;
+	double median_us[PAT_STAGES], *lat;
+	int entries[PAT_STAGES], base, sg, gd, err;
+	uint64_t va, *handles;
+	void **maps;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	base = pat_wc_entries();
+	if (base < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	handles = calloc(total, sizeof(*handles));
+	maps = calloc(total, sizeof(*maps));
+	lat = calloc(total, sizeof(*lat));
+	KT_ASSERT(handles && maps && lat, "out of memory");
+	sg = sg_open();
+	gd = gd_open();
+	va = sg_alloc(sg, KT_GPU_PAGE);
+	for (stage = 0; stage < PAT_STAGES; stage++) {
+		unsigned int first = done;
+
+		for (; done < pat_stage_maps[stage]; done++) {
+			double t0;
+
+			KT_EXPECT_OK(gd_pin(gd, va, KT_GPU_PAGE, 0, &handles[done]));
+			t0 = now_us();
+			maps[done] = gd_map(gd, handles[done], KT_GPU_PAGE, &err);
+			lat[done] = now_us() - t0;
+			KT_ASSERT(maps[done], "mapping %u of the buffer: %s", done + 1,
+				  kt_errname(err));
+			*(volatile uint32_t *)maps[done] = done;
+		}
+		qsort(lat + first, done - first, sizeof(*lat), cmp_double);
+		median_us[stage] = lat[first + (done - first) / 2];
+		entries[stage] = pat_wc_entries() - base;
+		kt_note("%u mappings of one buffer: %d PAT WC entries, median mmap %.1f us over the last %u",
+			done, entries[stage], median_us[stage], done - first);
+	}
+	for (i = 0; i < done; i++) {
+		KT_ASSERT(*(volatile uint32_t *)maps[i] == done - 1,
+			  "mapping %u reads %u, want %u", i, *(volatile uint32_t *)maps[i], done - 1);
+		munmap(maps[i], KT_GPU_PAGE);
+		KT_EXPECT_OK(gd_unpin(gd, handles[i]));
+	}
+	sg_free(sg, va);
+	close(gd);
+	close(sg);
+	KT_ASSERT(pat_wc_entries() == base, "after unpinning: %d PAT WC entries, %d before",
+		  pat_wc_entries(), base);
+	KT_ASSERT(entries[PAT_STAGES - 1] <= entries[0],
+		  "%u mappings of one buffer hold %d PAT WC entries, 1 mapping %d: one per mapping, each reservation walking them all",
+		  total, entries[PAT_STAGES - 1], entries[0]);
+	/* Medians of hundreds of mmaps: a generous bound that O(N) per mmap breaks. */
+	KT_ASSERT(median_us[PAT_STAGES - 1] < 4 * median_us[1] + 50,
+		  "median mmap %.1f us with %u to %u mappings held, %.1f us with up to %u: the cost per mapping grows with N",
+		  median_us[PAT_STAGES - 1], pat_stage_maps[PAT_STAGES - 2], total, median_us[1],
+		  pat_stage_maps[1]);
+}
+
 /*
  * x86 never maps RAM write-combined: PAT refuses the reservation
  * ("reserve_ram_pages_type failed") and the page is write-back anyway.
@@ -780,6 +871,7 @@ static const struct kt_test tests[] = {
 	T(pins_charged_to_memcg),
 	T(execve_drops_access),
 	T(wc_reservation_ends_with_pin),
+	T(pat_cost_of_many_maps_of_one_buffer),
 	T(no_wc_of_ram),
 	T(failed_put_pages_keeps_the_region),
 };
