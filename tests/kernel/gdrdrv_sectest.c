@@ -687,7 +687,7 @@ static double now_us(void)
 
 /* Mappings of one buffer held at once; each stage maps up to the next. */
 #define PAT_STAGES 4
-static const unsigned int pat_stage_maps[PAT_STAGES] = { 1, 256, 1024, 2048 };
+static const unsigned int pat_stage_maps[PAT_STAGES] = { 1, 256, 1024, 4096 };
 
 /*
  * One GPU buffer pinned and mapped write-combined many times over (the pins
@@ -758,6 +758,100 @@ static void test_pat_cost_of_many_maps_of_one_buffer(void)
 		  "median mmap %.1f us with %u to %u mappings held, %.1f us with up to %u: the cost per mapping grows with N",
 		  median_us[PAT_STAGES - 1], pat_stage_maps[PAT_STAGES - 2], total, median_us[1],
 		  pat_stage_maps[1]);
+}
+
+/* Bytes x86 PAT records as write-combining (both list formats); -1 if unreadable. */
+static long long pat_wc_bytes(void)
+{
+	FILE *fp = fopen("/sys/kernel/debug/x86/pat_memtype_list", "r");
+	unsigned long long start, end;
+	long long bytes = 0;
+	char line[256];
+
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		if (!strstr(line, "write-combining"))
+			continue;
+		if (sscanf(line, "PAT: [mem %llx-%llx]", &start, &end) == 2 ||
+		    sscanf(line, "%*[^@]@ %llx-%llx", &start, &end) == 2)
+			bytes += (long long)(end - start);
+	}
+	fclose(fp);
+	return bytes;
+}
+
+/*
+ * Overlapping pins of one buffer, mapped WC at once: PAT holds exactly the
+ * union of the live mappings, each byte once, however they overlap and in
+ * whatever order they go (before the fix: each mapping its own reservation,
+ * the overlaps counted as often as they are mapped).  Every mapping shows
+ * what the others wrote.
+ */
+static void test_pat_holds_the_union_of_overlapping_maps(void)
+{
+	/* Pinned ranges of an 8-page buffer, in GPU pages: first and count. */
+	static const struct { unsigned int first, count; } ranges[] = {
+		{ 0, 8 }, { 2, 4 }, { 1, 2 }, { 5, 3 }, { 2, 4 },
+	};
+	/* Union of the ranges still mapped once the first k are gone. */
+	static const unsigned int union_after[] = { 8, 7, 7, 6, 4, 0 };
+	enum { NR = sizeof(ranges) / sizeof(ranges[0]) };
+	volatile uint32_t *maps[NR];
+	uint64_t va, handles[NR];
+	long long base, held;
+	int sg, gd, err;
+	unsigned int i, j;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	if (pat_wc_entries() < 0 || (base = pat_wc_bytes()) < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	sg = sg_open();
+	gd = gd_open();
+	va = sg_alloc(sg, 8 * KT_GPU_PAGE);
+	for (i = 0; i < NR; i++) {
+		uint64_t size = ranges[i].count * KT_GPU_PAGE;
+
+		KT_EXPECT_OK(gd_pin(gd, va + ranges[i].first * KT_GPU_PAGE, size, 0, &handles[i]));
+		maps[i] = gd_map(gd, handles[i], size, &err);
+		KT_ASSERT(maps[i], "mapping pages %u+%u: %s", ranges[i].first, ranges[i].count,
+			  kt_errname(err));
+	}
+	/* Each mapping writes the first word of its pages; all must agree. */
+	for (i = 0; i < NR; i++)
+		for (j = 0; j < ranges[i].count; j++)
+			maps[i][j * KT_GPU_PAGE / 4] = 0x1000 * i + ranges[i].first + j;
+	for (i = 0; i < NR; i++)
+		for (j = 0; j < ranges[i].count; j++) {
+			unsigned int page = ranges[i].first + j, last = 0;
+
+			for (unsigned int k = 0; k < NR; k++)
+				if (page >= ranges[k].first && page < ranges[k].first + ranges[k].count)
+					last = k;
+			KT_ASSERT(maps[i][j * KT_GPU_PAGE / 4] == 0x1000 * last + page,
+				  "mapping %u, page %u reads %#x, want %#x", i, page,
+				  maps[i][j * KT_GPU_PAGE / 4], 0x1000 * last + page);
+		}
+	for (i = 0; i <= NR; i++) {
+		held = pat_wc_bytes() - base;
+		kt_note("%u of %u overlapping mappings gone: PAT holds %lld KiB WC, their union %u KiB",
+			i, NR, held >> 10, union_after[i] * (unsigned int)(KT_GPU_PAGE >> 10));
+		KT_ASSERT(held == (long long)(union_after[i] * KT_GPU_PAGE),
+			  "with %u of %u overlapping mappings gone PAT holds %lld bytes WC, want their union %llu",
+			  i, NR, held, (unsigned long long)(union_after[i] * KT_GPU_PAGE));
+		if (i == NR)
+			break;
+		/* Unpinning ends the reservation; the last one goes by munmap. */
+		if (i < NR - 1)
+			KT_EXPECT_OK(gd_unpin(gd, handles[i]));
+		munmap((void *)maps[i], ranges[i].count * KT_GPU_PAGE);
+	}
+	KT_EXPECT_OK(gd_unpin(gd, handles[NR - 1]));
+	sg_free(sg, va);
+	close(gd);
+	close(sg);
 }
 
 /*
@@ -872,6 +966,7 @@ static const struct kt_test tests[] = {
 	T(execve_drops_access),
 	T(wc_reservation_ends_with_pin),
 	T(pat_cost_of_many_maps_of_one_buffer),
+	T(pat_holds_the_union_of_overlapping_maps),
 	T(no_wc_of_ram),
 	T(failed_put_pages_keeps_the_region),
 };
