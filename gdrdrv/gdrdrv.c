@@ -32,7 +32,8 @@
  *  - The memtype reservations of a WC mapping are taken by ->mmap and given
  *    back when the pin ends (unpin, close or the free callback: after the
  *    zap, under mr->sem) or when the last VMA closes, whichever is first: a
- *    revoked mapping holds no reservation until its munmap.
+ *    revoked mapping holds no reservation until its munmap.  Mappings of
+ *    the same BAR pages share them (struct gdrdrv_wc_span).
  *  - The NVIDIA free callback takes only mr->sem, and sleeps (NVIDIA calls
  *    it from process context; gdrdrv_free_callback() asserts that).  Under
  *    mr->sem gdrdrv calls into the NVIDIA driver only for
@@ -41,7 +42,8 @@
  *    nvidia_p2p_put_pages*() are never called with mr->sem held:
  *    put_pages() waits for a running callback (AB-BA otherwise).
  *  - Lock order: mmap_lock (or the VMA lock), then mr->sem, then the file's
- *    i_mmap lock (taken by unmap_mapping_range()), then page table locks.
+ *    i_mmap lock (taken by unmap_mapping_range()), then page table locks;
+ *    gdrdrv_wc_lock (the shared WC spans) is taken under mr->sem alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
