@@ -32,7 +32,8 @@
  *  - The memtype reservations of a WC mapping are taken by ->mmap and given
  *    back when the pin ends (unpin, close or the free callback: after the
  *    zap, under mr->sem) or when the last VMA closes, whichever is first: a
- *    revoked mapping holds no reservation until its munmap.
+ *    revoked mapping holds no reservation until its munmap.  Mappings of
+ *    the same BAR pages share them (struct gdrdrv_wc_span).
  *  - The NVIDIA free callback takes only mr->sem, and sleeps (NVIDIA calls
  *    it from process context; gdrdrv_free_callback() asserts that).  Under
  *    mr->sem gdrdrv calls into the NVIDIA driver only for
@@ -41,7 +42,8 @@
  *    nvidia_p2p_put_pages*() are never called with mr->sem held:
  *    put_pages() waits for a running callback (AB-BA otherwise).
  *  - Lock order: mmap_lock (or the VMA lock), then mr->sem, then the file's
- *    i_mmap lock (taken by unmap_mapping_range()), then page table locks.
+ *    i_mmap lock (taken by unmap_mapping_range()), then page table locks;
+ *    gdrdrv_wc_lock (the shared WC spans) is taken under mr->sem alone.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -61,6 +63,7 @@
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/proc_fs.h>
+#include <linux/rbtree.h>
 #include <linux/rwsem.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
@@ -265,7 +268,7 @@ struct gdrdrv_mr {
 	u32 req_type;			/* GDRDRV_MR_*, from REQ_MAPPING_TYPE */
 	u32 map_type;			/* GDRDRV_MR_*, while mapped */
 	unsigned int map_count;		/* VMAs mapping this region */
-	struct gdrdrv_memtype_run {	/* x86: WC reserved for the mapping */
+	struct gdrdrv_memtype_run {	/* x86: WC spans held by the mapping */
 		u64 phys;
 		unsigned long len;
 	} *wc_runs;
@@ -1303,13 +1306,192 @@ static long gdrdrv_compat_ioctl(struct file *filp, unsigned int cmd,
 }
 #endif
 
+/*
+ * x86 PAT records one memtype entry per reservation, and each reservation
+ * walks every entry overlapping it under the host-wide memtype_lock.  Pins
+ * share BAR pages (RM gives a range pinned again the BAR1 extent it already
+ * has), so one reservation per mapping made N mappings of one buffer cost
+ * O(N^2) there, and N uncharged entries.  Instead gdrdrv's WC reservations
+ * ("spans") never overlap one another: the runs of all live WC mappings
+ * cut the BAR into spans, each reserved once and counting the runs that
+ * cover it.  A run's ends split the spans they fall in (the pieces are
+ * reserved before the whole is freed, so the range never goes without);
+ * a span is freed when its last run goes, so what is reserved is always
+ * exactly what live mappings cover.
+ */
+struct gdrdrv_wc_span {
+	struct rb_node node;		/* in gdrdrv_wc_spans, by phys */
+	u64 phys;
+	u64 len;
+	unsigned long users;		/* runs of live mappings covering it */
+};
+
+static struct rb_root gdrdrv_wc_spans = RB_ROOT;
+static DEFINE_MUTEX(gdrdrv_wc_lock);	/* guards the spans; under mr->sem */
+
+static u64 gdrdrv_wc_span_end(const struct gdrdrv_wc_span *span)
+{
+	return span->phys + span->len;
+}
+
+/* The span holding @phys; else NULL, and *@next the first span after it. */
+static struct gdrdrv_wc_span *gdrdrv_wc_span_find(u64 phys,
+						  struct gdrdrv_wc_span **next)
+{
+	struct rb_node *node = gdrdrv_wc_spans.rb_node;
+
+	*next = NULL;
+	while (node) {
+		struct gdrdrv_wc_span *span = rb_entry(node, struct gdrdrv_wc_span,
+						       node);
+
+		if (phys < span->phys) {
+			*next = span;
+			node = node->rb_left;
+		} else if (phys >= gdrdrv_wc_span_end(span)) {
+			node = node->rb_right;
+		} else {
+			return span;
+		}
+	}
+	return NULL;
+}
+
+static void gdrdrv_wc_span_insert(struct gdrdrv_wc_span *span)
+{
+	struct rb_node **link = &gdrdrv_wc_spans.rb_node, *parent = NULL;
+
+	while (*link) {
+		struct gdrdrv_wc_span *at = rb_entry(*link, struct gdrdrv_wc_span,
+						     node);
+
+		parent = *link;
+		link = span->phys < at->phys ? &parent->rb_left :
+					       &parent->rb_right;
+	}
+	rb_link_node(&span->node, parent, link);
+	rb_insert_color(&span->node, &gdrdrv_wc_spans);
+}
+
+/* A new span of @len bytes at @phys, reserved WC; NULL if refused. */
+static struct gdrdrv_wc_span *gdrdrv_wc_span_new(u64 phys, u64 len,
+						 unsigned long users, int *err)
+{
+	struct gdrdrv_wc_span *span = kzalloc(sizeof(*span), GFP_KERNEL_ACCOUNT);
+
+	*err = -ENOMEM;
+	if (!span)
+		return NULL;
+	*err = arch_io_reserve_memtype_wc(phys, len);
+	if (*err) {
+		kfree(span);
+		return NULL;
+	}
+	span->phys = phys;
+	span->len = len;
+	span->users = users;
+	return span;
+}
+
+static void gdrdrv_wc_span_free(struct gdrdrv_wc_span *span)
+{
+	rb_erase(&span->node, &gdrdrv_wc_spans);
+	arch_io_free_memtype_wc(span->phys, span->len);
+	kfree(span);
+}
+
+/* Makes @phys a span boundary; 0 or an errno.  gdrdrv_wc_lock held. */
+static int gdrdrv_wc_split_at(u64 phys)
+{
+	struct gdrdrv_wc_span *next, *lo, *hi;
+	struct gdrdrv_wc_span *span = gdrdrv_wc_span_find(phys, &next);
+	int err;
+
+	if (!span || span->phys == phys)
+		return 0;
+	/* WC over WC: the pieces may overlap the whole while it stands. */
+	lo = gdrdrv_wc_span_new(span->phys, phys - span->phys, span->users,
+				&err);
+	if (!lo)
+		return err;
+	hi = gdrdrv_wc_span_new(phys, gdrdrv_wc_span_end(span) - phys,
+				span->users, &err);
+	if (!hi) {
+		arch_io_free_memtype_wc(lo->phys, lo->len);
+		kfree(lo);
+		return err;
+	}
+	gdrdrv_wc_span_free(span);
+	gdrdrv_wc_span_insert(lo);
+	gdrdrv_wc_span_insert(hi);
+	return 0;
+}
+
+/* Drops a run's hold on the spans of [@phys, @end); gdrdrv_wc_lock held. */
+static void gdrdrv_wc_put_range(u64 phys, u64 end)
+{
+	struct gdrdrv_wc_span *next, *span = gdrdrv_wc_span_find(phys, &next);
+
+	if (!span)
+		span = next;
+	while (span && span->phys < end) {
+		struct rb_node *after = rb_next(&span->node);
+
+		if (!--span->users)
+			gdrdrv_wc_span_free(span);
+		span = after ? rb_entry(after, struct gdrdrv_wc_span, node) :
+			       NULL;
+	}
+}
+
+/*
+ * Covers the run [@phys, @phys + @len) with spans, each counting it once.
+ * 0; 1 if PAT refused WC somewhere in it (another type is recorded there:
+ * the run holds nothing and maps as that type); or -ENOMEM.
+ * gdrdrv_wc_lock held.
+ */
+static int gdrdrv_wc_get_range(u64 phys, u64 len)
+{
+	u64 at = phys, end = phys + len;
+	int err;
+
+	err = gdrdrv_wc_split_at(phys);
+	if (!err)
+		err = gdrdrv_wc_split_at(end);
+	if (err)
+		return err == -ENOMEM ? err : 1;
+	while (at < end) {
+		struct gdrdrv_wc_span *next;
+		struct gdrdrv_wc_span *span = gdrdrv_wc_span_find(at, &next);
+
+		if (!span) {
+			u64 gap_end = next ? min(next->phys, end) : end;
+
+			span = gdrdrv_wc_span_new(at, gap_end - at, 0, &err);
+			if (!span) {
+				gdrdrv_wc_put_range(phys, at);
+				return err == -ENOMEM ? err : 1;
+			}
+			gdrdrv_wc_span_insert(span);
+		}
+		span->users++;
+		at = gdrdrv_wc_span_end(span);
+	}
+	return 0;
+}
+
 /* Drops the WC memtype reservations of a mapping; mr->sem held for write. */
 static void gdrdrv_mr_free_memtypes(struct gdrdrv_mr *mr)
 {
 	unsigned int i;
 
-	for (i = 0; i < mr->nr_wc_runs; i++)
-		arch_io_free_memtype_wc(mr->wc_runs[i].phys, mr->wc_runs[i].len);
+	mutex_lock(&gdrdrv_wc_lock);
+	for (i = 0; i < mr->nr_wc_runs; i++) {
+		gdrdrv_wc_put_range(mr->wc_runs[i].phys,
+				    mr->wc_runs[i].phys + mr->wc_runs[i].len);
+		cond_resched();
+	}
+	mutex_unlock(&gdrdrv_wc_lock);
 	kvfree(mr->wc_runs);
 	mr->wc_runs = NULL;
 	mr->nr_wc_runs = 0;
@@ -1325,14 +1507,14 @@ static u64 gdrdrv_mr_phys(struct nvidia_p2p_page_table *pt, u64 off)
 /*
  * x86 PAT: a PFN inserted by a fault takes the cache type recorded for its
  * physical range (UC- for MMIO nobody reserved), not the one in the VMA.  So
- * a WC mapping reserves WC for each physically contiguous run of GPU pages
- * it covers, and gives the reservations back when its last VMA closes or
- * when the pin ends, after the zap (see the top of this file).  A run
- * whose reservation is refused (another type is recorded there) is mapped as
+ * a WC mapping holds WC spans (above) for each physically contiguous run of
+ * GPU pages it covers, and lets them go when its last VMA closes or when
+ * the pin ends, after the zap (see the top of this file).  A run whose
+ * reservation is refused (another type is recorded there) is mapped as
  * that type, which is never less safe.  mr->sem held for write.
- * -ENOMEM when the list of runs cannot be allocated: then nothing is
- * reserved, and the caller must not map, since a PFN without a reservation
- * would be UC- while GET_INFO said WC.
+ * -ENOMEM when the list of runs or a span cannot be allocated: then
+ * nothing is held, and the caller must not map, since a PFN without a
+ * reservation would be UC- while GET_INFO said WC.
  */
 static int gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 {
@@ -1351,26 +1533,34 @@ static int gdrdrv_mr_reserve_memtypes(struct gdrdrv_mr *mr, u64 size)
 				     GFP_KERNEL_ACCOUNT);
 	if (!mr->wc_runs)
 		return -ENOMEM;
+	mutex_lock(&gdrdrv_wc_lock);
 	for (first = 0, i = 1; i <= pages; i++) {
 		u64 phys = pt->pages[first]->physical_address;
 		u64 len;
+		int ret;
 
 		if (i < pages && pt->pages[i]->physical_address ==
 		    phys + ((u64)(i - first) << GDRDRV_GPU_PAGE_SHIFT))
 			continue;
 		len = min_t(u64, (u64)(i - first) << GDRDRV_GPU_PAGE_SHIFT,
 			    size - ((u64)first << GDRDRV_GPU_PAGE_SHIFT));
-		if (!arch_io_reserve_memtype_wc(phys, len)) {
+		ret = gdrdrv_wc_get_range(phys, len);
+		if (!ret) {
 			mr->wc_runs[mr->nr_wc_runs].phys = phys;
 			mr->wc_runs[mr->nr_wc_runs].len = len;
 			mr->nr_wc_runs++;
-		} else {
+		} else if (ret > 0) {
 			gdrdrv_dbg("handle 0x%lx: WC refused for 0x%llx+0x%llx (another cache type is recorded there)\n",
 				   mr->handle, phys, len);
+		} else {
+			mutex_unlock(&gdrdrv_wc_lock);
+			gdrdrv_mr_free_memtypes(mr);
+			return ret;
 		}
 		first = i;
 		cond_resched();
 	}
+	mutex_unlock(&gdrdrv_wc_lock);
 	return 0;
 }
 
@@ -1928,6 +2118,8 @@ static void __exit gdrdrv_exit(void)
 	 * releases all its pins; what is left are pins the NVIDIA driver
 	 * refused to release.  Report them; never crash the machine over it.
 	 */
+	/* Every region gave its WC spans back before its pin ended. */
+	WARN_ON(!RB_EMPTY_ROOT(&gdrdrv_wc_spans));
 	leaked = atomic64_read(&gdrdrv_pin_count);
 	if (leaked)
 		pr_warn("%lld GPU memory pin(s) were never released (the NVIDIA driver refused); that GPU memory stays pinned until the NVIDIA driver is reloaded\n",

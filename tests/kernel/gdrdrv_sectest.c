@@ -18,6 +18,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ktest.h"
@@ -669,6 +670,190 @@ static void test_wc_reservation_ends_with_pin(void)
 	}
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Mappings of one buffer held at once; each stage maps up to the next. */
+#define PAT_STAGES 4
+static const unsigned int pat_stage_maps[PAT_STAGES] = { 1, 256, 1024, 4096 };
+
+/*
+ * One GPU buffer pinned and mapped write-combined many times over (the pins
+ * share its BAR pages, as RM's do when a range is pinned again): x86 PAT
+ * must not get one memtype entry per mapping.  Every entry over a range is
+ * walked, under the host-wide memtype_lock, by each reservation of that
+ * range, so N mappings cost O(N^2) there and stall PAT for everyone (before
+ * the fix: one entry per mapping, and a per-mmap cost growing with N).
+ * Prints, per stage, the PAT WC entries and the median mmap time.
+ */
+static void test_pat_cost_of_many_maps_of_one_buffer(void)
+{
+	unsigned int total = pat_stage_maps[PAT_STAGES - 1], done = 0, stage, i;
+	double median_us[PAT_STAGES], *lat;
+	int entries[PAT_STAGES], base, sg, gd, err;
+	uint64_t va, *handles;
+	void **maps;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	base = pat_wc_entries();
+	if (base < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	handles = calloc(total, sizeof(*handles));
+	maps = calloc(total, sizeof(*maps));
+	lat = calloc(total, sizeof(*lat));
+	KT_ASSERT(handles && maps && lat, "out of memory");
+	sg = sg_open();
+	gd = gd_open();
+	va = sg_alloc(sg, KT_GPU_PAGE);
+	for (stage = 0; stage < PAT_STAGES; stage++) {
+		unsigned int first = done;
+
+		for (; done < pat_stage_maps[stage]; done++) {
+			double t0;
+
+			KT_EXPECT_OK(gd_pin(gd, va, KT_GPU_PAGE, 0, &handles[done]));
+			t0 = now_us();
+			maps[done] = gd_map(gd, handles[done], KT_GPU_PAGE, &err);
+			lat[done] = now_us() - t0;
+			KT_ASSERT(maps[done], "mapping %u of the buffer: %s", done + 1,
+				  kt_errname(err));
+			*(volatile uint32_t *)maps[done] = done;
+		}
+		qsort(lat + first, done - first, sizeof(*lat), cmp_double);
+		median_us[stage] = lat[first + (done - first) / 2];
+		entries[stage] = pat_wc_entries() - base;
+		kt_note("%u mappings of one buffer: %d PAT WC entries, median mmap %.1f us over the last %u",
+			done, entries[stage], median_us[stage], done - first);
+	}
+	for (i = 0; i < done; i++) {
+		KT_ASSERT(*(volatile uint32_t *)maps[i] == done - 1,
+			  "mapping %u reads %u, want %u", i, *(volatile uint32_t *)maps[i], done - 1);
+		munmap(maps[i], KT_GPU_PAGE);
+		KT_EXPECT_OK(gd_unpin(gd, handles[i]));
+	}
+	sg_free(sg, va);
+	close(gd);
+	close(sg);
+	KT_ASSERT(pat_wc_entries() == base, "after unpinning: %d PAT WC entries, %d before",
+		  pat_wc_entries(), base);
+	KT_ASSERT(entries[PAT_STAGES - 1] <= entries[0],
+		  "%u mappings of one buffer hold %d PAT WC entries, 1 mapping %d: one per mapping, each reservation walking them all",
+		  total, entries[PAT_STAGES - 1], entries[0]);
+	/* Medians of hundreds of mmaps: a generous bound that O(N) per mmap breaks. */
+	KT_ASSERT(median_us[PAT_STAGES - 1] < 4 * median_us[1] + 50,
+		  "median mmap %.1f us with %u to %u mappings held, %.1f us with up to %u: the cost per mapping grows with N",
+		  median_us[PAT_STAGES - 1], pat_stage_maps[PAT_STAGES - 2], total, median_us[1],
+		  pat_stage_maps[1]);
+}
+
+/* Bytes x86 PAT records as write-combining (both list formats); -1 if unreadable. */
+static long long pat_wc_bytes(void)
+{
+	FILE *fp = fopen("/sys/kernel/debug/x86/pat_memtype_list", "r");
+	unsigned long long start, end;
+	long long bytes = 0;
+	char line[256];
+
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		if (!strstr(line, "write-combining"))
+			continue;
+		if (sscanf(line, "PAT: [mem %llx-%llx]", &start, &end) == 2 ||
+		    sscanf(line, "%*[^@]@ %llx-%llx", &start, &end) == 2)
+			bytes += (long long)(end - start);
+	}
+	fclose(fp);
+	return bytes;
+}
+
+/*
+ * Overlapping pins of one buffer, mapped WC at once: PAT holds exactly the
+ * union of the live mappings, each byte once, however they overlap and in
+ * whatever order they go (before the fix: each mapping its own reservation,
+ * the overlaps counted as often as they are mapped).  Every mapping shows
+ * what the others wrote.
+ */
+static void test_pat_holds_the_union_of_overlapping_maps(void)
+{
+	/* Pinned ranges of an 8-page buffer, in GPU pages: first and count. */
+	static const struct { unsigned int first, count; } ranges[] = {
+		{ 0, 8 }, { 2, 4 }, { 1, 2 }, { 5, 3 }, { 2, 4 },
+	};
+	/* Union of the ranges still mapped once the first k are gone. */
+	static const unsigned int union_after[] = { 8, 7, 7, 6, 4, 0 };
+	enum { NR = sizeof(ranges) / sizeof(ranges[0]) };
+	volatile uint32_t *maps[NR];
+	uint64_t va, handles[NR];
+	long long base, held;
+	int sg, gd, err;
+	unsigned int i, j;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	if (pat_wc_entries() < 0 || (base = pat_wc_bytes()) < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	sg = sg_open();
+	gd = gd_open();
+	va = sg_alloc(sg, 8 * KT_GPU_PAGE);
+	for (i = 0; i < NR; i++) {
+		uint64_t size = ranges[i].count * KT_GPU_PAGE;
+
+		KT_EXPECT_OK(gd_pin(gd, va + ranges[i].first * KT_GPU_PAGE, size, 0, &handles[i]));
+		maps[i] = gd_map(gd, handles[i], size, &err);
+		KT_ASSERT(maps[i], "mapping pages %u+%u: %s", ranges[i].first, ranges[i].count,
+			  kt_errname(err));
+	}
+	/* Each mapping writes the first word of its pages; all must agree. */
+	for (i = 0; i < NR; i++)
+		for (j = 0; j < ranges[i].count; j++)
+			maps[i][j * KT_GPU_PAGE / 4] = 0x1000 * i + ranges[i].first + j;
+	for (i = 0; i < NR; i++)
+		for (j = 0; j < ranges[i].count; j++) {
+			unsigned int page = ranges[i].first + j, last = 0;
+
+			for (unsigned int k = 0; k < NR; k++)
+				if (page >= ranges[k].first && page < ranges[k].first + ranges[k].count)
+					last = k;
+			KT_ASSERT(maps[i][j * KT_GPU_PAGE / 4] == 0x1000 * last + page,
+				  "mapping %u, page %u reads %#x, want %#x", i, page,
+				  maps[i][j * KT_GPU_PAGE / 4], 0x1000 * last + page);
+		}
+	for (i = 0; i <= NR; i++) {
+		held = pat_wc_bytes() - base;
+		kt_note("%u of %u overlapping mappings gone: PAT holds %lld KiB WC, their union %u KiB",
+			i, NR, held >> 10, union_after[i] * (unsigned int)(KT_GPU_PAGE >> 10));
+		KT_ASSERT(held == (long long)(union_after[i] * KT_GPU_PAGE),
+			  "with %u of %u overlapping mappings gone PAT holds %lld bytes WC, want their union %llu",
+			  i, NR, held, (unsigned long long)(union_after[i] * KT_GPU_PAGE));
+		if (i == NR)
+			break;
+		/* Unpinning ends the reservation; the last one goes by munmap. */
+		if (i < NR - 1)
+			KT_EXPECT_OK(gd_unpin(gd, handles[i]));
+		munmap((void *)maps[i], ranges[i].count * KT_GPU_PAGE);
+	}
+	KT_EXPECT_OK(gd_unpin(gd, handles[NR - 1]));
+	sg_free(sg, va);
+	close(gd);
+	close(sg);
+}
+
 /*
  * x86 never maps RAM write-combined: PAT refuses the reservation
  * ("reserve_ram_pages_type failed") and the page is write-back anyway.
@@ -780,6 +965,8 @@ static const struct kt_test tests[] = {
 	T(pins_charged_to_memcg),
 	T(execve_drops_access),
 	T(wc_reservation_ends_with_pin),
+	T(pat_cost_of_many_maps_of_one_buffer),
+	T(pat_holds_the_union_of_overlapping_maps),
 	T(no_wc_of_ram),
 	T(failed_put_pages_keeps_the_region),
 };
