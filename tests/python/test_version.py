@@ -71,3 +71,18 @@ def test_the_scenario_scripts_version_our_debs_by_the_same_rule() -> None:
         assert result.stdout.strip() == version.package_version(release) + "-1"
     # NVIDIA's 2.6 (the stand-in's) is versioned as NVIDIA does.
     assert run(["bash", "-c", f'. "{lib}"; deb_version 2.6'], capture=True).stdout.strip() == "2.6-1"
+
+
+def test_the_symbols_files_minimum_versions_are_ones_our_package_satisfies() -> None:
+    # dpkg-shlibdeps writes these into a consumer's Depends: a minimum above our
+    # package version (2.6.1 > 2.6+dropin1) could only be met by NVIDIA's next
+    # release, which lacks the symbols, and dpkg-gensymbols caps it to the current
+    # version with its revision (lintian: symbols-file-contains-current-version-...).
+    symbols = (version.REPO_ROOT / "libgdrapi" / "libgdrapi.symbols").read_text().splitlines()
+    minimums = {line.split()[-1] for line in symbols[1:] if line.startswith(" ")}
+    assert minimums, "libgdrapi.symbols lists no symbols"
+    for minimum in minimums:
+        assert "-" not in minimum, f"{minimum}: a symbols file names upstream versions, not Debian revisions"
+        assert _dpkg_compare(minimum, "le", version.package_version()), (
+            f"libgdrapi.symbols asks for {minimum}, above our package version {version.package_version()}"
+        )
