@@ -39,8 +39,8 @@ else
 	fact node none
 fi
 fact init_script "$([ -e /etc/init.d/$MODULE ] && echo present || echo absent)"
-fact rc_links "$(find /etc/rc?.d -name "*$MODULE" -printf '%f ' 2>/dev/null)"
-fact udev_rule "$(find /etc/udev/rules.d /lib/udev/rules.d -name "*$MODULE*.rules" -printf '%f ' 2>/dev/null)"
+fact rc_links "$(find /etc/rc?.d -name "*$MODULE" -printf '%p ' 2>/dev/null)"
+fact udev_rule "$(find /etc/udev/rules.d /lib/udev/rules.d -name "*$MODULE*.rules" -printf '%p ' 2>/dev/null)"
 fact dangling "$(find /etc/systemd/system /etc/rc?.d -xtype l 2>/dev/null | grep -i -e gdr -e cdi | paste -sd' ')"
 if [ "$init" = systemd ]; then
 	for unit in $MODULE gdrcopy; do
@@ -50,11 +50,12 @@ if [ "$init" = systemd ]; then
 	# What the unit that loaded gdrdrv printed (NVIDIA's script, through the generator, prints here).
 	journalctl -b -u $MODULE.service -o cat --no-pager 2>/dev/null | sed 's/^/journal: /' | tee -a "$LOG"
 fi
-dmesg | grep -i "$MODULE" | sed 's/^/kernel: /' | tee -a "$LOG"
+dmesg --color=never | grep -i "$MODULE" | sed 's/^/kernel: /' | tee -a "$LOG"
 echo "BOOT: end" | tee -a "$LOG"
 
 echo "command_status=0" >"$RESULTS_PORT"
-dmesg >"$KERNEL_LOG_PORT"
+# The port is a tty: dmesg would colour its lines.
+dmesg --color=never >"$KERNEL_LOG_PORT"
 echo "done=1" >"$RESULTS_PORT"
 sync
 # No orderly shutdown: its stop actions are not what is being looked at, and

@@ -23,12 +23,13 @@ make -s -C "$work/softgpu/kmod" install-nvidia-src KVER="$kernel" SOFTGPU_MODULE
 }
 install -D -m 0644 "$work/softgpu/kmod/nvidia.ko" "/lib/modules/$kernel/extra/nvidia.ko"
 depmod -a "$kernel"
+mkdir -p /etc/modules-load.d
 echo nvidia >/etc/modules-load.d/nvidia.conf
 
 check "the boot reporter, under $init"
 case "$init" in
 systemd)
-	[ "$(readlink -f /sbin/init)" = /lib/systemd/systemd ] || fail "/sbin/init is not systemd"
+	[ "$(readlink -f /sbin/init)" = "$(readlink -f /lib/systemd/systemd)" ] || fail "/sbin/init is not systemd"
 	cp "$work/gdrkit-lifecycle-boot.service" /etc/systemd/system/
 	systemd-machine-id-setup
 	systemctl enable gdrkit-lifecycle-boot.service
