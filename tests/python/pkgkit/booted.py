@@ -280,8 +280,8 @@ def walk(
 
     `before_fix`: after our packages' step, put the root back as it was
     before issue 41's fix (lifecycle_unfix.sh) and boot that, to show what
-    a boot did then; its boots are reported, not judged against today's
-    expectations.  `stop_after`: only that many steps.
+    a boot did then, judged against what the fix gives.  `stop_after`:
+    only that many steps.
     """
     root = prepare_root(init)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -307,7 +307,7 @@ def walk(
                             raise die(f"lifecycle_unfix.sh failed:\n{output[-2000:]}")
                 label = steps[index - 1] if index else "fresh root"
                 seen = boot_and_look(root, merged, init, log_dir / f"{index}-{label}")
-                problems = [] if before_fix else judge_boot(seen, init, expected_after(path, index))
+                problems = judge_boot(seen, init, expected_after(path, index))
                 run.boots.append((label, seen, problems))
                 report(table_row(path, label, init, seen, problems) + f" ({seen.seconds:.0f} s)")
                 if stop_after and index >= stop_after:
