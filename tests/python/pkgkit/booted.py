@@ -70,6 +70,7 @@ INITS = {
 SCRIPT_RAN = re.compile(r"nvidia is (not )?loaded")
 SCRIPT_FOUND_LOADED = re.compile(r"gdrdrv is loaded already")
 SCRIPT_NODE_FAILED = re.compile(r"/dev/gdrdrv not created")
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 # What our unit is, and what systemd's generator makes of NVIDIA's script.
 OUR_UNIT = "FragmentPath=/lib/systemd/system/gdrdrv.service"
 GENERATED_UNIT = "SourcePath=/etc/init.d/gdrdrv"
@@ -237,6 +238,7 @@ def boot_and_look(root: SuiteRoot, merged: Path, init: str, log_dir: Path) -> Bo
     (log_dir / "boot.log").write_text(text)
     facts, journal, kernel, ended = parse_boot_log(text)
     console = result.console_log.read_text(errors="replace") if result.console_log.exists() else ""
+    console = ANSI_COLOUR.sub("", console)  # init scripts colour "failed!" on the serial console
     # Under sysvinit NVIDIA's script writes to the console; under systemd to the unit's journal.
     script_lines = journal + [
         line for line in console.splitlines() if SCRIPT_RAN.search(line) or SCRIPT_FOUND_LOADED.search(line)
