@@ -23,7 +23,7 @@ Soak tier: 11 min under systemd and 14 under sysvinit on a busy 2-core host
 (measured with both running at once and the roots cached): five boots under
 TCG (75-150 s each) and three DKMS builds; building each root the first time
 adds about 2 min.  The quick tier runs the pure judge below and shellcheck of
-the guest scripts (under a second).
+the guest scripts (about 2 s).
 """
 
 from __future__ import annotations
