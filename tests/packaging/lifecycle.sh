@@ -49,6 +49,11 @@ if [ -n "$state" ]; then
 fi
 start_list=${state:-/tmp}/start
 failures=0
+# Where no NVIDIA driver's sources are (the container), say which driver
+# gdrdrv is for, as the other scenarios do; the booted root has softgpu's.
+if ! compgen -G "/usr/src/nvidia-*/nv-p2p.h" >/dev/null; then
+	declare_nvidia_target
+fi
 problems=()
 
 problem() {
