@@ -23,6 +23,12 @@
 # Prints one `TABLE:` line per step (path | step | boot mechanisms | node |
 # left or wrong), then `SCENARIO PASSED` only if every check held; a failed
 # check does not stop the other paths (each is reported as `FAILED:`).
+#
+# LIFECYCLE_STATE=DIR LIFECYCLE_STEP=N runs step N (from 1) of the one path
+# given and keeps in DIR what the later steps need (the start snapshot, the
+# step before, the admin's choices): the booted test
+# (tests/python/pkgkit/booted.py) runs each step so in the VM's root and
+# boots the root between steps.  DIR must be where snapshot does not look.
 set -uo pipefail
 # shellcheck source=tests/packaging/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -33,7 +39,21 @@ shift 2
 paths=("$@")
 [ ${#paths[@]} -gt 0 ] || paths=(nvidia-ours-nvidia-purge nvidia-ours-purge ours-nvidia-purge ours-purge)
 export DEBIAN_FRONTEND=noninteractive DPKG_DEBUG=1
+state=${LIFECYCLE_STATE:-}
+only_step=${LIFECYCLE_STEP:-}
+if [ -n "$state" ]; then
+	if [ ${#paths[@]} != 1 ] || [ -z "$only_step" ]; then
+		fail "LIFECYCLE_STATE needs one path and LIFECYCLE_STEP"
+	fi
+	mkdir -p "$state"
+fi
+start_list=${state:-/tmp}/start
 failures=0
+# Where no NVIDIA driver's sources are (the container), say which driver
+# gdrdrv is for, as the other scenarios do; the booted root has softgpu's.
+if ! compgen -G "/usr/src/nvidia-*/nv-p2p.h" >/dev/null; then
+	declare_nvidia_target
+fi
 problems=()
 
 problem() {
@@ -158,14 +178,21 @@ nvidia_mech_sysv="init.d/$MODULE"
 ours_mech_systemd="$MODULE.service"
 ours_mech_sysv="udev:60-$MODULE.rules"
 
-snapshot >/tmp/start
+if [ -z "$state" ] || [ ! -e "$start_list" ]; then
+	snapshot >"$start_list"
+fi
 for path in "${paths[@]}"; do
 	check "path $path"
 	prev=""
 	admin_access=""
 	edited=""
+	# shellcheck source=/dev/null  # written below by the step before
+	[ -z "$state" ] || [ ! -e "$state/vars" ] || . "$state/vars"
 	IFS=- read -r -a steps <<<"$path"
+	index=0
 	for step in "${steps[@]}"; do
+		index=$((index + 1))
+		[ -z "$only_step" ] || [ "$index" = "$only_step" ] || continue
 		problems=()
 		case "$step" in
 		nvidia | nvidia@*)
@@ -230,12 +257,15 @@ for path in "${paths[@]}"; do
 			)
 			[ -z "$expect_removed_soft" ] || problem "gdrdrv left: $expect_removed_soft"
 			snapshot >/tmp/after
-			comm -13 /tmp/start /tmp/after >/tmp/leftovers || true
+			comm -13 "$start_list" /tmp/after >/tmp/leftovers || true
 			[ ! -s /tmp/leftovers ] || problem "left: $(tr '\n' ' ' </tmp/leftovers)"
 			judge "$path" "$step" "none" "" "" /tmp/step.log
 			;;
 		esac
 		prev=$step
+		if [ -n "$state" ]; then
+			declare -p prev admin_access edited >"$state/vars"
+		fi
 	done
 done
 [ "$failures" = 0 ] || fail "$failures step(s) wrong (see the TABLE lines)"

@@ -15,8 +15,8 @@ It prints one `TABLE:` line per step.
 
 Cost: 70-110 s a path on a busy 2-core host (DKMS builds gdrdrv once per
 install step): about 4.5 minutes of .ci/run for the three there, 7 more in
-the soak tier.  What it cannot see from a container (the boot
-itself, under systemd and sysvinit-core) is not booted here yet.
+the soak tier.  What it cannot see from a container, the boot itself under
+systemd and sysvinit-core, test_pkg_lifecycle_booted.py boots.
 """
 
 from __future__ import annotations
