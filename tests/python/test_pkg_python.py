@@ -106,7 +106,9 @@ def _rpm(rpms: list[Path], name: str) -> Path:
 def test_rpm_installs_into_an_rpm_root_and_imports(rpms: list[Path], tmp_path: Path) -> None:
     python_rpm, library_rpm = _rpm(rpms, "python3-gdrcopy"), _rpm(rpms, "gdrcopy")
     requires = subprocess.run(["rpm", "-qpR", str(python_rpm)], capture_output=True, text=True, check=True).stdout
-    assert f"gdrcopy = {version.package_version()}-" in requires, f"python3-gdrcopy does not require its library:\n{requires}"
+    assert f"gdrcopy = {version.package_version()}-" in requires, (
+        f"python3-gdrcopy does not require its library:\n{requires}"
+    )
     root = tmp_path / "root"
     rpmargs = ["rpm", "--root", str(root), "--dbpath", "/var/lib/rpm", "--nodeps", "--noplugins", "--noscripts"]
     subprocess.run([*rpmargs, "-i", str(library_rpm), str(python_rpm)], check=True)
