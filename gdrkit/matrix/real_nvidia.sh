@@ -39,6 +39,8 @@ kdir=/lib/modules/$abi/build
 export PATH=/usr/lib/ccache:$PATH
 export DEBIAN_FRONTEND=noninteractive
 tmp=$(mktemp -d)
+# shellcheck source=gdrkit/matrix/module_crcs.sh
+. "$(dirname "$0")/module_crcs.sh"
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 
@@ -60,18 +62,6 @@ apt_quiet() {
 	grep -E -i 'warning|error' "$log" | grep -v -E '^(W: Download is performed unsandboxed|debconf)' || true
 }
 
-# An uncompressed copy of a module file (modules of trixie's kernel are .ko.xz).
-plain_ko() {
-	local ko=$1 out
-	out=$tmp/$(basename "${ko%.xz}")
-	out=${out%.zst}
-	case $ko in
-	*.xz) xz -dc "$ko" >"$out" ;;
-	*.zst) zstd -q -dc "$ko" >"$out" ;;
-	*) cp "$ko" "$out" ;;
-	esac
-	echo "$out"
-}
 
 # The installed file of the real nvidia module (Debian names the file
 # nvidia-current.ko; the module inside is called nvidia).
@@ -86,27 +76,7 @@ real_nvidia_ko() {
 
 gdrdrv_ko() { modinfo -k "$abi" -n gdrdrv 2>/dev/null; }
 
-# "symbol 0xcrc" for each nvidia_p2p_* a module exports.  Since Linux 5.19 a
-# __crc_ symbol is the CRC's offset in __kcrctab; before, its value was the CRC.
-exported_crcs() {
-	local ko=$1 value type sym crc
-	objcopy -O binary --only-section=__kcrctab "$ko" "$tmp/kcrctab"
-	nm "$ko" | awk '$3 ~ /^__crc_nvidia_p2p_/ {print $1, $2, substr($3, 7)}' |
-		while read -r value type sym; do
-			if [ "$type" = A ]; then
-				crc=$value
-			else
-				crc=$(od -An -tx4 -j $((16#$value)) -N4 "$tmp/kcrctab" | tr -d ' \n')
-			fi
-			printf '%s 0x%08x\n' "$sym" $((16#$crc))
-		done | sort
-}
 
-# "symbol 0xcrc" for each nvidia_p2p_* a module imports (its __versions).
-imported_crcs() {
-	modprobe --dump-modversions "$1" | awk '$2 ~ /^nvidia_p2p_/ {print $2, $1}' |
-		while read -r sym crc; do printf '%s 0x%08x\n' "$sym" $((crc)); done | sort
-}
 
 gdrdrv_make_log() { find /var/lib/dkms/gdrdrv -path "*/$abi/*/log/make.log" 2>/dev/null | head -n 1; }
 

@@ -39,6 +39,8 @@ from gdrkit.version import REPO_ROOT
 pytestmark = pytest.mark.soak
 
 SCRIPT = REPO_ROOT / "tests" / "realnvidia" / "gdrdrv_beside_nvidia.sh"
+# The CRC readers it shares with the real-NVIDIA matrix rows (sourced as /realnvidia-lib/module_crcs.sh).
+CRC_LIB_DIR = REPO_ROOT / "gdrkit" / "matrix"
 ROWS = [e for e in matrix_model.load() if e.nvidia]
 
 
@@ -72,7 +74,7 @@ def test_dkms_builds_gdrdrv_for_the_nvidia_module_it_finds(name: str, tmp_path: 
     result = containers.run_script(
         image,
         f"bash /realnvidia/{SCRIPT.name} {abi} /opt/gdrdrv-src",
-        mounts={SCRIPT.parent: "/realnvidia", source: "/opt/gdrdrv-src"},
+        mounts={SCRIPT.parent: "/realnvidia", CRC_LIB_DIR: "/realnvidia-lib", source: "/opt/gdrdrv-src"},
         timeout=1800,
     )
     print(result.output[-12000:])  # the choice, the CRC table and each check, for the record

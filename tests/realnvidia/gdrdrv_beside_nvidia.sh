@@ -26,6 +26,8 @@ set -uo pipefail
 abi=$1 src=$2
 kdir=/lib/modules/$abi/build
 tmp=$(mktemp -d)
+# shellcheck source=gdrkit/matrix/module_crcs.sh
+. "${MODULE_CRCS:-/realnvidia-lib/module_crcs.sh}"
 trap 'rm -rf "$tmp"' EXIT
 failures=0
 
@@ -36,40 +38,8 @@ fail() {
 }
 section() { printf '\n=== %s\n' "$*"; }
 
-# An uncompressed copy of a module file (trixie's modules are .ko.xz).
-plain_ko() {
-	local ko=$1 out
-	out=$tmp/$(basename "${ko%.xz}")
-	out=${out%.zst}
-	case $ko in
-	*.xz) xz -dc "$ko" >"$out" ;;
-	*.zst) zstd -q -dc "$ko" >"$out" ;;
-	*) cp "$ko" "$out" ;;
-	esac
-	echo "$out"
-}
 
-# "symbol 0xcrc" for each nvidia_p2p_* a module exports.  Since Linux 5.19 a
-# __crc_ symbol is the CRC's offset in __kcrctab; before, its value was the CRC.
-exported_crcs() {
-	local ko=$1 value type sym crc
-	objcopy -O binary --only-section=__kcrctab "$ko" "$tmp/kcrctab"
-	nm "$ko" | awk '$3 ~ /^__crc_nvidia_p2p_/ {print $1, $2, substr($3, 7)}' |
-		while read -r value type sym; do
-			if [ "$type" = A ]; then
-				crc=$value
-			else
-				crc=$(od -An -tx4 -j $((16#$value)) -N4 "$tmp/kcrctab" | tr -d ' \n')
-			fi
-			printf '%s 0x%08x\n' "$sym" $((16#$crc))
-		done | sort
-}
 
-# "symbol 0xcrc" for each nvidia_p2p_* a module imports (its __versions).
-imported_crcs() {
-	modprobe --dump-modversions "$1" | awk '$2 ~ /^nvidia_p2p_/ {print $2, $1}' |
-		while read -r sym crc; do printf '%s 0x%08x\n' "$sym" $((crc)); done | sort
-}
 
 section "the NVIDIA module installed for $abi"
 nko=$(find "/lib/modules/$abi" -name 'nvidia*.ko*' | while read -r ko; do
