@@ -622,6 +622,20 @@ static int pat_wc_entries(void)
 	return n;
 }
 
+/* The WC entries PAT holds now; skips the test where there is nothing to count. */
+static int pat_wc_entries_or_skip(void)
+{
+	int n;
+
+	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
+		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
+	n = pat_wc_entries();
+	if (n < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
+			strerror(errno));
+	return n;
+}
+
 /*
  * A WC mapping's memtype reservation ends with the pin (unpin, or the free
  * callback of a legacy pin), not at munmap: a process keeping dead mappings
@@ -631,12 +645,7 @@ static void test_wc_reservation_ends_with_pin(void)
 {
 	int base, mapped, err, round;
 
-	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
-		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
-	base = pat_wc_entries();
-	if (base < 0)
-		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
-			strerror(errno));
+	base = pat_wc_entries_or_skip();
 	for (round = 0; round < 2; round++) {
 		int sg = sg_open(), gd = gd_open();
 		uint64_t va = sg_alloc(sg, 4 * KT_GPU_PAGE), h;
@@ -706,12 +715,7 @@ static void test_pat_cost_of_many_maps_of_one_buffer(void)
 	uint64_t va, *handles;
 	void **maps;
 
-	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
-		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
-	base = pat_wc_entries();
-	if (base < 0)
-		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
-			strerror(errno));
+	base = pat_wc_entries_or_skip();
 	handles = calloc(total, sizeof(*handles));
 	maps = calloc(total, sizeof(*maps));
 	lat = calloc(total, sizeof(*lat));
@@ -803,11 +807,10 @@ static void test_pat_holds_the_union_of_overlapping_maps(void)
 	int sg, gd, err;
 	unsigned int i, j;
 
-	if (!(kt_env.sg_info.flags & SOFTGPU_INFO_BAR_BACKED))
-		kt_skip("softgpu is RAM-backed here: no WC mapping to reserve");
-	if (pat_wc_entries() < 0 || (base = pat_wc_bytes()) < 0)
-		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list (not x86, or no debugfs): %s",
-			strerror(errno));
+	pat_wc_entries_or_skip();
+	base = pat_wc_bytes();
+	if (base < 0)
+		kt_skip("no /sys/kernel/debug/x86/pat_memtype_list: %s", strerror(errno));
 	sg = sg_open();
 	gd = gd_open();
 	va = sg_alloc(sg, 8 * KT_GPU_PAGE);
