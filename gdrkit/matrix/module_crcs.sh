@@ -3,6 +3,7 @@
 # against a real NVIDIA driver (gdrkit/matrix/real_nvidia.sh,
 # tests/realnvidia/gdrdrv_beside_nvidia.sh).  Sourced; the caller sets $tmp
 # (a scratch directory).
+: "${tmp:?module_crcs.sh is sourced after tmp names a scratch directory}"
 
 # An uncompressed copy of a module file (trixie's modules are .ko.xz).
 plain_ko() {
