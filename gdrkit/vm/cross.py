@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
 from gdrkit.distro.debian import mmdebstrap_command
-from gdrkit.system import die, log, run
+from gdrkit.system import die, ensure_debian_packages, log, run
 from gdrkit.vm.rootfs import (
     APT_OPTIONS,
     DPKG_EXCLUDES,
@@ -235,6 +235,7 @@ def cross_build(root: SuiteRoot, choice: KernelChoice, *, refresh: bool = False)
     # files are data to it, and the root's emulated one takes a minute).
     status, output = in_root(root.root_dir, "ldconfig")
     if status == 0:
+        ensure_debian_packages(["kmod"])  # the host's depmod
         done = run(["depmod", "-b", str(root.root_dir), root.abi], capture=True, check=False)
         status, output = done.returncode, done.stdout + done.stderr
     report.steps.append(
