@@ -56,7 +56,7 @@ for name in "${DKMS_SET[@]}"; do
 done
 apt-cache policy gdrcopy | grep -q 'http://127.0.0.1' || fail "gdrcopy did not come from the repository"
 
-module_version=${version%-*} # DKMS knows the upstream version only
+module_version=$(release_of_deb_version "$version") # DKMS knows the module's version (2.6.1)
 check "DKMS built gdrdrv $module_version for $kernel"
 dkms status -m "$MODULE" -v "$module_version" -k "$kernel" | grep -q ': installed' || fail "dkms status: $(dkms status)"
 

@@ -49,6 +49,17 @@ deb_version() {
 	fi
 }
 
+# The release a .deb version of ours is for (2.6+dropin1-1 -> 2.6.1): what DKMS
+# and the module call it.  Other shapes lose just the Debian revision.
+release_of_deb_version() {
+	local upstream=${1%-*}
+	if [[ $upstream =~ ^([0-9]+)\.([0-9]+)\+dropin([0-9]+)$ ]]; then
+		echo "${BASH_REMATCH[1]}.${BASH_REMATCH[2]}.${BASH_REMATCH[3]}"
+	else
+		echo "$upstream"
+	fi
+}
+
 # dpkg's status letters and version of package $1 ("ii 2.6+dropin1-1"), or "absent".
 package_state() {
 	dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$1" 2>/dev/null | tr -s ' ' || echo absent

@@ -69,6 +69,8 @@ def test_the_scenario_scripts_version_our_debs_by_the_same_rule() -> None:
     for release in ("2.6.1", "2.6.0", "2.7.12"):
         result = run(["bash", "-c", f'. "{lib}"; deb_version {release}'], capture=True)
         assert result.stdout.strip() == version.package_version(release) + "-1"
+        back = run(["bash", "-c", f'. "{lib}"; release_of_deb_version {result.stdout.strip()}'], capture=True)
+        assert back.stdout.strip() == release  # what DKMS and the module call it
     # NVIDIA's 2.6 (the stand-in's) is versioned as NVIDIA does.
     assert run(["bash", "-c", f'. "{lib}"; deb_version 2.6'], capture=True).stdout.strip() == "2.6-1"
 
