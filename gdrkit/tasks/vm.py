@@ -33,6 +33,9 @@ from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_t
         "arch": "the guest's architecture: amd64 (default) or arm64 (cross-built, booted on qemu's virt machine)",
         "flavour": "the kernel flavour, linux-image-<flavour> (default: the architecture's own, e.g. arm64;"
         " arm64-16k for 16 KiB pages)",
+        "debug_kernel": "boot gdrkit's debug kernel instead of Debian's: kasan (KASAN, lockdep, UBSAN, kmemleak,"
+        " DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP) or kcsan; built from bookworm's linux-source once (about an hour"
+        " on 2 cores), then cached",
     },
 )
 def vm_test(
@@ -53,12 +56,14 @@ def vm_test(
     dry_run: bool = False,
     arch: str = "amd64",
     flavour: str = "",
+    debug_kernel: str = "",
 ) -> None:
     """Boot a Debian kernel (TCG) with the project built for it; run a command with gdrdrv loaded.
 
     Exit status: the command's, 124 on timeout, 1 if the command passed but
     a module failed to load/unload, the pin refcount was not 0, or the
-    kernel log shows a WARNING, BUG, oops, lockdep or PAT report.
+    kernel log shows a WARNING, BUG, oops, lockdep or PAT report (or, with
+    --debug-kernel, any report of KASAN, UBSAN, kmemleak, DEBUG_OBJECTS or KCSAN).
     """
     options = VmTestOptions(
         kernel=kernel,
@@ -77,6 +82,7 @@ def vm_test(
         dry_run=dry_run,
         arch=arch,
         flavour=flavour,
+        debug_kernel=debug_kernel,
     )
     status = run_vm_test(options)
     if status != 0:

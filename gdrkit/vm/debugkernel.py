@@ -25,7 +25,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gdrkit.system import cache_dir, die, ensure_debian_packages, log, run, run_step
+from gdrkit.system import (
+    bad_input,
+    cache_dir,
+    die,
+    ensure_debian_packages,
+    log,
+    missing_debian_packages,
+    run,
+    run_step,
+)
 from gdrkit.vm.rootfs import SuiteRoot, lock_file, locked
 
 FLAVOURS = ("kasan", "kcsan")
@@ -345,3 +354,47 @@ def install_into_root(kernel: DebugKernel, root: SuiteRoot) -> SuiteRoot:
         (debug_root.modules_dir / "build").symlink_to(f"/usr/src/linux-{release}")
         stamp.write_text(kernel.key + "\n")
     return debug_root
+
+
+# The suite whose kernel source the debug kernels are built from, and the architecture of their config.
+SOURCE_SUITE = "bookworm"
+SOURCE_ARCH = "amd64"
+
+# The klog rules (gdrkit.vm.klog) of each flavour's judges, as a run's summary counts them.
+JUDGES: dict[str, tuple[str, ...]] = {
+    "kasan": ("kasan", "lockdep", "atomic-sleep", "ubsan", "kmemleak", "debugobjects"),
+    "kcsan": ("kcsan", "atomic-sleep"),
+}
+
+
+def check_debug_target(flavour: str, suite: str, arch_name: str) -> None:
+    """Refuse a debug kernel for a root it was not made for (pure)."""
+    check_flavour(flavour)
+    if suite.strip().lower() != SOURCE_SUITE or arch_name != SOURCE_ARCH:
+        raise bad_input(
+            f"the {flavour} debug kernel is built from {SOURCE_SUITE}'s {SOURCE_PACKAGE} for {SOURCE_ARCH};"
+            f" asked for {suite} on {arch_name}",
+            f"use --kernel {SOURCE_SUITE} --arch {SOURCE_ARCH} with --debug-kernel",
+        )
+
+
+def judge_counts(flavour: str, rules: list[str]) -> dict[str, int]:
+    """How many findings of each of `flavour`'s judges `rules` (one per finding) holds (pure)."""
+    return {judge: rules.count(judge) for judge in JUDGES[check_flavour(flavour)]}
+
+
+def describe(flavour: str) -> str:
+    """One line for a dry run: what the kernel is and whether the cache has it (installs nothing)."""
+    missing = missing_debian_packages(BUILD_PACKAGES)
+    if missing:
+        return (
+            f"install {' '.join(missing)}; build the {flavour} kernel from {SOURCE_TARBALL}"
+            f" into {cache_dir() / 'vm' / 'debug-kernels'}: once, about an hour on 2 cores"
+        )
+    kernel = debug_kernel(flavour)
+    if kernel.built():
+        return f"reuse the cached {flavour} kernel {kernel.release} ({kernel.directory})"
+    return (
+        f"build the {flavour} kernel from {SOURCE_TARBALL} ({SOURCE_PACKAGE} {kernel.source_version}) into"
+        f" {kernel.directory}: once, about an hour on 2 cores"
+    )

@@ -17,8 +17,7 @@
 
 static char *plant = "none";
 module_param(plant, charp, 0444);
-MODULE_PARM_DESC(plant, "the bug to plant: none, use_after_free, lock_inversion, sleep_in_atomic, "
-		 "leak, free_active_timer, shift_overflow, data_race");
+MODULE_PARM_DESC(plant, "the bug to plant (none, or a name of judges_plants[])");
 
 static DEFINE_MUTEX(judges_first);
 static DEFINE_MUTEX(judges_second);
