@@ -76,6 +76,13 @@ VM_NEEDS = {
     "SERIAL_8250": "y",
     "SERIAL_8250_CONSOLE": "y",
     "DEBUG_FS": "y",
+    # What the kernel tests use, as Debian's kernel has it: memory cgroups and user
+    # namespaces (sectest), a RAM disk with ext4 on it (the fadvise test), THP.
+    "MEMCG": "y",
+    "USER_NS": "y",
+    "BLK_DEV_RAM": "m",
+    "EXT4_FS": "y",
+    "TRANSPARENT_HUGEPAGE": "y",
     "LOCALVERSION_AUTO": "n",
     # No debug info: faster builds and a smaller cache; reports still name functions (kallsyms).
     "DEBUG_INFO_NONE": "y",
@@ -111,6 +118,24 @@ LEFT_OUT = (
     "HIBERNATION",
     "SECURITY_SELINUX",
     "AUDIT",
+    "NFS_FS",
+    "IP_PNP",
+    "NETLABEL",
+    "NET_SCHED",
+    "XFRM_USER",
+    "IP_ADVANCED_ROUTER",
+    "IP_MULTICAST",
+    "I2C",
+    "WATCHDOG",
+    "DMADEVICES",
+    "INTEL_IOMMU",
+    "AMD_IOMMU",
+    "KPROBES",
+    "X86_MCE",
+    "MICROCODE",
+    "HW_RANDOM",
+    "SUSPEND",
+    "PROFILING",
 )
 
 # The judges, per flavour.  Each is asserted in the final .config (check_config).
@@ -273,15 +298,20 @@ def build(flavour: str, jobs: int | None = None) -> DebugKernel:
     jobs = jobs or os.cpu_count() or 1
     started = time.monotonic()
     directory = kernel.directory
-    if directory.exists():
-        shutil.rmtree(directory)  # an interrupted build: start clean
-    kernel.tree.mkdir(parents=True)
     logs = directory / "logs"
-    run_step(
-        f"unpacking {SOURCE_TARBALL.name}",
-        ["tar", "-xf", SOURCE_TARBALL, "-C", kernel.tree, "--strip-components=1"],
-        log_dir=logs,
-    )
+    unpacked = directory / "unpacked"
+    if unpacked.is_file():
+        # An interrupted build goes on where it stopped: kbuild rebuilds what changed.
+        log(f"resuming the {flavour} kernel build in {kernel.tree}")
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+        kernel.tree.mkdir(parents=True)
+        run_step(
+            f"unpacking {SOURCE_TARBALL.name}",
+            ["tar", "-xf", SOURCE_TARBALL, "-C", kernel.tree, "--strip-components=1"],
+            log_dir=logs,
+        )
+        unpacked.touch()
     wanted = fragment(flavour)
     (directory / "fragment.config").write_text(fragment_text(wanted))
     make = ["make", "-C", str(kernel.tree), f"-j{jobs}"]
