@@ -262,6 +262,7 @@ class DebugKernel:
 
     @property
     def build_seconds(self) -> float:
+        """The seconds of the attempt that finished the build (an interrupted build resumes)."""
         return float(self.marker.read_text().split()[1])
 
     @property
@@ -285,6 +286,29 @@ def debug_kernel(flavour: str) -> DebugKernel:
     text = fragment_text(fragment(flavour))
     version = source_version()
     return DebugKernel(flavour, version, cache_key(version, compiler_version(), text))
+
+
+def configure(tree: Path, flavour: str, jobs: int, logs: Path) -> None:
+    """Write `tree`/.config for `flavour`: defconfig, kvm_guest.config, the fragment; dies if an option was lost."""
+    wanted = fragment(flavour)
+    fragment_file = tree / ".gdrkit-fragment.config"
+    fragment_file.write_text(fragment_text(wanted))
+    make = ["make", "-C", str(tree), f"-j{jobs}"]
+    run_step("make defconfig kvm_guest.config", [*make, "defconfig", "kvm_guest.config"], log_dir=logs)
+    merge = tree / "scripts" / "kconfig" / "merge_config.sh"
+    run_step(
+        "merging the debug fragment",
+        [str(merge), "-m", "-O", str(tree), str(tree / ".config"), str(fragment_file)],
+        cwd=tree,
+        log_dir=logs,
+    )
+    run_step("make olddefconfig", [*make, "olddefconfig"], log_dir=logs)
+    problems = config_mismatches(wanted, (tree / ".config").read_text())
+    if problems:
+        raise die(
+            f"the {flavour} kernel's configuration lost options: {'; '.join(problems)}",
+            f"fix FLAVOUR_OPTIONS/VM_NEEDS in gdrkit/vm/debugkernel.py (the .config is in {tree})",
+        )
 
 
 def build(flavour: str, jobs: int | None = None) -> DebugKernel:
@@ -312,30 +336,10 @@ def build(flavour: str, jobs: int | None = None) -> DebugKernel:
             log_dir=logs,
         )
         unpacked.touch()
-    wanted = fragment(flavour)
-    (directory / "fragment.config").write_text(fragment_text(wanted))
+    with (directory / "attempts").open("a") as attempts:
+        attempts.write(f"{time.time():.0f}\n")
+    configure(kernel.tree, flavour, jobs, logs)
     make = ["make", "-C", str(kernel.tree), f"-j{jobs}"]
-    run_step("make defconfig kvm_guest.config", [*make, "defconfig", "kvm_guest.config"], log_dir=logs)
-    run_step(
-        "merging the debug fragment",
-        [
-            str(kernel.tree / "scripts" / "kconfig" / "merge_config.sh"),
-            "-m",
-            "-O",
-            str(kernel.tree),
-            str(kernel.tree / ".config"),
-            str(directory / "fragment.config"),
-        ],
-        cwd=kernel.tree,
-        log_dir=logs,
-    )
-    run_step("make olddefconfig", [*make, "olddefconfig"], log_dir=logs)
-    problems = config_mismatches(wanted, (kernel.tree / ".config").read_text())
-    if problems:
-        raise die(
-            f"the {flavour} kernel's configuration lost options: {'; '.join(problems)}",
-            f"fix FLAVOUR_OPTIONS/VM_NEEDS in gdrkit/vm/debugkernel.py (the .config is in {kernel.tree})",
-        )
     run_step(
         f"building the {flavour} kernel (bzImage, modules; about an hour on 2 cores)",
         [*make, "bzImage", "modules"],
@@ -349,8 +353,13 @@ def build(flavour: str, jobs: int | None = None) -> DebugKernel:
     )
     release = run([*make, "-s", "kernelrelease"], capture=True).stdout.strip()
     seconds = time.monotonic() - started
-    kernel.marker.write_text(f"{release} {seconds:.0f}\n")
-    log(f"built the {flavour} kernel {release} in {seconds:.0f} s ({directory})")
+    starts = (directory / "attempts").read_text().split()
+    since_first = time.time() - float(starts[0])
+    # This attempt's seconds, the attempts, the wall time since the first began (gaps included).
+    kernel.marker.write_text(f"{release} {seconds:.0f} {len(starts)} {since_first:.0f}\n")
+    log(
+        f"built the {flavour} kernel {release}: {seconds:.0f} s in this attempt, {len(starts)} attempt(s) ({directory})"
+    )
     return kernel
 
 
