@@ -9,6 +9,7 @@ boot of it under TCG a few minutes.  Run: ./toolkit test --soak -k debug_kernel
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,55 @@ def test_a_dry_run_says_which_debug_kernel_it_would_boot(monkeypatch: pytest.Mon
 
 def test_the_summary_counts_each_judges_reports() -> None:
     assert runner.judge_line("kcsan", ["kcsan", "kcsan", "warning"]) == "kcsan 2, atomic-sleep 0"
+
+
+def fake_built_kernel(cache: Path) -> debugkernel.DebugKernel:
+    """A cache entry laid out as build() leaves one, with stand-in files (no compiler)."""
+    kernel = debugkernel.DebugKernel("kasan", "6.1.192-3", "0123456789ab")
+    release = "6.1.192-gdrkit-kasan"
+    kernel.image.parent.mkdir(parents=True)
+    kernel.image.write_bytes(b"bzImage")
+    (kernel.tree / "Module.symvers").write_text("0x1\tsym\tvmlinux\tEXPORT_SYMBOL\t\n")
+    modules = kernel.modules_staging / "lib" / "modules" / release
+    modules.mkdir(parents=True)
+    (modules / "modules.dep").write_text("kernel/drivers/block/brd.ko:\n")
+    (modules / "build").symlink_to(kernel.tree)
+    kernel.marker.write_text(f"{release} 3600 1 3600\n")
+    assert kernel.directory.is_relative_to(cache)
+    return kernel
+
+
+def test_install_puts_image_modules_and_build_tree_beside_the_roots_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GDRKIT_CACHE", str(tmp_path / "cache"))
+    kernel = fake_built_kernel(tmp_path / "cache")
+    root_dir = tmp_path / "root"
+    (root_dir / "boot").mkdir(parents=True)
+    (root_dir / "usr" / "src").mkdir(parents=True)
+    (root_dir / "boot" / "vmlinuz-6.1.0-57-amd64").write_bytes(b"debian")
+    root = SuiteRoot("bookworm", "6.1.0-57-amd64", root_dir)
+
+    debug = debugkernel.install_into_root(kernel, root)
+
+    assert (debug.suite, debug.abi, debug.root_dir) == ("bookworm", "6.1.192-gdrkit-kasan", root_dir)
+    assert debug.kernel_image.read_bytes() == b"bzImage" and root.kernel_image.read_bytes() == b"debian"
+    assert (debug.modules_dir / "modules.dep").is_file()
+    # The build link is the root's own path (the in-root build is chrooted), the tree hard links into the cache.
+    assert os.readlink(debug.modules_dir / "build") == "/usr/src/linux-6.1.192-gdrkit-kasan"
+    symvers = root_dir / "usr" / "src" / "linux-6.1.192-gdrkit-kasan" / "Module.symvers"
+    assert symvers.stat().st_ino == (kernel.tree / "Module.symvers").stat().st_ino
+    # Installed once per cache key: a second call changes nothing.
+    (debug.modules_dir / "marker-of-a-later-depmod").touch()
+    assert debugkernel.install_into_root(kernel, root) == debug
+    assert (debug.modules_dir / "marker-of-a-later-depmod").exists()
+
+
+def test_an_unbuilt_kernel_is_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GDRKIT_CACHE", str(tmp_path))
+    kernel = debugkernel.DebugKernel("kasan", "6.1.192-3", "0123456789ab")
+    with pytest.raises(UserError, match="not built"):
+        debugkernel.install_into_root(kernel, SuiteRoot("bookworm", "6.1.0-57-amd64", tmp_path / "root"))
 
 
 # ---- the kernel itself (soak) ---------------------------------------------------------------
