@@ -67,8 +67,9 @@ Debug kernels (`gdrkit.vm.debugkernel`):
     `debugkernel.build(flavour)` builds `kasan` (KASAN, lockdep, UBSAN,
     kmemleak, DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP) or `kcsan` from bookworm's
     `linux-source-6.1`, once, cached by source version, compiler and
-    options; `debugkernel.install_into_root(kernel, root)` returns the root
-    booting it (its modules and build tree beside the root's own kernel).
+    options; `debugkernel.install_into_root(kernel, root)` returns a copy of
+    `root` (made once) booting it, with its modules and build tree; the
+    suite's root itself is left alone.
 
 `scan_kernel_log(text, *, kernel_lines_only=False) -> list[Finding]`
     The kernel-log oracle: the debug kernels' judges each by name (KASAN,

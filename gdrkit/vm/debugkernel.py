@@ -11,8 +11,9 @@ hardware a guest never has left out, then the flavour's debug options.
 A build lives under `cache_dir()/vm/debug-kernels/<flavour>-<version>-<key>`
 where the key hashes the fragment, the compiler and the source tarball's
 version, so a changed option builds a new kernel and an unchanged one is
-reused.  `install_into_root` puts the image, its modules and its build
-tree (hard links, for the in-root module build) into a suite's root.
+reused.  `install_into_root` makes a copy of a suite's root that boots it
+(the image, its modules and its build tree, hard links, for the in-root
+module build); the suite's own root, which other tiers share, is left alone.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ from gdrkit.system import (
     run,
     run_step,
 )
-from gdrkit.vm.rootfs import SuiteRoot, lock_file, locked
+from gdrkit.vm.rootfs import SuiteRoot, lock_file, locked, remove_tree
 
 FLAVOURS = ("kasan", "kcsan")
-# In /lib/modules/<release> of a root: the cache key of the kernel installed there.
-INSTALLED_STAMP = ".gdrkit-debug-kernel"
+
 # Debian bookworm's kernel source; its version is the package's (dpkg-query).
 SOURCE_PACKAGE = "linux-source-6.1"
 SOURCE_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
@@ -363,35 +363,55 @@ def build(flavour: str, jobs: int | None = None) -> DebugKernel:
     return kernel
 
 
-def install_into_root(kernel: DebugKernel, root: SuiteRoot) -> SuiteRoot:
-    """`root` with `kernel` installed beside its own: the same root, booting the debug kernel.
+def debug_root_dir(kernel: DebugKernel, root: SuiteRoot) -> Path:
+    """Where the copy of `root` that boots `kernel` lives."""
+    return cache_dir() / "vm" / "debug-kernels" / "roots" / f"{root.root_dir.name}-{kernel.flavour}"
 
-    The image goes to /boot, the modules to /lib/modules/<release>, and the
-    build tree (hard links into the cache: no copy) to /usr/src/linux-<release>,
-    which /lib/modules/<release>/build names for the in-root module build.
-    Installed once per cache key; the root's own kernel is left alone.
+
+def source_root_state(root: SuiteRoot) -> str:
+    """What the copy must be redone for: the root, its package list (its stamp), the kernel's key."""
+    stamp = root.root_dir.with_name(f"{root.root_dir.name}.json")
+    facts = stamp.read_text() if stamp.is_file() else ""
+    return hashlib.sha256(f"{root.root_dir}\0{facts}".encode()).hexdigest()[:12]
+
+
+def install_into_root(kernel: DebugKernel, root: SuiteRoot) -> SuiteRoot:
+    """A copy of `root` that boots `kernel`: its image, modules and build tree beside the root's own kernel.
+
+    A copy, not the suite's root: other tiers share that one, and DKMS in a
+    root builds for every kernel with a build tree.  The copy is made once
+    per source root state and kernel key (`cp -a`, about 1 GB for bookworm);
+    the build tree goes in as hard links into the cache (nothing writes to
+    it), at /usr/src/linux-<release>, which /lib/modules/<release>/build names
+    for the in-root module build.
     """
     if not kernel.built():
         raise die(
-            f"the {kernel.flavour} debug kernel is not built", f"build it first: debugkernel.build({kernel.flavour!r})"
+            f"the {kernel.flavour} debug kernel is not built",
+            f"build it first: ./toolkit vm-test --debug-kernel {kernel.flavour} (builds it once)",
         )
     release = kernel.release
-    debug_root = SuiteRoot(root.suite, release, root.root_dir, root.arch)
-    tree = root.root_dir / "usr" / "src" / f"linux-{release}"
-    stamp = debug_root.modules_dir / INSTALLED_STAMP
-    with locked(lock_file(root.root_dir)):
-        if stamp.is_file() and stamp.read_text().strip() == kernel.key:
+    target = debug_root_dir(kernel, root)
+    debug_root = SuiteRoot(root.suite, release, target, root.arch)
+    wanted = f"{source_root_state(root)} {kernel.key}\n"
+    stamp = target.with_name(f"{target.name}.stamp")
+    tree = target / "usr" / "src" / f"linux-{release}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with locked(lock_file(target)):
+        if stamp.is_file() and stamp.read_text() == wanted and debug_root.kernel_image.is_file():
             return debug_root
-        log(f"installing the {kernel.flavour} kernel {release} into {root.root_dir}")
-        shutil.rmtree(debug_root.modules_dir, ignore_errors=True)
-        shutil.rmtree(tree, ignore_errors=True)
+        log(f"copying {root.root_dir} to {target} for the {kernel.flavour} kernel {release}")
+        stamp.unlink(missing_ok=True)
+        remove_tree(target)
+        with locked(lock_file(root.root_dir)):  # not while something builds in it
+            run(["cp", "-a", "--reflink=auto", str(root.root_dir), str(target)])
         shutil.copy2(kernel.image, debug_root.kernel_image)
         shutil.copytree(kernel.modules_staging / "lib" / "modules" / release, debug_root.modules_dir, symlinks=True)
         run(["cp", "-al", str(kernel.tree), str(tree)])
         for link in ("build", "source"):
             (debug_root.modules_dir / link).unlink(missing_ok=True)
         (debug_root.modules_dir / "build").symlink_to(f"/usr/src/linux-{release}")
-        stamp.write_text(kernel.key + "\n")
+        stamp.write_text(wanted)
     return debug_root
 
 

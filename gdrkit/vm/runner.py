@@ -205,7 +205,8 @@ class VmTestPlan:
             lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
             where, abi = str(root.root_dir), root.abi
         if self.debug_kernel:
-            lines.append(f"{self.debug_kernel}; install it into {where} beside its own kernel")
+            where = f"a copy of {where} (made once; the suite's root, which other runs share, is left alone)"
+            lines.append(f"{self.debug_kernel}; install it into {where}")
             abi = f"the {options.debug_kernel} debug kernel"
         if self.build == "cross":
             steps = ", ".join(step.name for step in default_steps(abi, cross=target, destdir="/stage"))

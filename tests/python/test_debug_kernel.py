@@ -107,7 +107,9 @@ def test_a_debug_kernel_is_refused_for_another_release_or_architecture() -> None
 def test_a_dry_run_says_which_debug_kernel_it_would_boot(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(debugkernel, "describe", lambda flavour: f"reuse the cached {flavour} kernel 6.1.192-gdrkit")
     lines = runner.plan(runner.VmTestOptions(debug_kernel="kasan", dry_run=True))
-    assert any(line.startswith("reuse the cached kasan kernel 6.1.192-gdrkit; install it into") for line in lines)
+    assert any(
+        line.startswith("reuse the cached kasan kernel 6.1.192-gdrkit; install it into a copy of") for line in lines
+    )
     assert any(line.startswith("boot the kasan debug kernel under") for line in lines)
     with pytest.raises(UserError, match="--kernel bookworm"):
         runner.plan(runner.VmTestOptions(kernel="trixie", debug_kernel="kasan", dry_run=True))
@@ -133,30 +135,41 @@ def fake_built_kernel(cache: Path) -> debugkernel.DebugKernel:
     return kernel
 
 
-def test_install_puts_image_modules_and_build_tree_beside_the_roots_kernel(
+def test_install_makes_a_copy_of_the_root_that_boots_the_debug_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GDRKIT_CACHE", str(tmp_path / "cache"))
     kernel = fake_built_kernel(tmp_path / "cache")
-    root_dir = tmp_path / "root"
+    root_dir = tmp_path / "roots" / "bookworm-6.1.0-57-amd64"
     (root_dir / "boot").mkdir(parents=True)
     (root_dir / "usr" / "src").mkdir(parents=True)
     (root_dir / "boot" / "vmlinuz-6.1.0-57-amd64").write_bytes(b"debian")
+    root_dir.with_name("bookworm-6.1.0-57-amd64.json").write_text('{"packages": ["kmod"]}')
     root = SuiteRoot("bookworm", "6.1.0-57-amd64", root_dir)
 
     debug = debugkernel.install_into_root(kernel, root)
 
-    assert (debug.suite, debug.abi, debug.root_dir) == ("bookworm", "6.1.192-gdrkit-kasan", root_dir)
-    assert debug.kernel_image.read_bytes() == b"bzImage" and root.kernel_image.read_bytes() == b"debian"
+    assert (debug.suite, debug.abi) == ("bookworm", "6.1.192-gdrkit-kasan")
+    assert debug.root_dir == debugkernel.debug_root_dir(kernel, root) and debug.root_dir != root_dir
+    # The suite's root, which other runs share (and whose DKMS would build for every kernel), is untouched.
+    assert sorted(p.name for p in (root_dir / "boot").iterdir()) == ["vmlinuz-6.1.0-57-amd64"]
+    assert not (root_dir / "lib").exists()
+    assert debug.kernel_image.read_bytes() == b"bzImage"
+    assert (debug.root_dir / "boot" / "vmlinuz-6.1.0-57-amd64").read_bytes() == b"debian"
     assert (debug.modules_dir / "modules.dep").is_file()
-    # The build link is the root's own path (the in-root build is chrooted), the tree hard links into the cache.
+    # The build link is in the root's terms (the in-root build is chrooted); the tree hard links into the cache.
     assert os.readlink(debug.modules_dir / "build") == "/usr/src/linux-6.1.192-gdrkit-kasan"
-    symvers = root_dir / "usr" / "src" / "linux-6.1.192-gdrkit-kasan" / "Module.symvers"
+    symvers = debug.root_dir / "usr" / "src" / "linux-6.1.192-gdrkit-kasan" / "Module.symvers"
     assert symvers.stat().st_ino == (kernel.tree / "Module.symvers").stat().st_ino
-    # Installed once per cache key: a second call changes nothing.
-    (debug.modules_dir / "marker-of-a-later-depmod").touch()
+
+    # Made once: a second call keeps the copy (and what was built in it) ...
+    (debug.modules_dir / "built-there").touch()
     assert debugkernel.install_into_root(kernel, root) == debug
-    assert (debug.modules_dir / "marker-of-a-later-depmod").exists()
+    assert (debug.modules_dir / "built-there").exists()
+    # ... until the suite's root changes (its stamp: packages topped up).
+    root_dir.with_name("bookworm-6.1.0-57-amd64.json").write_text('{"packages": ["kmod", "e2fsprogs"]}')
+    assert debugkernel.install_into_root(kernel, root) == debug
+    assert not (debug.modules_dir / "built-there").exists()
 
 
 def test_an_unbuilt_kernel_is_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
