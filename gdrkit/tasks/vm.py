@@ -8,6 +8,7 @@ from invoke.context import Context
 from gdrkit.tasks.convention import task
 from invoke.exceptions import Exit
 
+from gdrkit.vm import debugkernel
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_test
 
@@ -89,4 +90,26 @@ def vm_test(
         raise Exit(code=status)
 
 
-TASKS = [vm_test]
+@task(
+    name="build-debug-kernel",
+    help={
+        "debug_kernel": "kasan (KASAN, lockdep, UBSAN, kmemleak, DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP) or kcsan",
+        "dry_run": "say whether the kernel is cached or what would be built; change nothing",
+    },
+)
+def build_debug_kernel(c: Context, debug_kernel: str = "kasan", dry_run: bool = False) -> None:
+    """Build gdrkit's debug kernel from bookworm's linux-source once (about an hour on 2 cores; then cached).
+
+    vm-test --debug-kernel builds it too when it is missing; this builds it
+    ahead (a build that was interrupted resumes where it stopped).
+    """
+    debugkernel.check_flavour(debug_kernel)
+    if dry_run:
+        print(f"[dry-run] {debugkernel.describe(debug_kernel)}", flush=True)
+        return
+    kernel = debugkernel.build(debug_kernel)
+    print(f"{debug_kernel} kernel {kernel.release}: {kernel.directory}", flush=True)
+    print(f"build: {kernel.build_seconds:.0f} s (the attempt that finished it)", flush=True)
+
+
+TASKS = [vm_test, build_debug_kernel]

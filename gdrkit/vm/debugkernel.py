@@ -453,6 +453,8 @@ def describe(flavour: str) -> str:
     kernel = debug_kernel(flavour)
     if kernel.built():
         return f"reuse the cached {flavour} kernel {kernel.release} ({kernel.directory})"
+    if (kernel.directory / "unpacked").is_file():
+        return f"resume the interrupted build of the {flavour} kernel in {kernel.directory}"
     return (
         f"build the {flavour} kernel from {SOURCE_TARBALL} ({SOURCE_PACKAGE} {kernel.source_version}) into"
         f" {kernel.directory}: once, about an hour on 2 cores"
