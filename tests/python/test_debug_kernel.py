@@ -30,14 +30,15 @@ from gdrkit.vm import runner
 KASAN_JUDGES = ("KASAN", "PROVE_LOCKING", "DEBUG_ATOMIC_SLEEP", "UBSAN", "DEBUG_KMEMLEAK", "DEBUG_OBJECTS")
 JUDGES_DIR = "/src/tests/kernel/judges"
 # (plant, the klog rule whose judge must report it), in the order one boot plants them: the
-# lock inversion last, because lockdep turns itself off after its first report.
+# lock inversion first, because lockdep turns itself off after any report that makes it
+# unreliable (a KASAN report taints the kernel so), and after its own first one.
 KASAN_PLANTS = (
+    ("lock_inversion", "lockdep"),
     ("use_after_free", "kasan"),
     ("sleep_in_atomic", "atomic-sleep"),
     ("shift_overflow", "ubsan"),
     ("free_active_timer", "debugobjects"),
     ("leak", "kmemleak"),
-    ("lock_inversion", "lockdep"),
 )
 
 
