@@ -8,6 +8,7 @@ from invoke.context import Context
 from gdrkit.tasks.convention import task
 from invoke.exceptions import Exit
 
+from gdrkit.vm import debugkernel
 from gdrkit.vm.qemu import DEFAULT_IVSHMEM_MB, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_test
 
@@ -33,6 +34,9 @@ from gdrkit.vm.runner import DEFAULT_COMMAND, VmTestOptions, vm_test as run_vm_t
         "arch": "the guest's architecture: amd64 (default) or arm64 (cross-built, booted on qemu's virt machine)",
         "flavour": "the kernel flavour, linux-image-<flavour> (default: the architecture's own, e.g. arm64;"
         " arm64-16k for 16 KiB pages)",
+        "debug_kernel": "boot gdrkit's debug kernel instead of Debian's: kasan (KASAN, lockdep, UBSAN, kmemleak,"
+        " DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP) or kcsan; built from bookworm's linux-source once (about an hour"
+        " on 2 cores), then cached",
     },
 )
 def vm_test(
@@ -53,12 +57,14 @@ def vm_test(
     dry_run: bool = False,
     arch: str = "amd64",
     flavour: str = "",
+    debug_kernel: str = "",
 ) -> None:
     """Boot a Debian kernel (TCG) with the project built for it; run a command with gdrdrv loaded.
 
     Exit status: the command's, 124 on timeout, 1 if the command passed but
     a module failed to load/unload, the pin refcount was not 0, or the
-    kernel log shows a WARNING, BUG, oops, lockdep or PAT report.
+    kernel log shows a WARNING, BUG, oops, lockdep or PAT report (or, with
+    --debug-kernel, any report of KASAN, UBSAN, kmemleak, DEBUG_OBJECTS or KCSAN).
     """
     options = VmTestOptions(
         kernel=kernel,
@@ -77,10 +83,33 @@ def vm_test(
         dry_run=dry_run,
         arch=arch,
         flavour=flavour,
+        debug_kernel=debug_kernel,
     )
     status = run_vm_test(options)
     if status != 0:
         raise Exit(code=status)
 
 
-TASKS = [vm_test]
+@task(
+    name="build-debug-kernel",
+    help={
+        "debug_kernel": "kasan (KASAN, lockdep, UBSAN, kmemleak, DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP) or kcsan",
+        "dry_run": "say whether the kernel is cached or what would be built; change nothing",
+    },
+)
+def build_debug_kernel(c: Context, debug_kernel: str = "kasan", dry_run: bool = False) -> None:
+    """Build gdrkit's debug kernel from bookworm's linux-source once (about an hour on 2 cores; then cached).
+
+    vm-test --debug-kernel builds it too when it is missing; this builds it
+    ahead (a build that was interrupted resumes where it stopped).
+    """
+    debugkernel.check_flavour(debug_kernel)
+    if dry_run:
+        print(f"[dry-run] {debugkernel.describe(debug_kernel)}", flush=True)
+        return
+    kernel = debugkernel.build(debug_kernel)
+    print(f"{debug_kernel} kernel {kernel.release}: {kernel.directory}", flush=True)
+    print(f"build: {kernel.build_seconds:.0f} s (the attempt that finished it)", flush=True)
+
+
+TASKS = [vm_test, build_debug_kernel]

@@ -63,9 +63,18 @@ Other architectures (`arch=ARCHES["arm64"]`, gdrkit.distro.arch):
     with Debian's cross toolchain in a cross root and installs it there;
     `boot(..., arch=, busybox=root.busybox)` boots it on qemu's virt machine.
 
+Debug kernels (`gdrkit.vm.debugkernel`):
+    `debugkernel.build(flavour)` builds `kasan` (KASAN, lockdep, UBSAN,
+    kmemleak, DEBUG_OBJECTS, DEBUG_ATOMIC_SLEEP) or `kcsan` from bookworm's
+    `linux-source-6.1`, once, cached by source version, compiler and
+    options; `debugkernel.install_into_root(kernel, root)` returns a copy of
+    `root` (made once) booting it, with its modules and build tree; the
+    suite's root itself is left alone.
+
 `scan_kernel_log(text, *, kernel_lines_only=False) -> list[Finding]`
-    The kernel-log oracle: oops, BUG, WARNING, KASAN, UBSAN, lockdep, bad
-    page, GPF, Call Trace, panic, PAT conflicts.
+    The kernel-log oracle: the debug kernels' judges each by name (KASAN,
+    KCSAN, UBSAN, lockdep, sleep in atomic context, kmemleak, DEBUG_OBJECTS),
+    then oops, BUG, WARNING, bad page, GPF, Call Trace, panic, PAT conflicts.
 
 `vm_test(options) -> int`
     The whole `./toolkit vm-test` flow, from a `VmTestOptions`.

@@ -17,13 +17,27 @@ from dataclasses import dataclass
 _TIMESTAMP = re.compile(r"^\s*(?:<\d+>)?\[\s*\d+\.\d+\]\s?")
 
 # (rule name, pattern).  Each names a class of kernel-side failure.
+# The debug kernels' judges (gdrkit.vm.debugkernel) come first, so that a
+# report is counted under the judge that made it, not as a plain BUG or WARNING.
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("kasan", re.compile(r"\bKASAN\b")),
+    ("kcsan", re.compile(r"\bKCSAN\b")),
+    ("ubsan", re.compile(r"\bUBSAN\b")),
+    (
+        "lockdep",
+        re.compile(
+            r"possible circular locking|inconsistent lock state|possible recursive locking"
+            r"|possible irq lock inversion|suspicious RCU usage|bad unlock balance|held lock freed"
+            r"|lock held when returning to user space|lock held at task exit|INFO: trying to register non-static key"
+        ),
+    ),
+    ("atomic-sleep", re.compile(r"BUG: sleeping function called from invalid context|BUG: scheduling while atomic")),
+    # A kmemleak that turned itself off (its pool ran out) judges nothing: that fails the run too.
+    ("kmemleak", re.compile(r"suspected memory leak|unreferenced object 0x|memory leak detector disabled")),
+    ("debugobjects", re.compile(r"\bODEBUG: (?!selftest passed)")),
     ("oops", re.compile(r"\bOops\b")),
     ("bug", re.compile(r"\bBUG:|kernel BUG at")),
     ("warning", re.compile(r"\bWARNING:")),
-    ("kasan", re.compile(r"\bKASAN\b")),
-    ("ubsan", re.compile(r"\bUBSAN\b")),
-    ("lockdep", re.compile(r"possible circular locking|inconsistent lock state|possible recursive locking")),
     ("bad-page", re.compile(r"\b[Bb]ad page\b")),
     ("gpf", re.compile(r"general protection fault")),
     ("call-trace", re.compile(r"Call Trace")),

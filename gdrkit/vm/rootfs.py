@@ -492,15 +492,23 @@ def default_steps(
         BuildStep("exes_install", make("exes_install"), ("exes",)),
         BuildStep("ktests_install", make("ktests_install"), ("ktests",)),
     ]
+    # One root builds for several kernels in turn (a cross root for each flavour,
+    # a native root for Debian's kernel and gdrkit's debug kernels), and kbuild's
+    # records (relative to the kernel tree) cannot tell those apart: the
+    # modules' objects are cleaned when the kernel changes.
+    marker = f"{src}/.gdrkit-modules-abi"
+    kdir = f" KDIR=/usr/src/linux-headers-{abi}" if cross is not None else ""
+    kclean = " && ".join(f"{env}make -C {src}/{part} clean KVER={abi}{kdir}"
+                         for part in ("tests/softgpu/kmod", "gdrdrv"))  # fmt: skip
+    switch = f'[ "$(cat {marker} 2>/dev/null)" = {abi} ] || {{ {kclean} && echo {abi} > {marker}; }}'
     if cross is not None:
-        # One cross root builds for each flavour of a kernel build in turn, and
-        # kbuild's records (relative to the headers) cannot tell those apart.
-        marker = f"{src}/.gdrkit-modules-abi"
-        kclean = " && ".join(f"{env}make -C {src}/{part} clean KVER={abi} KDIR=/usr/src/linux-headers-{abi}"
-                             for part in ("tests/softgpu/kmod", "gdrdrv"))  # fmt: skip
-        switch = f'[ "$(cat {marker} 2>/dev/null)" = {abi} ] || {{ {kclean} && echo {abi} > {marker}; }}'
         return [BuildStep("clean_stage", f"rm -rf {destdir}"), BuildStep("modules_abi", switch), *steps]
-    return [*steps, BuildStep("ldconfig", "ldconfig"), BuildStep("depmod", f"depmod -a {abi}")]
+    return [
+        BuildStep("modules_abi", switch),
+        *steps,
+        BuildStep("ldconfig", "ldconfig"),
+        BuildStep("depmod", f"depmod -a {abi}"),
+    ]
 
 
 StepRunner = Callable[[str], tuple[int, str]]

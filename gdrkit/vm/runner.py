@@ -19,7 +19,7 @@ from pathlib import Path
 from gdrkit.distro.arch import HOST_ARCH, Arch, arch
 from gdrkit.distro.debian import SUITES
 from gdrkit.system import cache_dir, die, log, missing_debian_packages
-from gdrkit.vm import klog
+from gdrkit.vm import debugkernel, klog
 from gdrkit.vm.initramfs import BUSYBOX, ModuleLoad
 from gdrkit.vm.kimage import image_page_size
 from gdrkit.vm.modparams import check_args
@@ -58,6 +58,7 @@ class VmTestOptions:
     dry_run: bool = False
     arch: str = HOST_ARCH.debian
     flavour: str = ""  # the kernel flavour (linux-image-<flavour>); "" = the architecture's default
+    debug_kernel: str = ""  # "kasan" or "kcsan": boot gdrkit's debug kernel of that name (gdrkit.vm.debugkernel)
 
     @property
     def target(self) -> Arch:
@@ -97,7 +98,12 @@ def page_size_problem(result: VmResult, declared: int | None) -> str | None:
 
 
 def summary_lines(
-    root: SuiteRoot, result: VmResult, loads: tuple[ModuleLoad, ...], total_s: float, declared_page: int | None = None
+    root: SuiteRoot,
+    result: VmResult,
+    loads: tuple[ModuleLoad, ...],
+    total_s: float,
+    declared_page: int | None = None,
+    debug_kernel: str = "",
 ) -> list[str]:
     unloads = ", ".join(
         f"{load.name}={result.results.get('unload_' + load.name.replace('-', '_'), 'not run')}" for load in loads
@@ -115,6 +121,11 @@ def summary_lines(
         f"module unload:   {unloads or 'no modules loaded'}",
         f"refcount:        {result.refcount if result.refcount is not None else 'not checked'}",
         f"kernel log:      {'clean' if not findings else f'{len(findings)} finding(s)'}",
+        *(
+            [f"judges:          {judge_line(debug_kernel, [finding.rule for finding in findings])}"]
+            if debug_kernel
+            else []
+        ),
         f"logs:            {result.console_log.parent}",
     ]
     if result.earlier_attempts:
@@ -131,6 +142,11 @@ def summary_lines(
     lines.append(f"verdict:         {'PASS' if passed else 'FAIL'}")
     lines += [f"  - {problem}" for problem in problems]
     return lines
+
+
+def judge_line(flavour: str, rules: list[str]) -> str:
+    """`kasan 0, lockdep 1, ...`: the reports of each of the debug kernel's judges (pure)."""
+    return ", ".join(f"{judge} {count}" for judge, count in debugkernel.judge_counts(flavour, rules).items())
 
 
 def print_build_report(report: BuildReport) -> None:
@@ -162,6 +178,7 @@ class VmTestPlan:
     cached_root: SuiteRoot | None  # the root a dry run expects to reuse (a real run may find a newer kernel)
     build: str  # "": no build; "in-root"; "cross"
     loads: tuple[ModuleLoad, ...]
+    debug_kernel: str = ""  # what a dry run says of the debug kernel ("" when none is asked for)
 
     def lines(self) -> list[str]:
         """The plan, one line a step (what --dry-run prints)."""
@@ -187,6 +204,10 @@ class VmTestPlan:
             )
             lines.append(f"use the cached root {root.root_dir} (kernel {root.abi}{moved})")
             where, abi = str(root.root_dir), root.abi
+        if self.debug_kernel:
+            where = f"a copy of {where} (made once; the suite's root, which other runs share, is left alone)"
+            lines.append(f"{self.debug_kernel}; install it into {where}")
+            abi = f"the {options.debug_kernel} debug kernel"
         if self.build == "cross":
             steps = ", ".join(step.name for step in default_steps(abi, cross=target, destdir="/stage"))
             lines.append(
@@ -211,6 +232,8 @@ def plan_vm_test(options: VmTestOptions) -> VmTestPlan:
     check_flavour(target, options.flavour)
     wanted = tuple(host_packages(target))
     build = "" if not options.build else "cross" if target != HOST_ARCH else "in-root"
+    if options.debug_kernel:
+        debugkernel.check_debug_target(options.debug_kernel, options.kernel, options.arch)
     return VmTestPlan(
         options=options,
         target=target,
@@ -219,6 +242,7 @@ def plan_vm_test(options: VmTestOptions) -> VmTestPlan:
         cached_root=None if options.rebuild else cached_suite_root(options.kernel, target, options.flavour or None),
         build=build,
         loads=default_loads(options.softgpu_args, options.gdrdrv_args) if options.load_modules else (),
+        debug_kernel=debugkernel.describe(options.debug_kernel) if options.debug_kernel else "",
     )
 
 
@@ -244,6 +268,8 @@ def execute(the_plan: VmTestPlan) -> int:
     root = prepare_suite_root(
         options.kernel, refresh=options.refresh, rebuild=options.rebuild, arch=target, flavour=options.flavour or None
     )
+    if options.debug_kernel:
+        root = debugkernel.install_into_root(debugkernel.build(options.debug_kernel), root)
     if the_plan.build:
         if the_plan.build == "cross":
             from gdrkit.vm.cross import cross_build
@@ -280,7 +306,8 @@ def execute(the_plan: VmTestPlan) -> int:
     _print_earlier_findings(result)
     if result.kernel_log_findings or result.results.get("done") != "1":
         _print_kernel_log(result)
-    print("\n".join(summary_lines(root, result, loads, time.monotonic() - start, declared_page)), flush=True)
+    elapsed = time.monotonic() - start
+    print("\n".join(summary_lines(root, result, loads, elapsed, declared_page, options.debug_kernel)), flush=True)
     return status
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,10 +13,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gdrkit.packaging import doctor_facts  # noqa: E402, F401  (the registry hands the tree's doctor its facts)
-from gdrkit.vm import SuiteRoot, build_in_root, prepare_suite_root  # noqa: E402
+from gdrkit.vm import SuiteRoot, build_in_root, debugkernel, prepare_suite_root  # noqa: E402
 
 # Every test is held to what a new machine has, or what it asked the toolkit to install (issue 34).
 pytest_plugins = ["hostneeds"]
+
+# GDRKIT_DEBUG_KERNEL=kasan (or kcsan): the bookworm root boots gdrkit's debug kernel of that name.
+DEBUG_KERNEL = os.environ.get("GDRKIT_DEBUG_KERNEL", "")
 
 if TYPE_CHECKING:
     from pkgkit.faults import DebSets
@@ -33,6 +37,9 @@ def built_root() -> Callable[[str], SuiteRoot]:
     def get(suite: str) -> SuiteRoot:
         if suite not in built:
             suite_root = prepare_suite_root(suite)
+            if DEBUG_KERNEL and suite_root.suite == debugkernel.SOURCE_SUITE:
+                # Every VM tier under the kernel's own judges (gdrkit.vm.debugkernel; a soak-tier run).
+                suite_root = debugkernel.install_into_root(debugkernel.build(DEBUG_KERNEL), suite_root)
             report = build_in_root(suite_root)
             failures = "\n\n".join(f"{step.name}:\n{step.output[-3000:]}" for step in report.failed)
             assert not report.failed, f"building in the {suite_root.suite} root failed:\n{failures}"

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
-from gdrkit.vm import SuiteRoot, boot, build_in_root, default_loads, prepare_suite_root
+from gdrkit.vm import SuiteRoot, boot, default_loads
 
 SUITES = [s for s in os.environ.get("GDRKIT_VM_SUITES", "bookworm,trixie").split(",") if s]
 FIRST_SEED = int(os.environ.get("GDRKIT_FUZZ_SEED", "1000"))
@@ -61,12 +61,9 @@ class FuzzRun:
 
 
 @pytest.fixture(scope="module", params=SUITES)
-def root(request: pytest.FixtureRequest) -> Iterator[SuiteRoot]:
-    suite_root = prepare_suite_root(str(request.param))
-    report = build_in_root(suite_root)
-    failures = "\n\n".join(f"{step.name}:\n{step.output[-3000:]}" for step in report.failed)
-    assert not report.failed, f"building in the {suite_root.suite} root failed:\n{failures}"
-    yield suite_root
+def root(request: pytest.FixtureRequest, built_root: Callable[[str], SuiteRoot]) -> SuiteRoot:
+    # The session's shared build (conftest.py), which also boots a debug kernel when GDRKIT_DEBUG_KERNEL asks.
+    return built_root(str(request.param))
 
 
 def parse_configs(console: str) -> list[ConfigResult]:

@@ -10,9 +10,9 @@ FAILING_LINES = [
     ("[   12.345678] BUG: unable to handle page fault for address: ffffc90000000000", "bug"),
     ("[    3.000001] Oops: 0002 [#1] PREEMPT SMP NOPTI", "oops"),
     ("[    5.100000] WARNING: CPU: 1 PID: 97 at mm/memory.c:2530 remap_pfn_range+0x1/0x2", "warning"),
-    ("[    5.200000] BUG: KASAN: slab-use-after-free in gdrdrv_release+0x10/0x20", "bug"),
+    ("[    5.200000] BUG: KASAN: slab-use-after-free in gdrdrv_release+0x10/0x20", "kasan"),
     ("[    5.200000] UBSAN: shift-out-of-bounds in drivers/x/y.c:12:3", "ubsan"),
-    ("[    6.000000] WARNING: possible circular locking dependency detected", "warning"),
+    ("[    6.000000] WARNING: possible circular locking dependency detected", "lockdep"),
     ("[    6.000000] inconsistent lock state", "lockdep"),
     ("[    6.000000] possible circular locking dependency detected", "lockdep"),
     ("[    7.000000] BUG: Bad page state in process gdrdrv_ktest  pfn:1f000", "bug"),
@@ -38,6 +38,19 @@ FAILING_LINES = [
     ("[    9.000000] x86/PAT: ioremap_change_attr failed write-combining for [mem 0x1-0x2]", "pat"),
     ("[   10.000000] Kernel panic - not syncing: Fatal exception", "panic"),
     ("[   10.000000] kernel BUG at drivers/gdrdrv/gdrdrv.c:1234!", "bug"),
+    # The debug kernels' judges, each under its own name (gdrkit.vm.debugkernel).
+    ("[   11.000000] BUG: KCSAN: data-race in judges_racer [gdrkit_judges] / judges_racer [gdrkit_judges]", "kcsan"),
+    ("[   11.000000] BUG: sleeping function called from invalid context at gdrkit_judges.c:55", "atomic-sleep"),
+    ("[   11.000000] BUG: scheduling while atomic: insmod/120/0x00000002", "atomic-sleep"),
+    ("[   11.000000] kmemleak: 1 new suspected memory leaks (see /sys/kernel/debug/kmemleak)", "kmemleak"),
+    ("unreferenced object 0xffff888004a1b200 (size 256):", "kmemleak"),
+    (
+        "[   11.000000] ODEBUG: free active (active state 0) object type: timer_list hint: judges_timer_fn",
+        "debugobjects",
+    ),
+    ("[   11.000000] WARNING: suspicious RCU usage", "lockdep"),
+    ("[   11.000000] WARNING: bad unlock balance detected!", "lockdep"),
+    ("[   11.000000] UBSAN: shift-out-of-bounds in tests/kernel/judges/gdrkit_judges.c:99:8", "ubsan"),
     # What TCG once did to a trixie kernel 2.8 s into its boot (the VM runner retries that boot).
     ("[    2.812345] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", "oops"),
 ]
@@ -56,6 +69,13 @@ CLEAN_LINES = [
     "[    0.200000] AMD-Vi: AMD IOMMUv2 functionality not available on this system - This is not a bug.",
     "[    0.000000] \tRCU CPU stall warnings suppressed (rcu_cpu_stall_suppress).",
     "[    0.000000] x86/PAT: Configuration [0-7]: WB  WC  UC- UC  WB  WP  UC- WT  ",
+    # Seen in boots of gdrkit's debug kernels: the judges announcing themselves.
+    "[    0.000000] KernelAddressSanitizer initialized (generic)",
+    "[    0.000000] Lock dependency validator: Copyright (c) 2006 Red Hat, Inc., Ingo Molnar",
+    "[    0.300000] kmemleak: Kernel memory leak detector initialized (mem pool available: 15000)",
+    "[    0.300000] kcsan: enabled early",
+    "[    0.300000] kcsan: non-strict mode configured - compound atomic ops are not instrumented",
+    "[    0.300000] ODEBUG: selftest passed",
     '[    1.746794] PCI: Using host bridge windows from ACPI; if necessary, use "pci=nocrs" and report a bug',
 ]
 

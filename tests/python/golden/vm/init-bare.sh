@@ -9,8 +9,18 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 report() { echo "$1=$2" > /dev/ttyS1; }
 say() { echo "gdrkit-vm: $*"; }
+kmemleak_scan() {
+  mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+  [ -w /sys/kernel/debug/kmemleak ] || return 0
+  say kmemleak scan
+  sleep 6
+  echo scan > /sys/kernel/debug/kmemleak
+  echo scan > /sys/kernel/debug/kmemleak
+}
 finish() {
+  kmemleak_scan
   dmesg > /dev/ttyS2
+  [ -r /sys/kernel/debug/kmemleak ] && cat /sys/kernel/debug/kmemleak > /dev/ttyS2
   report 'done' 1  # quoted: a bare done reads as the loop keyword
   sync
   poweroff -f
