@@ -18,7 +18,7 @@ version=$1
 api_version=$2
 debs=()
 for name in libgdrapi python3-gdrcopy; do
-	file=$(compgen -G "/pkgs/debs/${name}_$(deb_version "$version").deb") || fail "no ${name}_$(deb_version "$version").deb in /pkgs/debs"
+	file=$(compgen -G "/pkgs/debs/${name}_$(deb_version "$version")_*.deb") || fail "no ${name}_$(deb_version "$version")_*.deb in /pkgs/debs"
 	debs+=("$file")
 done
 wheel=$(compgen -G "/pkgs/wheel/gdrcopy-${version}-py3-none-any.whl") || fail "no gdrcopy-${version}-py3-none-any.whl in /pkgs/wheel"
