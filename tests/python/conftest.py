@@ -61,6 +61,17 @@ def deb_sets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DebSets]:
 
 
 @pytest.fixture(scope="session")
+def reference_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stand-in for NVIDIA's 2.6-1 .deb set (pkgkit.reference), built once per session."""
+    from gdrkit.packaging import build
+    from pkgkit import reference
+
+    out = tmp_path_factory.mktemp("debs-reference")
+    reference.build_debs(build.source_at("HEAD"), out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def tree_programs() -> None:
     """The library and test programs built in this tree by `./toolkit build --no-driver` (which
     installs the compiler first): tests that run or read them get them here, not from whatever

@@ -270,14 +270,6 @@ def test_d_downgrade_to_the_previous_release_then_purge(deb_sets: DebSets, kerne
     _report("(d) downgrade to the previous release", outcome)
 
 
-@pytest.fixture(scope="module")
-def reference_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference GDRCopy's 2.6-1 set, rebuilt to its layout (pkgkit.reference)."""
-    out = tmp_path_factory.mktemp("debs-reference")
-    reference.build_debs(build.source_at("HEAD"), out)
-    return out
-
-
 # Both in the soak tier: test_pkg_lifecycle.py walks the same upgrade (and the
 # way back) in .ci/run, its nvidia-edit-ours-purge path the edited script.
 @pytest.mark.soak

@@ -107,25 +107,15 @@ def test_the_guest_scripts_pass_shellcheck() -> None:
     assert result.returncode == 0, result.stdout
 
 
-@pytest.fixture(scope="module")
-def nvidia_debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gdrkit.packaging import build
-    from pkgkit import reference
-
-    out = tmp_path_factory.mktemp("debs-nvidia-booted")
-    reference.build_debs(build.source_at("HEAD"), out)
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.soak
 @pytest.mark.parametrize("init", sorted(booted.INITS))
 @pytest.mark.parametrize("path", BOOTED_PATHS)
-def test_each_step_booted(deb_sets: DebSets, nvidia_debs: Path, path: str, init: str) -> None:
+def test_each_step_booted(deb_sets: DebSets, reference_debs: Path, path: str, init: str) -> None:
     # In this tree's build/, not tmp_path: pytest keeps only its last few tmp_paths.
     logs = REPO_ROOT / "build" / "booted-lifecycle-logs" / f"{init}-{path}"
     shutil.rmtree(logs, ignore_errors=True)
-    run = booted.walk(init, path, deb_sets.version, deb_sets.new, nvidia_debs, logs)
+    run = booted.walk(init, path, deb_sets.version, deb_sets.new, reference_debs, logs)
     print(f"\n{init}:\n  " + "\n  ".join(run.rows(path, init)))
     assert len(run.boots) == len(path.split("-")) + 1, "\n".join(run.failures())
     assert not run.failures(), f"logs in {logs}:\n" + "\n".join(run.failures())
