@@ -2,7 +2,7 @@
 # Reading modules' P2P symbol versions, for the scripts that judge gdrdrv
 # against a real NVIDIA driver (gdrkit/matrix/real_nvidia.sh,
 # tests/realnvidia/gdrdrv_beside_nvidia.sh).  Sourced; the caller sets $tmp
-# (a scratch directory).
+# (a scratch directory) and defines ok and fail (one line each to the report).
 : "${tmp:?module_crcs.sh is sourced after tmp names a scratch directory}"
 
 # An uncompressed copy of a module file (trixie's modules are .ko.xz).
@@ -38,4 +38,29 @@ exported_crcs() {
 imported_crcs() {
 	modprobe --dump-modversions "$1" | awk '$2 ~ /^nvidia_p2p_/ {print $2, $1}' |
 		while read -r sym crc; do printf '%s 0x%08x\n' "$sym" $((crc)); done | sort
+}
+
+# The verdict on gdrdrv.ko's nvidia_p2p_* imports against the real nvidia.ko's
+# exports: a table, then one ok or fail line starting with $3 (may be empty).
+# Fewer than 3 imported CRCs fails too: a module built without modversions
+# would otherwise pass by comparing nothing.
+compare_p2p_crcs() {
+	local gko=$1 nko=$2 what=${3:+$3: } sym crc real verdict bad=0 count
+	imported_crcs "$gko" >"$tmp/imports"
+	exported_crcs "$(plain_ko "$nko")" >"$tmp/exports"
+	printf '%-34s %-12s %-12s %s\n' symbol gdrdrv.ko nvidia.ko verdict
+	while read -r sym crc; do
+		real=$(awk -v s="$sym" '$1 == s {print $2}' "$tmp/exports")
+		verdict=same
+		[ "$crc" = "$real" ] || { verdict=DIFFERENT; bad=$((bad + 1)); }
+		printf '%-34s %-12s %-12s %s\n' "$sym" "$crc" "${real:-missing}" "$verdict"
+	done <"$tmp/imports"
+	count=$(wc -l <"$tmp/imports")
+	if [ "$count" -lt 3 ]; then
+		fail "${what}gdrdrv.ko imports only $count nvidia_p2p_* symbols with a CRC"
+	elif [ "$bad" -ne 0 ]; then
+		fail "${what}$bad of $count nvidia_p2p_* CRCs differ from the real nvidia.ko's"
+	else
+		ok "${what}all $count nvidia_p2p_* CRCs equal the real nvidia.ko's exports"
+	fi
 }

@@ -109,28 +109,7 @@ check_pair() {
 		fail "$what: gdrdrv was not built for the $flavour flavour: $(grep NVIDIA_IS_OPENSOURCE "$(gdrdrv_make_log)")"
 	fi
 
-	imported_crcs "$gko" >"$tmp/imports"
-	exported_crcs "$(plain_ko "$nko")" >"$tmp/exports"
-	printf '%-34s %-12s %-12s %s\n' symbol gdrdrv.ko nvidia.ko verdict
-	local sym crc real bad=0
-	while read -r sym crc; do
-		real=$(awk -v s="$sym" '$1 == s {print $2}' "$tmp/exports")
-		if [ "$crc" = "$real" ]; then
-			printf '%-34s %-12s %-12s %s\n' "$sym" "$crc" "$real" same
-		else
-			printf '%-34s %-12s %-12s %s\n' "$sym" "$crc" "${real:-missing}" DIFFERENT
-			bad=$((bad + 1))
-		fi
-	done <"$tmp/imports"
-	local count
-	count=$(wc -l <"$tmp/imports")
-	if [ "$count" -lt 3 ]; then
-		fail "$what: gdrdrv.ko imports only $count nvidia_p2p_* symbols with a CRC"
-	elif [ "$bad" -ne 0 ]; then
-		fail "$what: $bad of $count nvidia_p2p_* CRCs differ from the real nvidia.ko's"
-	else
-		ok "$what: all $count nvidia_p2p_* CRCs equal the real nvidia.ko's exports"
-	fi
+	compare_p2p_crcs "$gko" "$nko" "$what"
 
 	if [ "$flavour" = proprietary ]; then
 		if [ ! -f "$kdir/Module.symvers" ]; then

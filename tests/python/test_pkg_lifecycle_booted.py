@@ -1,8 +1,9 @@
 """The lifecycle paths with a real boot after every step, under systemd and under sysvinit-core.
 
 test_pkg_lifecycle.py reads from a container's root what a boot would do;
-this test boots it (pkgkit.booted), for NVIDIA's -> ours -> NVIDIA's ->
-purge and ours -> NVIDIA's -> purge.  Per init system: a cached bookworm root
+this test boots it (pkgkit.booted), for issue 41's four paths: NVIDIA's ->
+ours -> NVIDIA's -> purge, ours -> NVIDIA's -> purge, NVIDIA's -> ours ->
+purge and ours -> purge.  Per init system: a cached bookworm root
 with dkms, udev and systemd-sysv, or sysvinit-core and no systemd; an
 overlay of it gets softgpu built as the module nvidia (loaded at boot from
 /etc/modules-load.d, as a node's driver is).  The fresh root is booted,
@@ -44,9 +45,9 @@ from pkgkit.booted import BootSeen, Expected
 from pkgkit.faults import DebSets
 
 PATH = "nvidia-ours-nvidia-purge"
-# The round trip (NVIDIA's, ours, back: the upgrade keeps 0666) and the reverse
-# order (ours new, 0660, then NVIDIA's over it).
-BOOTED_PATHS = [PATH, "ours-nvidia-purge"]
+# The round trip (NVIDIA's, ours, back: the upgrade keeps 0666), the reverse order
+# (ours new, 0660, then NVIDIA's over it), the upgrade kept and purged, and ours alone.
+BOOTED_PATHS = [PATH, "ours-nvidia-purge", "nvidia-ours-purge", "ours-purge"]
 
 
 def _seen(init: str, **facts: str) -> BootSeen:

@@ -124,24 +124,7 @@ else
 	fail "modinfo gdrdrv: nvidia_p2p_page_table $table, want $want_table"
 fi
 
-imported_crcs "$gko" >"$tmp/imports"
-exported_crcs "$(plain_ko "$nko")" >"$tmp/exports"
-printf '%-34s %-12s %-12s %s\n' symbol gdrdrv.ko nvidia.ko verdict
-bad=0
-while read -r sym crc; do
-	real=$(awk -v s="$sym" '$1 == s {print $2}' "$tmp/exports")
-	verdict=same
-	[ "$crc" = "$real" ] || { verdict=DIFFERENT; bad=$((bad + 1)); }
-	printf '%-34s %-12s %-12s %s\n' "$sym" "$crc" "${real:-missing}" "$verdict"
-done <"$tmp/imports"
-count=$(wc -l <"$tmp/imports")
-if [ "$count" -lt 3 ]; then
-	fail "gdrdrv.ko imports only $count nvidia_p2p_* symbols with a CRC"
-elif [ "$bad" -ne 0 ]; then
-	fail "$bad of $count nvidia_p2p_* CRCs differ from the real nvidia.ko's"
-else
-	ok "all $count nvidia_p2p_* CRCs equal the real nvidia.ko's exports"
-fi
+compare_p2p_crcs "$gko" "$nko"
 if [ "$want_open" = n ]; then
 	if sh "/usr/src/gdrdrv-$version/scripts/check_gpl_imports.sh" "$gko" "$kdir"; then
 		ok "gdrdrv imports no GPL-only symbol"
