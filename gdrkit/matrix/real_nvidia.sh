@@ -252,7 +252,7 @@ section "install gdrdrv-dkms first: with no driver to build for, it says what to
 if apt-get -q -y --no-install-recommends install "${debs[@]}" >"$tmp/apt.log" 2>&1; then
 	fail "gdrdrv-dkms installed with no NVIDIA driver to build gdrdrv for"
 elif grep -q "gdrdrv: no NVIDIA driver for kernel $abi" /var/lib/dkms/gdrdrv/*/build/make.log 2>/dev/null &&
-	grep -q "gdrdrv-dkms: fix what the log shows, then run: dpkg --configure -a" "$tmp/apt.log"; then
+	grep -q "gdrdrv: fix what the log shows, then run: dpkg --configure -a" "$tmp/apt.log"; then
 	ok "without a driver the DKMS build stops; its log says: $(grep -h -m 1 'install the NVIDIA driver' /var/lib/dkms/gdrdrv/*/build/make.log | cut -c1-120)..."
 else
 	tail -n 30 "$tmp/apt.log"
