@@ -1,10 +1,11 @@
 """gdrkit's debug kernels (gdrkit.vm.debugkernel): their configuration and cache keys (no build),
-then, in the soak tier, the kernel itself: built once from bookworm's linux-source and cached,
-booted with the kernel tests under every judge (zero reports), and a planted bug for each judge
-that must be reported (a judge that stays silent there makes every clean run worthless).
+then, in the soak tier, each kernel itself (kasan, kcsan): built once from bookworm's linux-source
+and cached, booted with the kernel tests under every judge (zero reports), and a planted bug for
+each judge that must be reported (a judge that stays silent there makes every clean run worthless).
 
-Cost (2 shared cores): the first build of the kasan kernel about an hour, cached after; each
-boot of it under TCG a few minutes.  Run: ./toolkit test --soak -k debug_kernel
+Cost (2 shared cores): the first build of each kernel 17-50 min (kcsan 1020 s, kasan 3102 s with
+other work beside it), cached after; each boot under TCG a few minutes.
+Run: ./toolkit test --soak -k debug_kernel (one flavour: -k "debug_kernel and kcsan")
 """
 
 from __future__ import annotations
@@ -29,17 +30,23 @@ from gdrkit.vm import runner
 
 KASAN_JUDGES = ("KASAN", "PROVE_LOCKING", "DEBUG_ATOMIC_SLEEP", "UBSAN", "DEBUG_KMEMLEAK", "DEBUG_OBJECTS")
 JUDGES_DIR = "/src/tests/kernel/judges"
-# (plant, the klog rule whose judge must report it), in the order one boot plants them: the
-# lock inversion first, because lockdep turns itself off after any report that makes it
-# unreliable (a KASAN report taints the kernel so), and after its own first one.
-KASAN_PLANTS = (
-    ("lock_inversion", "lockdep"),
-    ("use_after_free", "kasan"),
-    ("sleep_in_atomic", "atomic-sleep"),
-    ("shift_overflow", "ubsan"),
-    ("free_active_timer", "debugobjects"),
-    ("leak", "kmemleak"),
-)
+# (plant, the klog rule whose judge must report it), per flavour, in the order one boot plants
+# them: the lock inversion first, because lockdep turns itself off after any report that makes
+# it unreliable (a KASAN report taints the kernel so), and after its own first one.
+PLANTS = {
+    "kasan": (
+        ("lock_inversion", "lockdep"),
+        ("use_after_free", "kasan"),
+        ("sleep_in_atomic", "atomic-sleep"),
+        ("shift_overflow", "ubsan"),
+        ("free_active_timer", "debugobjects"),
+        ("leak", "kmemleak"),
+    ),
+    "kcsan": (
+        ("data_race", "kcsan"),
+        ("sleep_in_atomic", "atomic-sleep"),
+    ),
+}
 
 
 # ---- configuration and cache keys (no build) --------------------------------------------
@@ -183,51 +190,54 @@ def test_an_unbuilt_kernel_is_not_installed(tmp_path: Path, monkeypatch: pytest.
 # ---- the kernel itself (soak) ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kasan_root() -> SuiteRoot:
-    """bookworm's root with the kasan kernel (built once, cached) and the project built for it."""
-    kernel = debugkernel.build("kasan")
-    problems = debugkernel.config_mismatches(debugkernel.fragment("kasan"), (kernel.tree / ".config").read_text())
-    assert not problems, f"the cached kasan kernel lacks options: {problems}"
-    print(f"kasan kernel {kernel.release}: built in {kernel.build_seconds:.0f} s ({kernel.directory})")
+@pytest.fixture(scope="module", params=debugkernel.FLAVOURS)
+def debug_root(request: pytest.FixtureRequest) -> tuple[str, SuiteRoot]:
+    """bookworm's root with a debug kernel (built once, cached) and the project built for it."""
+    flavour: str = request.param
+    kernel = debugkernel.build(flavour)
+    problems = debugkernel.config_mismatches(debugkernel.fragment(flavour), (kernel.tree / ".config").read_text())
+    assert not problems, f"the cached {flavour} kernel lacks options: {problems}"
+    print(f"{flavour} kernel {kernel.release}: built in {kernel.build_seconds:.0f} s ({kernel.directory})")
     root = debugkernel.install_into_root(kernel, prepare_suite_root(debugkernel.SOURCE_SUITE))
     judges = BuildStep("judges", f"make -C {JUDGES_DIR} KVER={root.abi}")
     report = build_in_root(root, [*default_steps(root.abi), judges])
     assert not report.failed, "\n\n".join(f"{step.name}:\n{step.output[-3000:]}" for step in report.failed)
-    return root
+    return flavour, root
 
 
 @pytest.mark.soak
-def test_the_kernel_tests_give_no_judge_a_report(kasan_root: SuiteRoot, tmp_path: Path) -> None:
+def test_the_kernel_tests_give_no_judge_a_report(debug_root: tuple[str, SuiteRoot], tmp_path: Path) -> None:
+    flavour, root = debug_root
     loads = default_loads()
     result = boot(
-        kasan_root.kernel_image, kasan_root.modules_dir, kasan_root.root_dir, "gdrdrv_ktest",
+        root.kernel_image, root.modules_dir, root.root_dir, "gdrdrv_ktest",
         loads=loads, check_refcount=True, log_dir=tmp_path, timeout=45 * 60,
     )  # fmt: skip
     console = result.console_log.read_text(errors="replace")
-    counts = debugkernel.judge_counts("kasan", [finding.rule for finding in result.kernel_log_findings])
-    print(f"gdrdrv_ktest under {kasan_root.abi}: {counts}")
+    counts = debugkernel.judge_counts(flavour, [finding.rule for finding in result.kernel_log_findings])
+    print(f"gdrdrv_ktest under {root.abi}: {counts}")
     assert result.status == 0 and not result.problems(loads), f"{result.problems(loads)}\n{console[-6000:]}"
     assert sum(counts.values()) == 0
 
 
 @pytest.mark.soak
-def test_each_judge_reports_its_planted_bug(kasan_root: SuiteRoot, tmp_path: Path) -> None:
-    plants = " ".join(plant for plant, _ in KASAN_PLANTS)
+def test_each_judge_reports_its_planted_bug(debug_root: tuple[str, SuiteRoot], tmp_path: Path) -> None:
+    flavour, root = debug_root
+    plants = " ".join(plant for plant, _ in PLANTS[flavour])
     command = (
         f"for plant in {plants}; do insmod {JUDGES_DIR}/gdrkit_judges.ko plant=$plant || exit 1;"
         " rmmod gdrkit_judges || exit 1; done"
     )
     result = boot(
-        kasan_root.kernel_image, kasan_root.modules_dir, kasan_root.root_dir, command,
+        root.kernel_image, root.modules_dir, root.root_dir, command,
         loads=(), log_dir=tmp_path, timeout=20 * 60,
     )  # fmt: skip
     findings = result.kernel_log_findings
-    counts = debugkernel.judge_counts("kasan", [finding.rule for finding in findings])
-    print(f"planted bugs under {kasan_root.abi}: {counts}")
+    counts = debugkernel.judge_counts(flavour, [finding.rule for finding in findings])
+    print(f"planted bugs under {root.abi}: {counts}")
     for finding in findings:
         print(f"  {finding}")
     console = result.console_log.read_text(errors="replace")
     assert result.status == 0, f"the plants did not run (status {result.status}):\n{console[-6000:]}"
-    silent = [f"{plant} ({judge})" for plant, judge in KASAN_PLANTS if counts[judge] == 0]
+    silent = [f"{plant} ({judge})" for plant, judge in PLANTS[flavour] if counts[judge] == 0]
     assert not silent, f"judges that did not report their planted bug: {silent}\n{console[-6000:]}"
