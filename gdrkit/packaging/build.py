@@ -158,21 +158,43 @@ def stamp_version_text(text: str, package_version: str) -> str:
     return text
 
 
-def _stamp_version(tree: Path, package_version: str) -> None:
+UAPI_HEADER = "include/uapi/gdrdrv.h"
+
+
+def stamp_uapi_version_text(text: str, package_version: str) -> str:
+    """The uapi header's text with GDRDRV_VERSION set to `package_version`'s MAJOR.MINOR (pure).
+
+    The header is self-contained (a literal, not the version header), and the
+    driver and library refuse to build when the two differ."""
+    major, minor = package_version.split(".")[:2]
+    text, count = re.subn(
+        r"^#define GDRDRV_VERSION GDRDRV_MAKE_VERSION\(\d+, \d+\)$",
+        f"#define GDRDRV_VERSION GDRDRV_MAKE_VERSION({major}, {minor})",
+        text,
+        flags=re.MULTILINE,
+    )
+    if count != 1:
+        raise die(f"{UAPI_HEADER}: expected one GDRDRV_VERSION line, found {count}")
+    return text
+
+
+def stamp_version(tree: Path, package_version: str) -> None:
     """Packages built as another version (the "previous release" of the upgrade and
-    downgrade tests) must report that version everywhere, module and library
-    included, so the version header of the staged tree is rewritten to it."""
-    header = tree / VERSION_HEADER
-    text = header.read_text()
-    stamped = stamp_version_text(text, package_version)
-    if stamped != text:
-        header.write_text(stamped)
+    downgrade tests, a stand-in for a later NVIDIA release) must report that
+    version everywhere, module and library included, so the version header and
+    the uapi header's GDRDRV_VERSION in the staged tree are rewritten to it."""
+    for rel, stamp in ((VERSION_HEADER, stamp_version_text), (UAPI_HEADER, stamp_uapi_version_text)):
+        header = tree / rel
+        text = header.read_text()
+        stamped = stamp(text, package_version)
+        if stamped != text:
+            header.write_text(stamped)
 
 
 def stage(plan: model.Plan, source: Source, dest: Path) -> Path:
     """A build tree: the commit's files, the DKMS source tree and rendered files."""
     extract_commit(source, dest)
-    _stamp_version(dest, plan.version)
+    stamp_version(dest, plan.version)
     files = render.render(plan)
     render.write(files, dest)
     if plan.package_type == "rpm":

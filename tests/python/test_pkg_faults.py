@@ -35,7 +35,8 @@ from gdrkit.distro import families
 from gdrkit.packaging import build, model, render
 from pkgkit import faults, reference, scenarios
 from pkgkit.faults import DebSets
-from gdrkit.system import run
+from gdrkit.system import UserError, run
+from gdrkit.version import REPO_ROOT
 
 
 def _report(name: str, outcome: faults.Outcome) -> None:
@@ -121,6 +122,20 @@ def test_previous_release_packages_report_their_own_version() -> None:
     stamped = build.stamp_version_text(header, "2.6.0")
     assert stamped == header.replace("PATCH 1", "PATCH 0")
     assert build.stamp_version_text(header, "2.6.1") == header
+
+
+def test_a_later_minor_release_stamps_the_uapi_version_too(tmp_path: Path) -> None:
+    # The stand-in for NVIDIA's 2.7 failed its DKMS build when only the version header
+    # was stamped: gdrdrv.c refuses a uapi GDRDRV_VERSION that differs from it.
+    for rel in (build.VERSION_HEADER, build.UAPI_HEADER):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / rel, tmp_path / rel)
+    build.stamp_version(tmp_path, "2.7.0")
+    version = (tmp_path / build.VERSION_HEADER).read_text()
+    assert "#define GDRCOPY_VERSION_MAJOR 2\n" in version and "#define GDRCOPY_VERSION_MINOR 7\n" in version
+    assert "#define GDRDRV_VERSION GDRDRV_MAKE_VERSION(2, 7)\n" in (tmp_path / build.UAPI_HEADER).read_text()
+    with pytest.raises(UserError, match="GDRDRV_VERSION"):
+        build.stamp_uapi_version_text("#define GDRDRV_VERSION 0x20006\n", "2.7.0")
 
 
 def test_the_deb_removes_the_reference_sysv_script_and_links_on_upgrade() -> None:

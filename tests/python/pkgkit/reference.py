@@ -177,8 +177,7 @@ def stage(source: Source, tree: Path, upstream: str = VERSION) -> Path:
     for path, dest in module.extra_sources.items():
         (src / dest).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(commit / path, src / dest)
-    header = src / build.VERSION_HEADER
-    header.write_text(build.stamp_version_text(header.read_text(), module_version(upstream)))
+    build.stamp_version(src, module_version(upstream))
     if upstream != VERSION:
         for rel, (before, after) in VERSIONED.items():
             versioned = tree / rel
