@@ -30,7 +30,7 @@ from pathlib import Path
 
 from gdrkit.distro.arch import HOST_ARCH, Arch
 from gdrkit.system import UserError, die, ensure_debian_packages, log, run_step
-from gdrkit.vm import initramfs, klog
+from gdrkit.vm import debugkernel, initramfs, klog
 from gdrkit.vm.initramfs import GuestPlan, ModuleLoad
 from gdrkit.vm.kimage import bootable_image
 
@@ -257,7 +257,8 @@ def boot(
     test can check from the host what the guest wrote through a mapping.
     A guest that died before our modules loaded is booted again, up to
     `early_death_retries` times (see the module docstring); the result is
-    the last boot's, with the others in `earlier_attempts`.
+    the last boot's, with the others in `earlier_attempts`.  A debug kernel's
+    boot gets `timeout` stretched by its slowdown (debugkernel.SLOWDOWN).
     """
     for path, what in (
         (kernel_image, "kernel image"),
@@ -268,6 +269,7 @@ def boot(
             raise die(f"{what} {path} does not exist")
     # Installed if missing (idempotent), whoever built the root: a cached root outlives the host's packages.
     ensure_debian_packages([arch.qemu_system_package])
+    timeout = debugkernel.stretched_timeout(kernel_image, timeout)
     paths = VmPaths.create(log_dir)
     plan = GuestPlan(command, tuple(loads), check_refcount, arch=arch, init=init)
     earlier: list[VmResult] = []

@@ -104,6 +104,12 @@ def test_judge_counts_name_every_judge_of_the_flavour() -> None:
     assert debugkernel.judge_counts("kcsan", []) == {"kcsan": 0, "atomic-sleep": 0}
 
 
+def test_a_debug_kernel_boot_gets_a_longer_time_limit() -> None:
+    assert debugkernel.stretched_timeout(Path("/r/boot/vmlinuz-6.1.192-gdrkit-kasan"), 900) == 3600
+    assert debugkernel.stretched_timeout(Path("/r/boot/vmlinuz-6.1.192-gdrkit-kcsan"), 900) == 1800
+    assert debugkernel.stretched_timeout(Path("/r/boot/vmlinuz-6.1.0-57-amd64"), 900) == 900
+
+
 def test_a_debug_kernel_is_refused_for_another_release_or_architecture() -> None:
     debugkernel.check_debug_target("kasan", "bookworm", "amd64")
     with pytest.raises(UserError, match="--kernel bookworm --arch amd64"):
