@@ -46,12 +46,17 @@ FLAVOURS = ("kasan", "kcsan")
 SLOWDOWN = {"kasan": 4, "kcsan": 2}
 
 
-def stretched_timeout(kernel_image: Path, seconds: float) -> float:
-    """`seconds` for a boot of `kernel_image`, times SLOWDOWN when it is one of our debug kernels (pure)."""
+def slowdown(kernel_image: Path) -> int:
+    """SLOWDOWN's factor for `kernel_image` when it is one of our debug kernels; else 1 (pure)."""
     for flavour, factor in SLOWDOWN.items():
         if kernel_image.name.endswith(f"-gdrkit-{flavour}"):
-            return seconds * factor
-    return seconds
+            return factor
+    return 1
+
+
+def stretched_timeout(kernel_image: Path, seconds: float) -> float:
+    """`seconds` for a boot of `kernel_image`, times its slowdown (pure)."""
+    return seconds * slowdown(kernel_image)
 
 
 # Debian bookworm's kernel source; its version is the package's (dpkg-query).

@@ -258,7 +258,9 @@ def boot(
     A guest that died before our modules loaded is booted again, up to
     `early_death_retries` times (see the module docstring); the result is
     the last boot's, with the others in `earlier_attempts`.  A debug kernel's
-    boot gets `timeout` stretched by its slowdown (debugkernel.SLOWDOWN).
+    boot gets `timeout` stretched by its slowdown (debugkernel.SLOWDOWN), and
+    the command sees the factor as GDRKIT_SLOWDOWN (the kernel tests stretch
+    their per-test limit by it).
     """
     for path, what in (
         (kernel_image, "kernel image"),
@@ -269,7 +271,10 @@ def boot(
             raise die(f"{what} {path} does not exist")
     # Installed if missing (idempotent), whoever built the root: a cached root outlives the host's packages.
     ensure_debian_packages([arch.qemu_system_package])
-    timeout = debugkernel.stretched_timeout(kernel_image, timeout)
+    factor = debugkernel.slowdown(kernel_image)
+    timeout *= factor
+    if factor > 1 and command:
+        command = f"export GDRKIT_SLOWDOWN={factor}; {command}"
     paths = VmPaths.create(log_dir)
     plan = GuestPlan(command, tuple(loads), check_refcount, arch=arch, init=init)
     earlier: list[VmResult] = []

@@ -746,6 +746,19 @@ int kt_run_test(const struct kt_test *t, unsigned int timeout_s, const char **wh
 	return code == KT_EXIT_SKIP ? KT_RESULT_SKIP : KT_RESULT_FAIL;
 }
 
+/*
+ * The per-test limit: KT_TIMEOUT_S, times GDRKIT_SLOWDOWN when gdrkit.vm boots
+ * one of its debug kernels (KASAN and lockdep make the same work many times
+ * slower; a test killed by its alarm there is not a defect of the driver).
+ */
+static unsigned int kt_timeout_s(void)
+{
+	const char *text = getenv("GDRKIT_SLOWDOWN");
+	unsigned long factor = text ? strtoul(text, NULL, 10) : 1;
+
+	return KT_TIMEOUT_S * (factor >= 1 && factor <= 100 ? factor : 1);
+}
+
 int kt_run(const struct kt_test *tests, size_t count, int argc, char **argv)
 {
 	char *patterns[64];
@@ -791,7 +804,7 @@ int kt_run(const struct kt_test *tests, size_t count, int argc, char **argv)
 		if (!kt_selected(t->name, patterns, npatterns))
 			continue;
 		num++;
-		switch (kt_run_test(t, KT_TIMEOUT_S, &why)) {
+		switch (kt_run_test(t, kt_timeout_s(), &why)) {
 		case KT_RESULT_PASS:
 			printf("ok %d %s\n", num, t->name);
 			passed++;

@@ -108,6 +108,7 @@ def test_a_debug_kernel_boot_gets_a_longer_time_limit() -> None:
     assert debugkernel.stretched_timeout(Path("/r/boot/vmlinuz-6.1.192-gdrkit-kasan"), 900) == 3600
     assert debugkernel.stretched_timeout(Path("/r/boot/vmlinuz-6.1.192-gdrkit-kcsan"), 900) == 1800
     assert debugkernel.stretched_timeout(Path("/r/boot/vmlinuz-6.1.0-57-amd64"), 900) == 900
+    assert debugkernel.slowdown(Path("/r/boot/vmlinuz-6.1.192-gdrkit-kasan")) == 4
 
 
 def test_a_debug_kernel_is_refused_for_another_release_or_architecture() -> None:
