@@ -139,6 +139,15 @@ def _clamp_mtimes(root: Path, epoch: int) -> None:
 
 
 VERSION_HEADER = "include/gdrcopy_version.h"
+UAPI_HEADER = "include/uapi/gdrdrv.h"
+
+
+def _replace_define(text: str, pattern: str, line: str, header: str, name: str) -> str:
+    """`text` with its one line matching `pattern` replaced by `line`; none or several is an error."""
+    text, count = re.subn(pattern, line, text, flags=re.MULTILINE)
+    if count != 1:
+        raise die(f"{header}: expected one {name} line, found {count}")
+    return text
 
 
 def stamp_version_text(text: str, package_version: str) -> str:
@@ -147,18 +156,9 @@ def stamp_version_text(text: str, package_version: str) -> str:
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
         raise die(f"package version {package_version!r} is not MAJOR.MINOR.PATCH")
     for name, value in zip(("MAJOR", "MINOR", "PATCH"), parts):
-        text, count = re.subn(
-            rf"^#define GDRCOPY_VERSION_{name} \d+$",
-            f"#define GDRCOPY_VERSION_{name} {value}",
-            text,
-            flags=re.MULTILINE,
-        )
-        if count != 1:
-            raise die(f"{VERSION_HEADER}: expected one GDRCOPY_VERSION_{name} line, found {count}")
+        define = f"GDRCOPY_VERSION_{name}"
+        text = _replace_define(text, rf"^#define {define} \d+$", f"#define {define} {value}", VERSION_HEADER, define)
     return text
-
-
-UAPI_HEADER = "include/uapi/gdrdrv.h"
 
 
 def stamp_uapi_version_text(text: str, package_version: str) -> str:
@@ -167,15 +167,13 @@ def stamp_uapi_version_text(text: str, package_version: str) -> str:
     The header is self-contained (a literal, not the version header), and the
     driver and library refuse to build when the two differ."""
     major, minor = package_version.split(".")[:2]
-    text, count = re.subn(
+    return _replace_define(
+        text,
         r"^#define GDRDRV_VERSION GDRDRV_MAKE_VERSION\(\d+, \d+\)$",
         f"#define GDRDRV_VERSION GDRDRV_MAKE_VERSION({major}, {minor})",
-        text,
-        flags=re.MULTILINE,
+        UAPI_HEADER,
+        "GDRDRV_VERSION",
     )
-    if count != 1:
-        raise die(f"{UAPI_HEADER}: expected one GDRDRV_VERSION line, found {count}")
-    return text
 
 
 def stamp_version(tree: Path, package_version: str) -> None:
