@@ -176,19 +176,23 @@ def stamp_uapi_version_text(text: str, package_version: str) -> str:
     )
 
 
+def _write_if_changed(path: Path, text: str, stamped: str) -> None:
+    if stamped != text:
+        path.write_text(stamped)
+
+
 def stamp_version(tree: Path, package_version: str) -> None:
     """Packages built as another version (the "previous release" of the upgrade and
     downgrade tests, a stand-in for a later NVIDIA release) must report that
     version everywhere, module and library included, so the version header and
     the uapi header's GDRDRV_VERSION in the staged tree are rewritten to it."""
-    for rel, stamp in ((VERSION_HEADER, stamp_version_text), (UAPI_HEADER, stamp_uapi_version_text)):
-        header = tree / rel
-        if rel == UAPI_HEADER and "#define GDRDRV_VERSION " not in (header.read_text() if header.exists() else ""):
-            continue  # a uapi without the version (the packaging tests' fixture project)
-        text = header.read_text()
-        stamped = stamp(text, package_version)
-        if stamped != text:
-            header.write_text(stamped)
+    header = tree / VERSION_HEADER
+    text = header.read_text()
+    _write_if_changed(header, text, stamp_version_text(text, package_version))
+    uapi = tree / UAPI_HEADER
+    text = uapi.read_text() if uapi.exists() else ""
+    if "#define GDRDRV_VERSION " in text:  # the packaging tests' fixture project has a uapi without it
+        _write_if_changed(uapi, text, stamp_uapi_version_text(text, package_version))
 
 
 def stage(plan: model.Plan, source: Source, dest: Path) -> Path:

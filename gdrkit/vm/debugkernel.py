@@ -54,11 +54,6 @@ def slowdown(kernel_image: Path) -> int:
     return 1
 
 
-def stretched_timeout(kernel_image: Path, seconds: float) -> float:
-    """`seconds` for a boot of `kernel_image`, times its slowdown (pure)."""
-    return seconds * slowdown(kernel_image)
-
-
 # Debian bookworm's kernel source; its version is the package's (dpkg-query).
 SOURCE_PACKAGE = "linux-source-6.1"
 SOURCE_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
