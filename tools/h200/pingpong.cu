@@ -36,7 +36,8 @@
  * for multiples of 32 bytes and memcpy_uncached_load_sse41 otherwise, as its
  * gdr_copy_from_mapping picks them on an AVX2 CPU; never shipped), loop16/32/64
  * (the plainest loop of 16-, 32- or 64-byte streaming loads, each stored at
- * once, then sfence) and memcpy.
+ * once, then sfence), loop64plain and loop64back (ordinary 64-byte loads;
+ * streaming ones from the last line back) and memcpy.
  *
  *   nvcc -O2 -arch=sm_90 -o pingpong tools/h200/pingpong.cu -Iinclude \
  *        -Llibgdrapi/build -lgdrapi -lcuda -ldl
@@ -248,6 +249,25 @@ __attribute__((target("avx512f"))) static void loop64(void *d, const void *s, si
 	_mm_sfence();
 }
 
+/*
+ * Two other ways to read whole lines with 64-byte loads (issue 39's 256 B
+ * shape, where the 32-byte loads that tear were faster): ordinary aligned
+ * loads instead of streaming ones, and streaming loads of the last line first.
+ */
+__attribute__((target("avx512f"))) static void loop64plain(void *d, const void *s, size_t n)
+{
+	for (size_t i = 0; i < n; i += 64)
+		_mm512_storeu_si512((char *)d + i, _mm512_load_si512((const void *)((const char *)s + i)));
+	_mm_sfence();
+}
+
+__attribute__((target("avx512f"))) static void loop64back(void *d, const void *s, size_t n)
+{
+	for (size_t i = n; i >= 64; i -= 64)
+		_mm512_storeu_si512((char *)d + i - 64, _mm512_stream_load_si512((void *)((char *)s + i - 64)));
+	_mm_sfence();
+}
+
 static void read_ours(void *d, const void *s, size_t n) { gdr_copy_from_mapping(mh, d, s, n); }
 static void read_exported(void *d, const void *s, size_t n) { gdr_copy_from_mapped_memory(GDR_MAPPING_TYPE_WC, d, s, n); }
 static void read_memcpy(void *d, const void *s, size_t n) { memcpy(d, s, n); }
@@ -269,7 +289,7 @@ struct routine {
 static const struct routine routines[] = {
 	{ "ours", read_ours, 1 },	    { "exported", read_exported, 1 }, { "reference", read_reference, 1 },
 	{ "loop16", loop16, 16 },	    { "loop32", loop32, 32 },	      { "loop64", loop64, 64 },
-	{ "memcpy", read_memcpy, 1 },
+	{ "loop64plain", loop64plain, 64 }, { "loop64back", loop64back, 64 }, { "memcpy", read_memcpy, 1 },
 };
 #define NROUTINES (sizeof(routines) / sizeof(routines[0]))
 
@@ -657,7 +677,8 @@ static void usage(const char *prog)
 		"usage: %s [-R gdrcopy-checkout] [-n round] [-l label] [-o routines] [-s shapes] [-t pingpong,torn,floor,reads]\n"
 		"  -R  a checkout of NVIDIA's GDRCopy: its read routines are built from it and timed beside ours\n"
 		"  -n  the round number to print; -l a label for this run's records (default: default)\n"
-		"  -o  time only these routines, comma-separated (ours, exported, reference, loop16, loop32, loop64, memcpy)\n"
+		"  -o  time only these routines, comma-separated (ours, exported, reference, loop16, loop32, loop64,\n"
+		"      loop64plain, loop64back, memcpy)\n"
 		"  -s  only these shapes, comma-separated (16, 32, 64, 128, 128/first, 128/last, 256, 256/first, 256/last);\n"
 		"      the reads test takes the sizes of the shapes named\n"
 		"  -t  which tests (default: all four)\n"

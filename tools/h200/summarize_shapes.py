@@ -41,6 +41,8 @@ OTHERS = {  # the routines ours is held against -> their column
     "loop16": "16-byte loads",
     "loop32": "32-byte loads",
     "loop64": "64-byte loads",
+    "loop64plain": "64-byte ordinary loads",
+    "loop64back": "64-byte loads, last line first",
     "memcpy": "memcpy",
 }
 OURS = ("ours", "exported")
