@@ -348,7 +348,7 @@ static void engine_choose(void)
 	gdr_fast_lines_from = engine.load64;
 	gdr_fast_line_read = engine.small_read;
 	gdr_fast_read32 = engine.read32;
-	gdr_poll_setup(engine.poll16, engine.poll32, engine.poll64_plain);
+	gdr_poll_setup(engine.poll16, engine.poll32);
 	fast_ok = gdr_arch_fast_path_ok();
 	atomic_store_explicit(&gdr_copy_fast_ok, fast_ok, memory_order_release);
 	if (fast_ok)

@@ -46,7 +46,6 @@ struct gdr_copy_routines {
 	gdr_small_read_fn small_read;	/* NULL: the general path */
 	gdr_block_copy_fn poll16;	/* whole lines, 16-byte loads each stored at once (copy_fast.c); NULL: none */
 	gdr_block_copy_fn poll32;	/* the same with 32-byte loads; NULL: none */
-	gdr_block_copy_fn poll64_plain;	/* the same with ordinary (not streaming) 64-byte loads; NULL: none */
 	gdr_block_copy_fn read32;	/* one 32-byte load of an aligned 32-byte block (never torn); NULL: none */
 };
 
@@ -93,7 +92,7 @@ bool gdr_arch_fast_path_ok(void);
 void gdr_arch_full_fence(void);
 
 /* Polls of whole lines (copy_fast.c): the engine's 16- and 32-byte poll routines (NULL: none), GDRCOPY_POLL_READS. */
-void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32, gdr_block_copy_fn poll64_plain);
+void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32);
 
 /* Portable 16-byte routines (two 8-byte volatile accesses), usable on every arch. */
 void gdr_generic_store16(void *dst, const void *src, size_t n);

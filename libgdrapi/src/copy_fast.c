@@ -39,7 +39,7 @@ gdr_block_copy_fn gdr_fast_read32;
 #if defined(__x86_64__)
 
 atomic_int gdr_poll_method;
-gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from, gdr_fast_poll64_plain_from;
+gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
 unsigned char gdr_fast_read_wait_mode = GDR_READ_WAIT_EACH;
 __thread struct gdr_poll_watch gdr_poll_watch;
 static unsigned int read_wait_every;	/* N of GDR_READ_WAIT_NTH */
@@ -267,9 +267,6 @@ void gdr_fast_read_lines(void *dst, const void *src, size_t n)
 		_mm_lfence();
 		gdr_fast_lines_from((char *)dst + 64, (const char *)src + 64, n - 64);
 		break;
-	case GDR_POLL_PLAIN:
-		gdr_fast_poll64_plain_from(dst, src, n);
-		break;
 	default:
 		gdr_poll_read(dst, src, n, since_last);	/* still timing the kinds */
 		break;
@@ -296,16 +293,15 @@ void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last)
 static const struct {
 	const char *name;
 	int method;
-	bool wide;	/* needs 32-byte streaming or ordinary 64-byte poll loads (the AVX-512 engine) */
+	bool halves;	/* needs 32-byte poll loads (AVX2) */
 } poll_names[] = {
 	{ "auto", GDR_POLL_UNDECIDED, false },	   { "lines", GDR_POLL_LINES, false },
 	{ "blocks", GDR_POLL_BLOCKS, false },	   { "halves", GDR_POLL_HALVES, true },
 	{ "lines_wait", GDR_POLL_LINES_WAIT, false }, { "blocks_wait", GDR_POLL_BLOCKS_WAIT, false },
 	{ "halves_wait", GDR_POLL_HALVES_WAIT, true }, { "first_wait", GDR_POLL_FIRST_WAIT, false },
-	{ "plain", GDR_POLL_PLAIN, true },
 };
 
-int gdr_poll_method_from_env(const char *value, bool can_time, bool have_wide)
+int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves)
 {
 	size_t i;
 
@@ -316,19 +312,19 @@ int gdr_poll_method_from_env(const char *value, bool can_time, bool have_wide)
 	for (i = 0; i < sizeof(poll_names) / sizeof(poll_names[0]); i++) {
 		if (strcmp(value, poll_names[i].name))
 			continue;
-		if (!poll_names[i].wide || have_wide)
+		if (!poll_names[i].halves || have_halves)
 			return poll_names[i].method;
-		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s needs the AVX-512 copy engine's 32- or 64-byte poll loads, which this CPU or GDRCOPY_COPY_ROUTINE lacks; using %s",
+		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s needs AVX2 32-byte streaming loads, which this CPU lacks; using %s",
 			 value, GDR_POLL_READS_DEFAULT);
 		break;
 	}
 	if (i == sizeof(poll_names) / sizeof(poll_names[0]))
-		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, lines_wait, halves_wait, blocks_wait, first_wait, plain, auto; using %s",
+		gdr_warn("copy engine: GDRCOPY_POLL_READS=%s is not one of lines, halves, blocks, lines_wait, halves_wait, blocks_wait, first_wait, auto; using %s",
 			 value, GDR_POLL_READS_DEFAULT);
 	/* A typo or a kind this CPU lacks gets the default (auto if the default itself is one). */
 	if (!strcmp(value, GDR_POLL_READS_DEFAULT))
 		return GDR_POLL_UNDECIDED;
-	return gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, can_time, have_wide);
+	return gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, can_time, have_halves);
 }
 
 int gdr_read_wait_from_env(const char *value, unsigned int *every)
@@ -353,7 +349,7 @@ int gdr_read_wait_from_env(const char *value, unsigned int *every)
 	return gdr_read_wait_from_env(GDR_READ_WAIT_DEFAULT, every);
 }
 
-void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32, gdr_block_copy_fn poll64_plain)
+void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32)
 {
 	const char *wait = getenv("GDRCOPY_READ_WAIT");
 	int mode = gdr_read_wait_from_env(wait, &read_wait_every);
@@ -366,19 +362,17 @@ void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32, gdr_bloc
 			 "wait for their data when a thread reads the same address again");
 	gdr_fast_poll_from = poll16;
 	gdr_fast_poll32_from = poll32;
-	gdr_fast_poll64_plain_from = poll64_plain;
 	poll_kinds_timed = poll32 ? GDR_POLL_KINDS : 2;
 	atomic_store_explicit(&gdr_poll_method,
-			      gdr_poll_method_from_env(getenv("GDRCOPY_POLL_READS"), poll16 != NULL,
-						      poll32 != NULL && poll64_plain != NULL),
+			      gdr_poll_method_from_env(getenv("GDRCOPY_POLL_READS"), poll16 != NULL, poll32 != NULL),
 			      memory_order_relaxed);
 }
 
 #else
 
-void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32, gdr_block_copy_fn poll64_plain)
+void gdr_poll_setup(gdr_block_copy_fn poll16, gdr_block_copy_fn poll32)
 {
-	(void)poll16, (void)poll32, (void)poll64_plain;	/* only the x86 inline path tells polls from other reads */
+	(void)poll16, (void)poll32;	/* only the x86 inline path tells polls from other reads */
 }
 
 #endif /* x86 */

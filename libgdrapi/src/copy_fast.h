@@ -96,8 +96,6 @@ enum {
 	GDR_POLL_LINES_WAIT, GDR_POLL_BLOCKS_WAIT, GDR_POLL_HALVES_WAIT,
 	/* 64-byte loads: the first line, an lfence, then the other lines (no wait). */
 	GDR_POLL_FIRST_WAIT,
-	/* Ordinary 64-byte loads, one a line (AVX-512). */
-	GDR_POLL_PLAIN,
 };
 #define GDR_POLL_KINDS 3	/* lines (64-byte loads), halves (32), blocks (16) */
 struct gdr_poll_watch {
@@ -110,7 +108,7 @@ extern unsigned char gdr_fast_read_wait_mode;
 extern __thread struct gdr_poll_watch gdr_poll_watch;
 extern atomic_int gdr_poll_method;
 /* 16- and 32-byte streaming loads of whole lines, each stored at once: the other kinds of poll (NULL: none). */
-extern gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from, gdr_fast_poll64_plain_from;
+extern gdr_block_copy_fn gdr_fast_poll_from, gdr_fast_poll32_from;
 #pragma GCC visibility pop
 /* A poll while undecided: one step of the timing, then the read with the kind it picked. */
 void gdr_poll_read(void *dst, const void *src, size_t n, uint64_t since_last);
@@ -125,10 +123,9 @@ void gdr_read_wait_after(const void *src);
 /*
  * GDRCOPY_POLL_READS's value (NULL or empty: GDR_POLL_READS_DEFAULT) to a
  * GDR_POLL_*; can_time false (no 16-byte poll loads): always lines;
- * have_wide false: neither halves nor plain (no 32-byte streaming loads or
- * ordinary 64-byte ones).
+ * have_halves false: no halves.
  */
-int gdr_poll_method_from_env(const char *value, bool can_time, bool have_wide);
+int gdr_poll_method_from_env(const char *value, bool can_time, bool have_halves);
 /*
  * The decision from the kinds' poll periods, [0] lines, [1] halves, [2]
  * blocks (medians; sorts the arrays; a count of 0: not timed).

@@ -327,22 +327,6 @@ static void store64_movdir64b(void *dst, const void *src, size_t n)
 		movdir64b(d, s);
 }
 
-/*
- * Polls of whole lines with ordinary 64-byte loads, each stored at once: a
- * load of a write-combined line that, unlike a streaming one, may not wait
- * for the previous poll's load of it (issue 39's 256 B shape; one 64-byte
- * load per line, so a line is never seen half-written).
- */
-__attribute__((target("avx512f"))) static void poll64_plain_avx512(void *dst, const void *src, size_t n)
-{
-	__m512i *d = dst;
-	const __m512i *s = src;
-
-	for (; n; n -= 64, d++, s++)
-		_mm512_storeu_si512(d, _mm512_load_si512(s));
-	_mm256_zeroupper();
-}
-
 /* ---- sets ---- */
 
 static void set_sse(struct gdr_copy_routines *r, const struct x86_features *f)
@@ -423,7 +407,6 @@ void gdr_arch_copy_routines_best(struct gdr_copy_routines *r)
 		r->load16 = f->sse41 ? load16_sse41 : load16_sse2;
 		r->poll16 = f->sse41 ? poll16_sse41 : NULL;
 		r->poll32 = poll32_avx2;
-		r->poll64_plain = poll64_plain_avx512;
 		r->read32 = poll32_avx2;	/* for n = 32: one load, stored at once */
 		r->load32 = NULL;
 		r->load_desc = r->load16_part ?

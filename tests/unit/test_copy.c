@@ -203,11 +203,11 @@ static void test_inline_fast_path(void **state)
 
 	for (unsigned int w = 0; w < sizeof(waits) / sizeof(waits[0]); w++) {
 		setenv("GDRCOPY_READ_WAIT", waits[w], 1);
-		gdr_poll_setup(gdr_fast_poll_from, gdr_fast_poll32_from, gdr_fast_poll64_plain_from);
+		gdr_poll_setup(gdr_fast_poll_from, gdr_fast_poll32_from);
 		inline_fast_path(&taken);
 	}
 	unsetenv("GDRCOPY_READ_WAIT");
-	gdr_poll_setup(gdr_fast_poll_from, gdr_fast_poll32_from, gdr_fast_poll64_plain_from);
+	gdr_poll_setup(gdr_fast_poll_from, gdr_fast_poll32_from);
 #else
 	inline_fast_path(&taken);	/* no inline path, hence no waits: every copy declined */
 #endif
@@ -285,7 +285,7 @@ static void test_polls(void **state)
 	unsigned char *dst = dst_buf + GUARD, *src = src_buf + 64 * 8;
 	static const int methods[] = { GDR_POLL_LINES,	    GDR_POLL_BLOCKS,	  GDR_POLL_HALVES,
 				       GDR_POLL_LINES_WAIT, GDR_POLL_BLOCKS_WAIT, GDR_POLL_HALVES_WAIT,
-				       GDR_POLL_FIRST_WAIT, GDR_POLL_PLAIN,	  GDR_POLL_UNDECIDED };
+				       GDR_POLL_FIRST_WAIT, GDR_POLL_UNDECIDED };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 	unsigned char pattern[GDR_FAST_LINES_MAX];
 	size_t n;
@@ -294,8 +294,7 @@ static void test_polls(void **state)
 	(void)state;
 	memcpy(pattern, src, sizeof(pattern));	/* the other tests' source bytes, put back at the end */
 	gdr_copy_engine_init();
-	if (!atomic_load(&gdr_copy_fast_ok) || !gdr_fast_lines_from || !gdr_fast_poll_from || !gdr_fast_poll32_from ||
-	    !gdr_fast_poll64_plain_from) {
+	if (!atomic_load(&gdr_copy_fast_ok) || !gdr_fast_lines_from || !gdr_fast_poll_from || !gdr_fast_poll32_from) {
 		print_message("skipped: this CPU has no inline path with every kind of polling load (SSE4.1, AVX2 and AVX-512)\n");
 		skip();
 	}
@@ -341,9 +340,6 @@ static void test_poll_choice(void **state)
 	assert_int_equal(gdr_poll_method_from_env("lines", true, true), GDR_POLL_LINES);
 	assert_int_equal(gdr_poll_method_from_env("blocks", true, true), GDR_POLL_BLOCKS);
 	assert_int_equal(gdr_poll_method_from_env("halves", true, true), GDR_POLL_HALVES);
-	assert_int_equal(gdr_poll_method_from_env("plain", true, true), GDR_POLL_PLAIN);
-	assert_int_equal(gdr_poll_method_from_env("plain", true, false),
-			 gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, true, false));
 	/* Halves on a CPU without AVX2, or a typo: the default's kind. */
 	assert_int_equal(gdr_poll_method_from_env("halves", true, false),
 			 gdr_poll_method_from_env(GDR_POLL_READS_DEFAULT, true, false));

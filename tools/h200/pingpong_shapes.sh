@@ -21,7 +21,7 @@
 #   none for the defaults alone, as a final run after choosing them):
 #   GDRCOPY_READ_WAIT (reads of one line, the 16/32/64 B shapes) 0, 2, 4,
 #   repeat; GDRCOPY_POLL_READS (polls of 128-512 B, the 128/256 B shapes)
-#   lines, halves, blocks and each with _wait, first_wait, plain.
+#   lines, halves, blocks and each with _wait, first_wait.
 #
 #   run from the repository root; carry .device/debs (the Vulkan loader) and
 #   .device/reference-gdrcopy (NVIDIA's src/memcpy_avx2.c and
@@ -39,8 +39,7 @@ REFERENCE=${REFERENCE:-$PWD/.device/reference-gdrcopy}
 CANDIDATES=${CANDIDATES:-"wait0:GDRCOPY_READ_WAIT=0 wait2:GDRCOPY_READ_WAIT=2 wait4:GDRCOPY_READ_WAIT=4
 	repeat:GDRCOPY_READ_WAIT=repeat lines:GDRCOPY_POLL_READS=lines lines_wait:GDRCOPY_POLL_READS=lines_wait
 	halves:GDRCOPY_POLL_READS=halves halves_wait:GDRCOPY_POLL_READS=halves_wait blocks:GDRCOPY_POLL_READS=blocks
-	blocks_wait:GDRCOPY_POLL_READS=blocks_wait first_wait:GDRCOPY_POLL_READS=first_wait
-	plain:GDRCOPY_POLL_READS=plain"}
+	blocks_wait:GDRCOPY_POLL_READS=blocks_wait first_wait:GDRCOPY_POLL_READS=first_wait"}
 SMALL_SHAPES=16,32,64
 LARGE_SHAPES=128,128/first,128/last,256,256/first,256/last
 export PATH=/usr/local/cuda/bin:$PATH
