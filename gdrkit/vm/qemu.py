@@ -147,6 +147,8 @@ class VmResult:
     kernel_log: Path | None = None
     # Boots before this one that died before our modules loaded, first first.
     earlier_attempts: list[VmResult] = field(default_factory=list)
+    # KCSAN's reports of the core kernel's own races (klog.core_kernel_races): shown, not failures.
+    core_kernel_races: list[str] = field(default_factory=list)
 
     def died_before_ours(self) -> bool:
         """The guest died before /init started on our modules or command.
@@ -353,6 +355,9 @@ def _collect(paths: VmPaths, seconds: float, timed_out: bool) -> VmResult:
         klog.scan_kernel_log(_read(paths.kernel_log)),
         klog.scan_kernel_log(_read(paths.console_log), kernel_lines_only=True),
     )
+    races = klog.core_kernel_races(_read(paths.kernel_log)) or klog.core_kernel_races(
+        _read(paths.console_log), kernel_lines_only=True
+    )
     status_text = results.get("command_status", "")
     status = int(status_text) if status_text.isdigit() else None
     return VmResult(
@@ -363,4 +368,5 @@ def _collect(paths: VmPaths, seconds: float, timed_out: bool) -> VmResult:
         timed_out=timed_out,
         results=results,
         kernel_log=paths.kernel_log if _read(paths.kernel_log).strip() else None,
+        core_kernel_races=races,
     )

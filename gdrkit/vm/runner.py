@@ -126,6 +126,14 @@ def summary_lines(
             if debug_kernel
             else []
         ),
+        *(
+            [
+                f"core kernel:     {len(result.core_kernel_races)} KCSAN race(s) of the core kernel's own, not counted"
+                f" (at unknown origin, no module in the stack; first: {result.core_kernel_races[0]})"
+            ]
+            if result.core_kernel_races
+            else []
+        ),
         f"logs:            {result.console_log.parent}",
     ]
     if result.earlier_attempts:

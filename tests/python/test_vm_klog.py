@@ -127,3 +127,42 @@ def test_merge_keeps_each_line_once() -> None:
 def test_log_tail() -> None:
     text = "\n".join(f"line {i}" for i in range(100))
     assert klog.log_tail(text, 3) == "line 97\nline 98\nline 99"
+
+
+# A KCSAN report the fuzzer's forks met under the kcsan kernel: both sides in the core kernel.
+CORE_KERNEL_RACE = """\
+[   30.673263] ==================================================================
+[   30.673427] BUG: KCSAN: data-race in _find_next_bit+0x37/0xc0
+[   30.673427] 
+[   30.673427] race at unknown origin, with read to 0xffff9a1c01322ff0 of 8 bytes by task 322 on cpu 0:
+[   30.673427]  _find_next_bit+0x37/0xc0
+[   30.673427]  flush_tlb_mm_range+0xb2/0x160
+[   30.673427]  ptep_clear_flush+0xab/0xc0
+[   30.673427]  wp_page_copy+0x49e/0xd80
+[   30.673427] 
+[   30.673427] value changed: 0x0000000000000001 -> 0x0000000000000003
+[   30.673427] 
+[   30.673427] Reported by Kernel Concurrency Sanitizer on:
+[   30.673427] CPU: 0 PID: 322 Comm: gdrdrv_fuzz Tainted: G           O       6.1.192-gdrkit-kcsan #1
+[   30.673427] ==================================================================
+"""
+
+
+def test_a_core_kernel_race_at_unknown_origin_is_set_apart_not_failed() -> None:
+    assert klog.scan_kernel_log(CORE_KERNEL_RACE) == []
+    assert klog.core_kernel_races(CORE_KERNEL_RACE) == ["BUG: KCSAN: data-race in _find_next_bit+0x37/0xc0"]
+    # On the console, between program output, the same.
+    console = "# fuzz: op 12\n" + CORE_KERNEL_RACE + "ok 1 - seed 1400\n"
+    assert klog.scan_kernel_log(console, kernel_lines_only=True) == []
+    assert len(klog.core_kernel_races(console, kernel_lines_only=True)) == 1
+
+
+def test_a_kcsan_report_naming_a_module_or_two_known_accesses_fails_the_run() -> None:
+    ours = CORE_KERNEL_RACE.replace(" ptep_clear_flush+0xab/0xc0", " gdrdrv_mmap+0x1c/0x90 [gdrdrv]")
+    assert [f.rule for f in klog.scan_kernel_log(ours)] == ["kcsan"]
+    assert klog.core_kernel_races(ours) == []
+    known = CORE_KERNEL_RACE.replace("race at unknown origin, with read", "read")
+    assert [f.rule for f in klog.scan_kernel_log(known)] == ["kcsan"]
+    # A report cut off before its closing line (the guest died) stays a finding too.
+    cut = "\n".join(CORE_KERNEL_RACE.splitlines()[:-1])
+    assert [f.rule for f in klog.scan_kernel_log(cut)] == ["kcsan"]
