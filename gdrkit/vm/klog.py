@@ -83,12 +83,30 @@ def scan_line(line: str) -> Finding | None:
 # softgpu, the test modules) are built with it, so such a report whose stack
 # names no module is a race between two parts of the core kernel, e.g.
 # flush_tlb_mm_range reading mm_cpumask while switch_mm sets a CPU's bit (the
-# fuzzer's forks met it under the kcsan kernel).  Those are set apart, and
-# shown, but fail no run; every other KCSAN report is a finding.
+# fuzzer's forks met it under the kcsan kernel).  Only the frames down to an
+# exception entry count: a user page fault taken inside a module's
+# copy_to_user runs the same core code.  Those are set apart, and shown, but
+# fail no run; every other KCSAN report is a finding.
 _KCSAN_START = re.compile(r"^BUG: KCSAN: ")
 _KCSAN_END = re.compile(r"^={20,}$")
 _KCSAN_UNKNOWN_ORIGIN = re.compile(r"^race at unknown origin")
 _MODULE_FRAME = re.compile(r"\+0x[0-9a-f]+/0x[0-9a-f]+ \[[\w-]+\]")
+_EXCEPTION_ENTRY = re.compile(r"^asm_exc_\w+\+0x")
+
+
+def _racing_frames(report: list[str]) -> list[str] | None:
+    """The stack of a report's one known access, down to an exception entry; None if both are known."""
+    for i, line in enumerate(report):
+        if _KCSAN_UNKNOWN_ORIGIN.match(line):
+            frames = []
+            for frame in report[i + 1 :]:
+                if not frame:
+                    break
+                frames.append(frame)
+                if _EXCEPTION_ENTRY.match(frame):
+                    break
+            return frames
+    return None
 
 
 def _kernel_lines(text: str, kernel_lines_only: bool) -> list[str]:
@@ -105,8 +123,8 @@ def _core_kernel_races(lines: list[str]) -> list[tuple[int, int]]:
         if _KCSAN_START.match(text):
             start = i
         elif start is not None and _KCSAN_END.match(text):
-            report = [strip_timestamp(r) for r in lines[start : i + 1]]
-            if any(_KCSAN_UNKNOWN_ORIGIN.match(r) for r in report) and not any(_MODULE_FRAME.search(r) for r in report):
+            frames = _racing_frames([strip_timestamp(r) for r in lines[start : i + 1]])
+            if frames and not any(_MODULE_FRAME.search(frame) for frame in frames):
                 spans.append((start, i + 1))
             start = None
     return spans

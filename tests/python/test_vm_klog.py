@@ -161,6 +161,13 @@ def test_a_kcsan_report_naming_a_module_or_two_known_accesses_fails_the_run() ->
     ours = CORE_KERNEL_RACE.replace(" ptep_clear_flush+0xab/0xc0", " gdrdrv_mmap+0x1c/0x90 [gdrdrv]")
     assert [f.rule for f in klog.scan_kernel_log(ours)] == ["kcsan"]
     assert klog.core_kernel_races(ours) == []
+    # A module's frame below the page fault the race was met in is the interrupted code, not the racer.
+    fault_in_copy = CORE_KERNEL_RACE.replace(
+        "[   30.673427]  wp_page_copy+0x49e/0xd80\n",
+        "[   30.673427]  wp_page_copy+0x49e/0xd80\n[   30.673427]  asm_exc_page_fault+0x22/0x30\n"
+        "[   30.673427]  _copy_to_user+0x7f/0xa0\n[   30.673427]  softgpu_ioctl+0x15bc/0x19f0 [softgpu]\n",
+    )
+    assert klog.scan_kernel_log(fault_in_copy) == [] and len(klog.core_kernel_races(fault_in_copy)) == 1
     known = CORE_KERNEL_RACE.replace("race at unknown origin, with read", "read")
     assert [f.rule for f in klog.scan_kernel_log(known)] == ["kcsan"]
     # A report cut off before its closing line (the guest died) stays a finding too.
