@@ -9,7 +9,8 @@
 #   Each round, in this order:
 #   - pingpong.cu with the library's defaults and every routine: ours
 #     (gdr_copy_from_mapping), exported (gdr_copy_from_mapped_memory),
-#     NVIDIA's routines, plain 16/32/64-byte streaming-load loops, memcpy;
+#     NVIDIA's routines, plain 16/32/64-byte streaming-load loops, loops of
+#     ordinary 64-byte loads and of 64-byte ones from the last line, memcpy;
 #     ping-pong round trips, polls per round trip, torn reads under a GPU
 #     writer, reads back to back, single and over a ring of distinct entries;
 #   - pingpong.cu, ours and exported only, once per candidate below (an
