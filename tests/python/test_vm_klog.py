@@ -173,3 +173,30 @@ def test_a_kcsan_report_naming_a_module_or_two_known_accesses_fails_the_run() ->
     # A report cut off before its closing line (the guest died) stays a finding too.
     cut = "\n".join(CORE_KERNEL_RACE.splitlines()[:-1])
     assert [f.rule for f in klog.scan_kernel_log(cut)] == ["kcsan"]
+
+
+PRINTK_RING_RACE = """\
+[   57.101000] ==================================================================
+[   57.101000] BUG: KCSAN: data-race in desc_read / prb_reserve
+[   57.101000] 
+[   57.101000] write to 0xffffffffb265a1a8 of 8 bytes by task 1052 on cpu 1:
+[   57.101000]  prb_reserve+0x404/0x6b0
+[   57.101000]  vprintk_store+0x2e8/0x6f0
+[   57.101000]  _printk+0x63/0x7e
+[   57.101000]  gdrdrv_mmap.cold+0x2e/0x175 [gdrdrv]
+[   57.101000] 
+[   57.101000] read to 0xffffffffb265a1a8 of 8 bytes by task 1050 on cpu 0:
+[   57.101000]  desc_read+0xd2/0x1a0
+[   57.101000]  devkmsg_read+0xc4/0x3d0
+[   57.101000] 
+[   57.101000] Reported by Kernel Concurrency Sanitizer on:
+[   57.101000] ==================================================================
+"""
+
+
+def test_a_race_inside_printks_ring_buffer_is_its_own_whoever_printed() -> None:
+    assert klog.scan_kernel_log(PRINTK_RING_RACE) == []
+    assert klog.core_kernel_races(PRINTK_RING_RACE) == ["BUG: KCSAN: data-race in desc_read / prb_reserve"]
+    # One side outside the ring buffer: a finding.
+    ours = PRINTK_RING_RACE.replace("desc_read / prb_reserve", "gdrdrv_unpin / prb_reserve")
+    assert [f.rule for f in klog.scan_kernel_log(ours)] == ["kcsan"]
