@@ -104,7 +104,7 @@ _RACE_SIDES = re.compile(r"^BUG: KCSAN: data-race in (\S+) / (\S+)$")
 
 def _printk_ring_race(header: str) -> bool:
     sides = _RACE_SIDES.match(header)
-    return bool(sides) and all(_PRINTK_RING.match(side.split("+")[0]) for side in sides.groups())
+    return sides is not None and all(_PRINTK_RING.match(side.split("+")[0]) for side in sides.groups())
 
 
 def _racing_frames(report: list[str]) -> list[str] | None:
