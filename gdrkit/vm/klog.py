@@ -77,27 +77,23 @@ def scan_line(line: str) -> Finding | None:
     return None
 
 
-# A KCSAN report runs from its "BUG: KCSAN:" line to a line of "=".  One "at
-# unknown origin" saw a value change under a watchpoint that no instrumented
-# access hit: the writer is code built without KCSAN.  Our modules (gdrdrv,
-# softgpu, the test modules) are built with it, so such a report whose stack
-# names no module is a race between two parts of the core kernel, e.g.
-# flush_tlb_mm_range reading mm_cpumask while switch_mm sets a CPU's bit (the
-# fuzzer's forks met it under the kcsan kernel).  Only the frames down to an
-# exception entry count: a user page fault taken inside a module's
-# copy_to_user runs the same core code.  Those are set apart, and shown, but
-# fail no run; every other KCSAN report is a finding.
+# A KCSAN report runs from its "BUG: KCSAN:" line to a line of "=", and
+# gives the stack of each access it saw (one, "at unknown origin", when the
+# other was made by code built without KCSAN).  Our modules (gdrdrv, softgpu,
+# the test modules) are all built with KCSAN, so a report in which no access's
+# stack names a module, down to its exception entry (a user page fault taken
+# inside a module's copy_to_user runs the same core code), is the core kernel
+# racing with itself: x86's TLB flush reading mm_cpumask while switch_mm sets
+# a bit, the scheduler's load balancing, shmem faults of two threads (the
+# fuzzer's forks and threads met all three under the kcsan kernel).  So is a
+# race with both sides inside printk's lockless ring buffer, whoever printed
+# (a module's printk against the fuzzer's /dev/kmsg reader).  Those are set
+# apart, and shown, but fail no run; every other KCSAN report is a finding.
 _KCSAN_START = re.compile(r"^BUG: KCSAN: ")
 _KCSAN_END = re.compile(r"^={20,}$")
-_KCSAN_UNKNOWN_ORIGIN = re.compile(r"^race at unknown origin")
+_KCSAN_ACCESS = re.compile(r"^(?:race at unknown origin, with )?(?:read|write|read-write)(?: \(marked\))? to 0x")
 _MODULE_FRAME = re.compile(r"\+0x[0-9a-f]+/0x[0-9a-f]+ \[[\w-]+\]")
 _EXCEPTION_ENTRY = re.compile(r"^asm_exc_\w+\+0x")
-
-
-# printk's ring buffer is lockless by design: any context may print while
-# readers of /dev/kmsg (the in-guest fuzzer's watch among them) read it, and
-# KCSAN flags its writer against its reader.  A race with both sides inside it
-# is the ring buffer's own, whoever printed.
 _PRINTK_RING = re.compile(r"^(?:_?prb_\w+|desc_\w+|data_\w+|get_data|copy_data)$")
 _RACE_SIDES = re.compile(r"^BUG: KCSAN: data-race in (\S+) / (\S+)$")
 
@@ -107,28 +103,33 @@ def _printk_ring_race(header: str) -> bool:
     return sides is not None and all(_PRINTK_RING.match(side.split("+")[0]) for side in sides.groups())
 
 
-def _racing_frames(report: list[str]) -> list[str] | None:
-    """The stack of a report's one known access, down to an exception entry; None if both are known."""
+def _access_stacks(report: list[str]) -> list[list[str]]:
+    """Each access's stack in a report, down to its exception entry."""
+    stacks = []
     for i, line in enumerate(report):
-        if _KCSAN_UNKNOWN_ORIGIN.match(line):
-            frames = []
-            for frame in report[i + 1 :]:
-                if not frame:
-                    break
-                frames.append(frame)
-                if _EXCEPTION_ENTRY.match(frame):
-                    break
-            return frames
-    return None
+        if not _KCSAN_ACCESS.match(line):
+            continue
+        frames: list[str] = []
+        for frame in report[i + 1 :]:
+            if not frame:
+                break
+            frames.append(frame)
+            if _EXCEPTION_ENTRY.match(frame):
+                break
+        stacks.append(frames)
+    return stacks
 
 
-def _kernel_lines(text: str, kernel_lines_only: bool) -> list[str]:
-    lines = text.replace("\r", "").splitlines()
-    return [line for line in lines if is_kernel_line(line)] if kernel_lines_only else lines
+def _is_core_kernel_race(report: list[str]) -> bool:
+    stacks = _access_stacks(report)
+    outside_modules = bool(stacks) and all(
+        frames and not any(_MODULE_FRAME.search(frame) for frame in frames) for frames in stacks
+    )
+    return outside_modules or _printk_ring_race(report[0])
 
 
 def _core_kernel_races(lines: list[str]) -> list[tuple[int, int]]:
-    """[start, end) of each KCSAN report at unknown origin whose stack names no module."""
+    """[start, end) of each KCSAN report that is the core kernel's own race."""
     spans = []
     start = None
     for i, line in enumerate(lines):
@@ -136,17 +137,20 @@ def _core_kernel_races(lines: list[str]) -> list[tuple[int, int]]:
         if _KCSAN_START.match(text):
             start = i
         elif start is not None and _KCSAN_END.match(text):
-            report = [strip_timestamp(r) for r in lines[start : i + 1]]
-            frames = _racing_frames(report)
-            if _printk_ring_race(report[0]) or (frames and not any(_MODULE_FRAME.search(frame) for frame in frames)):
+            if _is_core_kernel_race([strip_timestamp(r) for r in lines[start : i + 1]]):
                 spans.append((start, i + 1))
             start = None
     return spans
 
 
+def _kernel_lines(text: str, kernel_lines_only: bool) -> list[str]:
+    lines = text.replace("\r", "").splitlines()
+    return [line for line in lines if is_kernel_line(line)] if kernel_lines_only else lines
+
+
 def core_kernel_races(text: str, *, kernel_lines_only: bool = False) -> list[str]:
     """The first line of each KCSAN report `scan_kernel_log` sets apart as the core kernel's own race
-    (at unknown origin with no module in its stack, or inside printk's ring buffer)."""
+    (no module in any access's stack, or inside printk's ring buffer)."""
     lines = _kernel_lines(text, kernel_lines_only)
     return [strip_timestamp(lines[start]) for start, _ in _core_kernel_races(lines)]
 

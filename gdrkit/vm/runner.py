@@ -129,7 +129,7 @@ def summary_lines(
         *(
             [
                 f"core kernel:     {len(result.core_kernel_races)} KCSAN race(s) of the core kernel's own, not counted"
-                f" (at unknown origin, no module in the stack; first: {result.core_kernel_races[0]})"
+                f" (no module in any stack, or inside printk's ring buffer; first: {result.core_kernel_races[0]})"
             ]
             if result.core_kernel_races
             else []

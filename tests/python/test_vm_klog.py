@@ -168,8 +168,15 @@ def test_a_kcsan_report_naming_a_module_or_two_known_accesses_fails_the_run() ->
         "[   30.673427]  _copy_to_user+0x7f/0xa0\n[   30.673427]  softgpu_ioctl+0x15bc/0x19f0 [softgpu]\n",
     )
     assert klog.scan_kernel_log(fault_in_copy) == [] and len(klog.core_kernel_races(fault_in_copy)) == 1
-    known = CORE_KERNEL_RACE.replace("race at unknown origin, with read", "read")
-    assert [f.rule for f in klog.scan_kernel_log(known)] == ["kcsan"]
+    # Both accesses known: one of them in a module fails; both in the core kernel is its own race.
+    two_sides = CORE_KERNEL_RACE.replace("race at unknown origin, with read", "read").replace(
+        "[   30.673427] value changed:",
+        "[   30.673427] write to 0xffff9a1c01322ff0 of 8 bytes by task 323 on cpu 1:\n"
+        "[   30.673427]  switch_mm_irqs_off+0x1a/0x300\n[   30.673427] \n[   30.673427] value changed:",
+    )
+    assert klog.scan_kernel_log(two_sides) == [] and len(klog.core_kernel_races(two_sides)) == 1
+    ours_too = two_sides.replace("switch_mm_irqs_off+0x1a/0x300", "gdrdrv_unpin+0x1a/0x300 [gdrdrv]")
+    assert [f.rule for f in klog.scan_kernel_log(ours_too)] == ["kcsan"]
     # A report cut off before its closing line (the guest died) stays a finding too.
     cut = "\n".join(CORE_KERNEL_RACE.splitlines()[:-1])
     assert [f.rule for f in klog.scan_kernel_log(cut)] == ["kcsan"]
