@@ -81,8 +81,9 @@ def scan_line(line: str) -> Finding | None:
 # gives the stack of each access it saw (one, "at unknown origin", when the
 # other was made by code built without KCSAN).  Our modules (gdrdrv, softgpu,
 # the test modules) are all built with KCSAN, so a report in which no access's
-# stack names a module, down to its exception entry (a user page fault taken
-# inside a module's copy_to_user runs the same core code), is the core kernel
+# stack names a module, down to its exception or interrupt entry (a user page
+# fault taken in a module's copy_to_user, or a timer interrupt that lands in a
+# module, runs the same core code), is the core kernel
 # racing with itself: x86's TLB flush reading mm_cpumask while switch_mm sets
 # a bit, the scheduler's load balancing, shmem faults of two threads (the
 # fuzzer's forks and threads met all three under the kcsan kernel).  So is a
@@ -93,7 +94,8 @@ _KCSAN_START = re.compile(r"^BUG: KCSAN: ")
 _KCSAN_END = re.compile(r"^={20,}$")
 _KCSAN_ACCESS = re.compile(r"^(?:race at unknown origin, with )?(?:read|write|read-write)(?: \(marked\))? to 0x")
 _MODULE_FRAME = re.compile(r"\+0x[0-9a-f]+/0x[0-9a-f]+ \[[\w-]+\]")
-_EXCEPTION_ENTRY = re.compile(r"^asm_exc_\w+\+0x")
+# Where a stack enters an exception or interrupt: the frames below are the code it interrupted.
+_EXCEPTION_ENTRY = re.compile(r"^asm_(?:exc_|sysvec_|common_interrupt)\w*\+0x")
 _PRINTK_RING = re.compile(r"^(?:_?prb_\w+|desc_\w+|data_\w+|get_data|copy_data)$")
 _RACE_SIDES = re.compile(r"^BUG: KCSAN: data-race in (\S+) / (\S+)$")
 

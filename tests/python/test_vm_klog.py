@@ -168,6 +168,8 @@ def test_a_kcsan_report_naming_a_module_or_two_known_accesses_fails_the_run() ->
         "[   30.673427]  _copy_to_user+0x7f/0xa0\n[   30.673427]  softgpu_ioctl+0x15bc/0x19f0 [softgpu]\n",
     )
     assert klog.scan_kernel_log(fault_in_copy) == [] and len(klog.core_kernel_races(fault_in_copy)) == 1
+    timer_in_ours = fault_in_copy.replace("asm_exc_page_fault+0x22/0x30", "asm_sysvec_apic_timer_interrupt+0x16/0x20")
+    assert klog.scan_kernel_log(timer_in_ours) == [] and len(klog.core_kernel_races(timer_in_ours)) == 1
     # Both accesses known: one of them in a module fails; both in the core kernel is its own race.
     two_sides = CORE_KERNEL_RACE.replace("race at unknown origin, with read", "read").replace(
         "[   30.673427] value changed:",
