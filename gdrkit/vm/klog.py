@@ -106,7 +106,7 @@ def _printk_ring_race(header: str) -> bool:
 
 
 def _access_stacks(report: list[str]) -> list[list[str]]:
-    """Each access's stack in a report, down to its exception entry."""
+    """Each access's stack in a report, down to its exception or interrupt entry."""
     stacks = []
     for i, line in enumerate(report):
         if not _KCSAN_ACCESS.match(line):

@@ -351,13 +351,12 @@ def _read(path: Path) -> str:
 
 def _collect(paths: VmPaths, seconds: float, timed_out: bool) -> VmResult:
     results = parse_results(_read(paths.results))
+    kernel_text, console_text = _read(paths.kernel_log), _read(paths.console_log)
     findings = klog.merge_findings(
-        klog.scan_kernel_log(_read(paths.kernel_log)),
-        klog.scan_kernel_log(_read(paths.console_log), kernel_lines_only=True),
+        klog.scan_kernel_log(kernel_text),
+        klog.scan_kernel_log(console_text, kernel_lines_only=True),
     )
-    races = klog.core_kernel_races(_read(paths.kernel_log)) or klog.core_kernel_races(
-        _read(paths.console_log), kernel_lines_only=True
-    )
+    races = klog.core_kernel_races(kernel_text) or klog.core_kernel_races(console_text, kernel_lines_only=True)
     status_text = results.get("command_status", "")
     status = int(status_text) if status_text.isdigit() else None
     return VmResult(
@@ -367,6 +366,6 @@ def _collect(paths: VmPaths, seconds: float, timed_out: bool) -> VmResult:
         seconds=seconds,
         timed_out=timed_out,
         results=results,
-        kernel_log=paths.kernel_log if _read(paths.kernel_log).strip() else None,
+        kernel_log=paths.kernel_log if kernel_text.strip() else None,
         core_kernel_races=races,
     )
